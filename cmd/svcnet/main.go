@@ -1,0 +1,105 @@
+// Command svcnet is the Service networking control plane: `svcnet manager`
+// runs the controllers, `svcnet up` runs a whole control plane on one
+// machine, `svcnet version` tells what this build is.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/internal/manager"
+	"github.com/svcnet-io/svcnet/internal/up"
+	"github.com/svcnet-io/svcnet/internal/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "svcnet:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "svcnet",
+		Short:         "Kubernetes Service networking: IP and port allocation, EndpointSlices, node rules",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newManagerCommand(), newUpCommand(), newVersionCommand())
+	return root
+}
+
+// addLogFlags adds klog's -v and friends, the Kubernetes component way.
+func addLogFlags(fs *pflag.FlagSet) {
+	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(gofs)
+	for _, name := range []string{"v", "vmodule", "logtostderr", "log_file"} {
+		if f := gofs.Lookup(name); f != nil {
+			fs.AddGoFlag(f)
+		}
+	}
+}
+
+func newManagerCommand() *cobra.Command {
+	opts := manager.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the svcnet controllers against a cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg, err := opts.RestConfig()
+			if err != nil {
+				return err
+			}
+			return manager.Run(cmd.Context(), cfg, opts)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	addLogFlags(cmd.Flags())
+	return cmd
+}
+
+func newUpCommand() *cobra.Command {
+	cfg := up.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a whole Service networking control plane on this machine (no cluster needed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg.Out = cmd.OutOrStdout()
+			return up.Run(cmd.Context(), cfg)
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	cmd.Flags().IntVarP(&cfg.Verbosity, "v", "v", 0, "Log verbosity of the in-process svcnet manager (logs/svcnet-manager.log).")
+	return cmd
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this build",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), version.String())
+		},
+	}
+}

@@ -1,0 +1,17 @@
+package controllers
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+)
+
+// EndpointSliceName is the endpointslice controller's --controllers name.
+const EndpointSliceName = "endpointslice"
+
+// EndpointSliceOptions configures the endpointslice controller.
+type EndpointSliceOptions = endpointslice.Options
+
+func setupEndpointSlice(mgr ctrl.Manager, opts Options) error {
+	return endpointslice.New(mgr.GetClient(), mgr.GetAPIReader(), opts.EndpointSlice).SetupWithManager(mgr)
+}

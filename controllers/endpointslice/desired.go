@@ -1,0 +1,362 @@
+package endpointslice
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// sliceMeta is what every slice of one Service and family carries.
+type sliceMeta struct {
+	service     *corev1.Service
+	addressType discoveryv1.AddressType
+	labels      map[string]string
+}
+
+// newSliceMeta computes the labels of a Service's slices: the Service's own
+// labels, then the reserved ones, which a Service label cannot override.
+func newSliceMeta(svc *corev1.Service, addressType discoveryv1.AddressType) sliceMeta {
+	labels := make(map[string]string, len(svc.Labels)+3)
+	for k, v := range svc.Labels {
+		switch k {
+		case discoveryv1.LabelServiceName, discoveryv1.LabelManagedBy, LabelHeadless:
+			continue
+		}
+		labels[k] = v
+	}
+	labels[discoveryv1.LabelServiceName] = svc.Name
+	labels[discoveryv1.LabelManagedBy] = ManagedBy
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		labels[LabelHeadless] = ""
+	}
+	return sliceMeta{service: svc, addressType: addressType, labels: labels}
+}
+
+// ownerReference is the controller reference every slice carries.
+func (m sliceMeta) ownerReference() metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         "v1",
+		Kind:               "Service",
+		Name:               m.service.Name,
+		UID:                m.service.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// matches reports whether an existing slice carries the right labels and
+// owner already.
+func (m sliceMeta) matches(s *discoveryv1.EndpointSlice) bool {
+	if !maps.Equal(s.Labels, m.labels) {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(s)
+	return ref != nil && ref.UID == m.service.UID && ref.Kind == "Service"
+}
+
+// newSlice returns a slice to create.
+func (m sliceMeta) newSlice(ports []discoveryv1.EndpointPort, eps []discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: m.service.Name + "-",
+			Namespace:    m.service.Namespace,
+		},
+		AddressType: m.addressType,
+	}
+	m.fill(s, ports, eps)
+	return s
+}
+
+// fill sets the desired metadata and content on s.
+func (m sliceMeta) fill(s *discoveryv1.EndpointSlice, ports []discoveryv1.EndpointPort, eps []discoveryv1.Endpoint) {
+	s.Labels = maps.Clone(m.labels)
+	owner := m.ownerReference()
+	refs := make([]metav1.OwnerReference, 0, len(s.OwnerReferences)+1)
+	refs = append(refs, owner)
+	for _, r := range s.OwnerReferences {
+		if r.UID != owner.UID && (r.Controller == nil || !*r.Controller) {
+			refs = append(refs, r)
+		}
+	}
+	s.OwnerReferences = refs
+	s.Ports = slices.Clone(ports)
+	if s.Ports == nil {
+		s.Ports = []discoveryv1.EndpointPort{}
+	}
+	s.Endpoints = eps
+}
+
+// plan is the difference between the slices a Service has and the ones it
+// should have: only the reconciler's apply step writes it.
+type plan struct {
+	create []*discoveryv1.EndpointSlice
+	update []*discoveryv1.EndpointSlice
+	delete []*discoveryv1.EndpointSlice
+	// unchanged counts existing slices that are kept as they are.
+	unchanged int
+	// added and removed count endpoints that appear or disappear.
+	added, removed int
+}
+
+func (p *plan) writes() int { return len(p.create) + len(p.update) + len(p.delete) }
+
+// slot is a slice being planned: an existing one (slice != nil) or a new one.
+type slot struct {
+	slice *discoveryv1.EndpointSlice
+	eps   []discoveryv1.Endpoint
+	dirty bool
+}
+
+func (s *slot) room(max int) int { return max - len(s.eps) }
+
+// computeDesiredSlices plans the slices of one Service and address family:
+// existing are this controller's slices of that family, desired the
+// endpoints they should hold. At most maxPerSlice endpoints go into a slice.
+//
+// Existing slices keep the endpoints they have (updated in place). New
+// endpoints go first into slices that are written anyway, then into full new
+// slices, and the last partial batch into the existing slice that fits it
+// most tightly (one write either way, but no new small slice). Finally,
+// slices are merged while there are more than ceil(endpoints/maxPerSlice):
+// always down to one more than that, and further when the merge costs no
+// write beyond the deletion. Creates and deletes in one plan are paired into
+// updates, and a family with no endpoints keeps exactly one empty
+// placeholder slice.
+func computeDesiredSlices(meta sliceMeta, desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, maxPerSlice int) plan {
+	var p plan
+	existingByKey := map[string][]*discoveryv1.EndpointSlice{}
+	for _, s := range existing {
+		k := portKey(sortedPorts(s.Ports))
+		existingByKey[k] = append(existingByKey[k], s)
+	}
+	keys := slices.Collect(maps.Keys(desired))
+	for k := range existingByKey {
+		if _, ok := desired[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+
+	type groupSlots struct {
+		ports []discoveryv1.EndpointPort
+		slots []*slot
+	}
+	var planned []groupSlots
+	var retired []*discoveryv1.EndpointSlice
+	for _, key := range keys {
+		g := desired[key]
+		ex := existingByKey[key]
+		slices.SortFunc(ex, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+		if g == nil || len(g.endpoints) == 0 {
+			for _, s := range ex {
+				p.removed += len(s.Endpoints)
+			}
+			retired = append(retired, ex...)
+			continue
+		}
+		slots, gone, added, removed := packGroup(meta, g, ex, maxPerSlice)
+		p.added += added
+		p.removed += removed
+		retired = append(retired, gone...)
+		planned = append(planned, groupSlots{ports: g.ports, slots: slots})
+	}
+
+	total := 0
+	for _, g := range planned {
+		total += len(g.slots)
+	}
+	if total == 0 {
+		// Keep exactly one placeholder: reuse an existing empty slice if there
+		// is one, so that a Service without endpoints costs no write.
+		placeholder := -1
+		for i, s := range retired {
+			if len(s.Endpoints) == 0 && len(s.Ports) == 0 {
+				placeholder = i
+				break
+			}
+		}
+		if placeholder >= 0 {
+			s := retired[placeholder]
+			retired = slices.Delete(retired, placeholder, placeholder+1)
+			if meta.matches(s) {
+				p.unchanged++
+			} else {
+				u := s.DeepCopy()
+				meta.fill(u, nil, nil)
+				p.update = append(p.update, u)
+			}
+		} else {
+			planned = append(planned, groupSlots{slots: []*slot{{dirty: true}}})
+		}
+	}
+
+	for _, g := range planned {
+		for _, sl := range g.slots {
+			switch {
+			case sl.slice == nil:
+				if len(retired) > 0 {
+					// Rewrite a slice that would be deleted instead of
+					// creating a new one: one write instead of two.
+					u := retired[0].DeepCopy()
+					retired = retired[1:]
+					meta.fill(u, g.ports, sl.eps)
+					p.update = append(p.update, u)
+					continue
+				}
+				p.create = append(p.create, meta.newSlice(g.ports, sl.eps))
+			case sl.dirty:
+				u := sl.slice.DeepCopy()
+				meta.fill(u, g.ports, sl.eps)
+				p.update = append(p.update, u)
+			default:
+				p.unchanged++
+			}
+		}
+	}
+	p.delete = retired
+	return p
+}
+
+// packGroup plans the slices of one port group. It returns the slots to
+// keep or create, the existing slices to retire, and how many endpoints are
+// added and removed.
+func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSlice, max int) (slots []*slot, retired []*discoveryv1.EndpointSlice, added, removed int) {
+	placed := make(map[string]bool, len(g.endpoints))
+	for _, s := range existing {
+		sl := &slot{slice: s, dirty: !meta.matches(s)}
+		for _, ep := range s.Endpoints {
+			k := endpointKey(ep)
+			want, ok := g.endpoints[k]
+			switch {
+			case !ok:
+				removed++
+				sl.dirty = true
+			case placed[k] || len(sl.eps) >= max:
+				// A duplicate, or an overflow after maxPerSlice was lowered:
+				// it is placed elsewhere below.
+				sl.dirty = true
+			default:
+				if !equality.Semantic.DeepEqual(ep, want) {
+					sl.dirty = true
+				}
+				sl.eps = append(sl.eps, want)
+				placed[k] = true
+			}
+		}
+		if len(sl.eps) == 0 {
+			retired = append(retired, s)
+			continue
+		}
+		slots = append(slots, sl)
+	}
+
+	var pending []string
+	for k := range g.endpoints {
+		if !placed[k] {
+			pending = append(pending, k)
+		}
+	}
+	slices.Sort(pending)
+	added = len(pending)
+	take := func(sl *slot, n int) {
+		for _, k := range pending[:n] {
+			sl.eps = append(sl.eps, g.endpoints[k])
+		}
+		pending = pending[n:]
+		sl.dirty = true
+	}
+
+	// 1. Slices that are written anyway, fullest first so they fill up.
+	byFill := slices.Clone(slots)
+	slices.SortStableFunc(byFill, func(a, b *slot) int { return cmp.Compare(len(b.eps), len(a.eps)) })
+	for _, sl := range byFill {
+		if len(pending) == 0 {
+			break
+		}
+		if sl.dirty && sl.room(max) > 0 {
+			take(sl, min(sl.room(max), len(pending)))
+		}
+	}
+	// 2. Full new slices.
+	for len(pending) >= max {
+		sl := &slot{}
+		take(sl, max)
+		slots = append(slots, sl)
+	}
+	// 3. The remainder: into the clean slice that fits it most tightly, else
+	// a new slice. Either costs one write.
+	if len(pending) > 0 {
+		var best *slot
+		for _, sl := range slots {
+			if !sl.dirty && sl.room(max) >= len(pending) && (best == nil || sl.room(max) < best.room(max)) {
+				best = sl
+			}
+		}
+		if best == nil {
+			best = &slot{}
+			slots = append(slots, best)
+		}
+		take(best, len(pending))
+	}
+
+	// 4. Merge slices left half empty by scale-downs.
+	target := (len(g.endpoints) + max - 1) / max
+	for len(slots) > target {
+		slices.SortStableFunc(slots, func(a, b *slot) int { return cmp.Compare(len(a.eps), len(b.eps)) })
+		donor, rest := slots[0], slots[1:]
+		if len(slots) == target+1 && !fitsInDirty(rest, len(donor.eps), max) {
+			break // the last merge would cost extra writes; one spare slice is fine
+		}
+		// Dirty recipients first (free), then the fullest clean ones.
+		recipients := slices.Clone(rest)
+		slices.SortStableFunc(recipients, func(a, b *slot) int {
+			if a.dirty != b.dirty {
+				if a.dirty {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(len(b.eps), len(a.eps))
+		})
+		moving := donor.eps
+		for _, r := range recipients {
+			if len(moving) == 0 {
+				break
+			}
+			n := min(r.room(max), len(moving))
+			if n == 0 {
+				continue
+			}
+			r.eps = append(r.eps, moving[:n]...)
+			r.dirty = true
+			moving = moving[n:]
+		}
+		if len(moving) > 0 {
+			donor.eps = moving // cannot happen while len(slots) > target; keep what is left
+			break
+		}
+		if donor.slice != nil {
+			retired = append(retired, donor.slice)
+		}
+		slots = rest
+	}
+	return slots, retired, added, removed
+}
+
+// fitsInDirty reports whether n endpoints fit in the free room of the slots
+// that are written anyway.
+func fitsInDirty(slots []*slot, n, max int) bool {
+	room := 0
+	for _, s := range slots {
+		if s.dirty {
+			room += s.room(max)
+		}
+	}
+	return room >= n
+}

@@ -1,0 +1,208 @@
+package endpointslice
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// builderServicePredicates records Service changes for the trigger-time
+// annotation and drops updates that cannot change any slice (status only).
+func builderServicePredicates(r *Reconciler) builder.Predicates {
+	return builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			r.changes.observe(client.ObjectKeyFromObject(e.Object), e.Object.GetCreationTimestamp().Time, r.clock.Now())
+			return true
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldSvc, ok1 := e.ObjectOld.(*corev1.Service)
+			newSvc, ok2 := e.ObjectNew.(*corev1.Service)
+			if ok1 && ok2 && equality.Semantic.DeepEqual(oldSvc.Spec, newSvc.Spec) &&
+				maps.Equal(oldSvc.Labels, newSvc.Labels) && maps.Equal(oldSvc.Annotations, newSvc.Annotations) &&
+				(oldSvc.DeletionTimestamp == nil) == (newSvc.DeletionTimestamp == nil) {
+				return false
+			}
+			now := r.clock.Now()
+			r.changes.observe(client.ObjectKeyFromObject(e.ObjectNew), now, now)
+			return true
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return true },
+	})
+}
+
+// podHandler queues the Services whose selector matches a Pod, before and
+// after a change, waiting the batch period so bursts are written together.
+type podHandler struct{ r *Reconciler }
+
+func (h *podHandler) Create(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	if pod, ok := e.Object.(*corev1.Pod); ok {
+		h.enqueue(ctx, q, pod, nil)
+	}
+}
+
+func (h *podHandler) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
+	newPod, ok2 := e.ObjectNew.(*corev1.Pod)
+	if !ok1 || !ok2 || !podEndpointChanged(oldPod, newPod) {
+		return
+	}
+	h.enqueue(ctx, q, newPod, oldPod)
+}
+
+func (h *podHandler) Delete(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	if pod, ok := e.Object.(*corev1.Pod); ok {
+		h.enqueue(ctx, q, pod, nil)
+	}
+}
+
+func (h *podHandler) Generic(context.Context, event.TypedGenericEvent[client.Object], queue) {}
+
+func (h *podHandler) enqueue(ctx context.Context, q queue, pod, oldPod *corev1.Pod) {
+	var services corev1.ServiceList
+	if err := h.r.client.List(ctx, &services, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	now := h.r.clock.Now()
+	trigger := triggerTimeOfPod(pod)
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+		if !sel.Matches(labels.Set(pod.Labels)) && (oldPod == nil || !sel.Matches(labels.Set(oldPod.Labels))) {
+			continue
+		}
+		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		h.r.changes.observe(key, trigger, now)
+		req := reconcile.Request{NamespacedName: key}
+		if h.r.opts.BatchPeriod > 0 {
+			q.AddAfter(req, h.r.opts.BatchPeriod)
+		} else {
+			q.Add(req)
+		}
+	}
+}
+
+// podEndpointChanged reports whether a Pod update can change its endpoint.
+func podEndpointChanged(oldPod, newPod *corev1.Pod) bool {
+	switch {
+	case !maps.Equal(oldPod.Labels, newPod.Labels),
+		oldPod.Status.PodIP != newPod.Status.PodIP,
+		!equality.Semantic.DeepEqual(oldPod.Status.PodIPs, newPod.Status.PodIPs),
+		oldPod.Status.Phase != newPod.Status.Phase,
+		podReady(oldPod) != podReady(newPod),
+		(oldPod.DeletionTimestamp == nil) != (newPod.DeletionTimestamp == nil),
+		oldPod.Spec.NodeName != newPod.Spec.NodeName,
+		oldPod.Spec.Hostname != newPod.Spec.Hostname,
+		oldPod.Spec.Subdomain != newPod.Spec.Subdomain:
+		return true
+	}
+	return !equality.Semantic.DeepEqual(containerPorts(oldPod), containerPorts(newPod))
+}
+
+func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
+	var out [][]corev1.ContainerPort
+	for _, c := range pod.Spec.InitContainers {
+		out = append(out, c.Ports)
+	}
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.Ports)
+	}
+	return out
+}
+
+// sliceHandler queues a Service when one of its slices changes in a way
+// this controller did not write: someone edited or deleted it, or the cache
+// caught up with a write a sync is waiting for.
+type sliceHandler struct{ r *Reconciler }
+
+func (h *sliceHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	h.handle(e.Object, false, q)
+}
+
+func (h *sliceHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	h.handle(e.ObjectNew, false, q)
+	if e.ObjectOld.GetLabels()[discoveryv1.LabelServiceName] != e.ObjectNew.GetLabels()[discoveryv1.LabelServiceName] {
+		h.handle(e.ObjectOld, false, q)
+	}
+}
+
+func (h *sliceHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	h.handle(e.Object, true, q)
+}
+
+func (h *sliceHandler) Generic(context.Context, event.TypedGenericEvent[client.Object], queue) {}
+
+func (h *sliceHandler) handle(obj client.Object, deleted bool, q queue) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	managedBy := s.Labels[discoveryv1.LabelManagedBy]
+	if name == "" || (managedBy != ManagedBy && managedBy != UpstreamManagedBy) {
+		return
+	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	if managedBy == ManagedBy && h.r.slices.ownWrite(key, s, deleted) {
+		return
+	}
+	q.Add(reconcile.Request{NamespacedName: key})
+}
+
+// nodeHandler re-syncs Services when a Node's zone, readiness or CPU
+// changes: endpoint zones and topology hints depend on them.
+type nodeHandler struct{ r *Reconciler }
+
+func (h *nodeHandler) Create(ctx context.Context, _ event.TypedCreateEvent[client.Object], q queue) {
+	h.all(ctx, q)
+}
+
+func (h *nodeHandler) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	oldNode, ok1 := e.ObjectOld.(*corev1.Node)
+	newNode, ok2 := e.ObjectNew.(*corev1.Node)
+	if ok1 && ok2 && nodeInfoOf(oldNode) == nodeInfoOf(newNode) {
+		return
+	}
+	h.all(ctx, q)
+}
+
+func (h *nodeHandler) Delete(ctx context.Context, _ event.TypedDeleteEvent[client.Object], q queue) {
+	h.all(ctx, q)
+}
+
+func (h *nodeHandler) Generic(context.Context, event.TypedGenericEvent[client.Object], queue) {}
+
+// nodeResyncDelay spreads the re-sync after a Node change, which is rare
+// but touches every Service.
+const nodeResyncDelay = time.Second
+
+func (h *nodeHandler) all(ctx context.Context, q queue) {
+	var services corev1.ServiceList
+	if err := h.r.client.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if len(svc.Spec.Selector) == 0 {
+			continue
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}}, nodeResyncDelay)
+	}
+}

@@ -1,0 +1,401 @@
+package endpointslice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+const (
+	// DefaultMaxEndpointsPerSlice is upstream's default.
+	DefaultMaxEndpointsPerSlice = 100
+	// MaxMaxEndpointsPerSlice is the largest value the API allows in a slice.
+	MaxMaxEndpointsPerSlice = 1000
+
+	// staleCacheRetry is how soon a sync that found its own writes missing
+	// from the cache tries again (the slice events usually come first).
+	staleCacheRetry = 100 * time.Millisecond
+)
+
+// Options configures the controller.
+type Options struct {
+	// MaxEndpointsPerSlice caps the endpoints of one slice (1..1000).
+	MaxEndpointsPerSlice int
+	// BatchPeriod delays a sync after a Pod change so that changes arriving
+	// together are written together; 0 syncs at once, as upstream's default.
+	BatchPeriod time.Duration
+	// Workers is the number of Services synced in parallel.
+	Workers int
+}
+
+// Validate reports an option out of range, naming the flag.
+func (o Options) Validate() error {
+	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > MaxMaxEndpointsPerSlice {
+		return fmt.Errorf("--max-endpoints-per-slice must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)
+	}
+	if o.BatchPeriod < 0 {
+		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
+	}
+	if o.Workers < 1 {
+		return fmt.Errorf("--concurrent-service-endpoint-syncs must be at least 1, got %d", o.Workers)
+	}
+	return nil
+}
+
+// DefaultOptions are upstream's defaults.
+func DefaultOptions() Options {
+	return Options{MaxEndpointsPerSlice: DefaultMaxEndpointsPerSlice, Workers: 5}
+}
+
+// Reconciler keeps the EndpointSlices of one Service per request.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	opts      Options
+	clock     clock.PassiveClock
+
+	slices  *sliceTracker
+	changes *changeTracker
+
+	statsMu sync.Mutex
+	stats   map[types.NamespacedName]serviceStats
+}
+
+type serviceStats struct{ endpoints, slices int }
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Option customises a Reconciler.
+type Option func(*Reconciler)
+
+// WithClock replaces the wall clock (tests).
+func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
+
+// New returns a Reconciler that reads from c's cache, confirms deletions
+// with apiReader and writes through c.
+func New(c client.Client, apiReader client.Reader, opts Options, options ...Option) *Reconciler {
+	r := &Reconciler{
+		client:    c,
+		apiReader: apiReader,
+		opts:      opts,
+		clock:     clock.RealClock{},
+		slices:    newSliceTracker(),
+		changes:   newChangeTracker(),
+		stats:     map[types.NamespacedName]serviceStats{},
+	}
+	for _, o := range options {
+		o(r)
+	}
+	return r
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.opts.Validate(); err != nil {
+		return err
+	}
+	registerMetrics()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("endpointslice").
+		For(&corev1.Service{}, builderServicePredicates(r)).
+		Watches(&corev1.Pod{}, &podHandler{r: r}).
+		Watches(&discoveryv1.EndpointSlice{}, &sliceHandler{r: r}).
+		Watches(&corev1.Node{}, &nodeHandler{r: r}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
+		Complete(r)
+}
+
+// Reconcile brings the slices of one Service to the desired state.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	key := req.NamespacedName
+	change, hadChange := r.changes.take(key)
+	defer func() {
+		switch {
+		case err != nil:
+			metricSyncs.WithLabelValues("error").Inc()
+			if hadChange {
+				r.changes.restore(key, change)
+			}
+		case result.RequeueAfter > 0:
+			metricSyncs.WithLabelValues("stale").Inc()
+			if hadChange {
+				r.changes.restore(key, change)
+			}
+		default:
+			metricSyncs.WithLabelValues("success").Inc()
+		}
+	}()
+
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.serviceGone(ctx, key)
+	}
+	if svc.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil // the garbage collector removes the slices
+	}
+
+	var sliceList discoveryv1.EndpointSliceList
+	if err := r.client.List(ctx, &sliceList, client.InNamespace(key.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+	}
+	var ours, upstream []*discoveryv1.EndpointSlice
+	for i := range sliceList.Items {
+		s := &sliceList.Items[i]
+		switch s.Labels[discoveryv1.LabelManagedBy] {
+		case ManagedBy:
+			ours = append(ours, s)
+		case UpstreamManagedBy:
+			upstream = append(upstream, s)
+		}
+	}
+	if r.slices.stale(key, ours) {
+		log.V(4).Info("EndpointSlice cache is behind this controller's writes, retrying", "service", klog.KObj(svc))
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
+
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || len(svc.Spec.Selector) == 0 {
+		// Not ours to publish: ExternalName Services have no endpoints, and
+		// Services without a selector get slices from their owner.
+		p := plan{delete: ours}
+		if err := r.apply(ctx, svc, []plan{p}, pendingChange{}, false); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.recordStats(key, 0, 0)
+		return ctrl.Result{}, nil
+	}
+
+	var podList corev1.PodList
+	if err := r.client.List(ctx, &podList, client.InNamespace(key.Namespace),
+		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(svc.Spec.Selector)}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing Pods of %s: %w", key, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(podList.Items))
+	for i := range podList.Items {
+		pods = append(pods, &podList.Items[i])
+	}
+	nodes, err := r.nodeInfos(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	families := serviceFamilies(svc)
+	plans := make([]plan, 0, len(families)+1)
+	endpoints, sliceCount := 0, 0
+	for _, family := range families {
+		addressType := discoveryv1.AddressType(family)
+		desired := computeDesiredEndpoints(svc, pods, nodes, family)
+		applyHints(svc, desired, nodes)
+		var existing []*discoveryv1.EndpointSlice
+		for _, s := range ours {
+			if s.AddressType == addressType {
+				existing = append(existing, s)
+			}
+		}
+		p := computeDesiredSlices(newSliceMeta(svc, addressType), desired, existing, r.opts.MaxEndpointsPerSlice)
+		plans = append(plans, p)
+		endpoints += desired.count()
+		sliceCount += len(existing) + len(p.create) - len(p.delete)
+	}
+	// Slices of a family the Service no longer has.
+	var dropped plan
+	for _, s := range ours {
+		if !slices.Contains(families, corev1.IPFamily(s.AddressType)) {
+			dropped.delete = append(dropped.delete, s)
+			dropped.removed += len(s.Endpoints)
+		}
+	}
+	// Make-before-break takeover: kube-controller-manager's slices go last,
+	// once this controller's slices carry every endpoint.
+	dropped.delete = append(dropped.delete, upstream...)
+	plans = append(plans, dropped)
+
+	if err := r.apply(ctx, svc, plans, change, hadChange); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.recordStats(key, endpoints, sliceCount)
+	return ctrl.Result{}, nil
+}
+
+// serviceGone deletes this controller's slices of a Service that no longer
+// exists. The garbage collector would, through the ownerReference; doing it
+// here also keeps clusters without one (envtest) clean. The cache's
+// NotFound is confirmed against the API server first.
+func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) error {
+	if err := r.apiReader.Get(ctx, key, &corev1.Service{}); err == nil {
+		return nil // the cache is behind; the Service's own event syncs it
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	var list discoveryv1.EndpointSliceList
+	if err := r.client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: ManagedBy,
+	}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if err := r.client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s of deleted Service: %w", klog.KObj(&list.Items[i]), err)
+		}
+	}
+	r.slices.forget(key)
+	r.recordStats(key, 0, 0)
+	return nil
+}
+
+// apply writes plans: every create and update first, then the deletes, so
+// that an endpoint moving between slices is never missing from all of them.
+func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, change pendingChange, hadChange bool) error {
+	log := ctrl.LoggerFrom(ctx)
+	key := client.ObjectKeyFromObject(svc)
+	trigger := ""
+	if hadChange {
+		trigger = change.trigger.UTC().Format(time.RFC3339Nano)
+	}
+	annotate := func(s *discoveryv1.EndpointSlice) {
+		if trigger == "" {
+			return
+		}
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
+	}
+	wrote := false
+	var errs []error
+	for _, p := range plans {
+		for _, s := range p.create {
+			annotate(s)
+			if err := r.client.Create(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("creating EndpointSlice for %s: %w", key, err))
+				continue
+			}
+			r.slices.record(key, s)
+			metricChanges.WithLabelValues("create").Inc()
+			log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+			wrote = true
+		}
+		for _, s := range p.update {
+			annotate(s)
+			if err := r.client.Update(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err))
+				continue
+			}
+			r.slices.record(key, s)
+			metricChanges.WithLabelValues("update").Inc()
+			log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+			wrote = true
+		}
+		metricEndpointsAdded.Observe(float64(p.added))
+		metricEndpointsRemoved.Observe(float64(p.removed))
+	}
+	if len(errs) > 0 {
+		// Deleting now could remove endpoints that a failed write was
+		// supposed to carry elsewhere.
+		return errors.Join(errs...)
+	}
+	for _, p := range plans {
+		for _, s := range p.delete {
+			err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err))
+				continue
+			}
+			if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+				r.slices.recordDeleted(key, s)
+			}
+			metricChanges.WithLabelValues("delete").Inc()
+			log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
+			wrote = true
+		}
+	}
+	if wrote && hadChange {
+		metricChangeToWrite.Observe(r.clock.Since(change.observed).Seconds())
+	}
+	return errors.Join(errs...)
+}
+
+// nodeInfos reads what the controller needs of every Node.
+func (r *Reconciler) nodeInfos(ctx context.Context) (map[string]nodeInfo, error) {
+	var list corev1.NodeList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	out := make(map[string]nodeInfo, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = nodeInfoOf(&list.Items[i])
+	}
+	return out, nil
+}
+
+func nodeInfoOf(n *corev1.Node) nodeInfo {
+	info := nodeInfo{zone: n.Labels[LabelZone]}
+	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+		info.cpu = q.MilliValue()
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			info.ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return info
+}
+
+// serviceFamilies returns the address families to publish, in the order of
+// spec.ipFamilies. A Service the API server left without families (only
+// possible for old headless Services) is read from its cluster IP, else IPv4.
+func serviceFamilies(svc *corev1.Service) []corev1.IPFamily {
+	if len(svc.Spec.IPFamilies) > 0 {
+		return svc.Spec.IPFamilies
+	}
+	if addr, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil && addr.Is6() {
+		return []corev1.IPFamily{corev1.IPv6Protocol}
+	}
+	return []corev1.IPFamily{corev1.IPv4Protocol}
+}
+
+func (r *Reconciler) recordStats(key types.NamespacedName, endpoints, sliceCount int) {
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	old := r.stats[key]
+	metricEndpointsDesired.Add(float64(endpoints - old.endpoints))
+	metricSlices.Add(float64(sliceCount - old.slices))
+	if endpoints == 0 && sliceCount == 0 {
+		delete(r.stats, key)
+		return
+	}
+	r.stats[key] = serviceStats{endpoints: endpoints, slices: sliceCount}
+}
+
+// triggerTimeOfPod is the time of a Pod's last change that matters to its
+// endpoint, as upstream computes it: the Ready condition's transition, else
+// the Pod's creation.
+func triggerTimeOfPod(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return pod.CreationTimestamp.Time
+}
+

@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options configures every controller. A field belongs to the controller
+// named in its comment; the others ignore it.
+type Options struct {
+	// Controllers selects the controllers to run, with kube-controller-manager's
+	// syntax: "*" enables all that are on by default, "name" enables one,
+	// "-name" disables one. Empty means "*".
+	Controllers []string
+
+	// EndpointSlice configures the endpointslice controller.
+	EndpointSlice EndpointSliceOptions
+}
+
+// controller is one entry of the registry.
+type controller struct {
+	name      string
+	onDefault bool
+	setup     func(mgr ctrl.Manager, opts Options) error
+}
+
+// registry lists every controller svcnet has, in the order they are set up.
+var registry = []controller{
+	{name: EndpointSliceName, onDefault: true, setup: setupEndpointSlice},
+}
+
+// Names returns the names of every controller, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for _, c := range registry {
+		names = append(names, c.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Enabled resolves a --controllers list to the set of controllers to run.
+// An unknown name is an error that lists the valid ones.
+func Enabled(spec []string) (map[string]bool, error) {
+	if len(spec) == 0 {
+		spec = []string{"*"}
+	}
+	known := Names()
+	star := false
+	explicit := map[string]bool{}
+	for _, raw := range spec {
+		item := strings.TrimSpace(raw)
+		switch {
+		case item == "*":
+			star = true
+			continue
+		case item == "" || item == "-":
+			return nil, fmt.Errorf("--controllers: empty controller name in %q; valid names: %s", strings.Join(spec, ","), strings.Join(known, ", "))
+		}
+		name, on := strings.CutPrefix(item, "-")
+		on = !on
+		if !slices.Contains(known, name) {
+			return nil, fmt.Errorf("--controllers: unknown controller %q; valid names: %s (or * for all)", name, strings.Join(known, ", "))
+		}
+		if prev, seen := explicit[name]; seen && prev != on {
+			return nil, fmt.Errorf("--controllers: %q is both enabled and disabled", name)
+		}
+		explicit[name] = on
+	}
+	enabled := map[string]bool{}
+	for _, c := range registry {
+		on, set := explicit[c.name]
+		switch {
+		case set:
+			enabled[c.name] = on
+		default:
+			enabled[c.name] = star && c.onDefault
+		}
+	}
+	return enabled, nil
+}
+
+// Setup registers every enabled controller with mgr. It is the one function
+// that production, `svcnet up` and the envtest suites share.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	enabled, err := Enabled(opts.Controllers)
+	if err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("setup")
+	for _, c := range registry {
+		if !enabled[c.name] {
+			log.Info("Controller disabled", "controller", c.name)
+			continue
+		}
+		if err := c.setup(mgr, opts); err != nil {
+			return fmt.Errorf("setting up controller %s: %w", c.name, err)
+		}
+		log.Info("Controller enabled", "controller", c.name)
+	}
+	return nil
+}

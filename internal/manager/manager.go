@@ -1,0 +1,188 @@
+// Package manager builds and runs svcnet's controller-runtime manager from
+// its options. `svcnet manager` and `svcnet up` both go through Run; the
+// envtest suites call controllers.Setup on a manager of their own.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/internal/version"
+)
+
+// Options are the manager's settings; AddFlags binds them to flags.
+type Options struct {
+	Kubeconfig             string
+	LeaderElect            bool
+	LeaderElectNamespace   string
+	LeaderElectID          string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	WebhookPort            int
+	KubeAPIQPS             float32
+	KubeAPIBurst           int
+
+	Controllers controllers.Options
+
+	// Logger, when set, replaces the global logger for this manager.
+	Logger logr.Logger
+}
+
+// DefaultOptions are the defaults of `svcnet manager`.
+func DefaultOptions() Options {
+	return Options{
+		LeaderElectID:          "svcnet-manager",
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		WebhookPort:            9443,
+		KubeAPIQPS:             20,
+		KubeAPIBurst:           30,
+		Controllers: controllers.Options{
+			Controllers:   []string{"*"},
+			EndpointSlice: endpointslice.DefaultOptions(),
+		},
+	}
+}
+
+// AddFlags binds the options to fs. The names follow
+// kube-controller-manager's where the meaning is the same.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration, then $KUBECONFIG.")
+	fs.StringSliceVar(&o.Controllers.Controllers, "controllers", o.Controllers.Controllers,
+		fmt.Sprintf("Controllers to run: '*' enables all on by default, 'foo' enables foo, '-foo' disables foo. All: %s.", strings.Join(controllers.Names(), ", ")))
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader (Lease in --leader-elect-namespace) so that only one replica acts.")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease. Empty: the manager's own namespace (POD_NAMESPACE or the service account's), else kube-system.")
+	fs.StringVar(&o.LeaderElectID, "leader-elect-id", o.LeaderElectID, "Name of the leader election Lease.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhook server.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
+	es := &o.Controllers.EndpointSlice
+	fs.IntVar(&es.MaxEndpointsPerSlice, "max-endpoints-per-slice", es.MaxEndpointsPerSlice, "endpointslice: most endpoints in one EndpointSlice (1..1000).")
+	fs.DurationVar(&es.BatchPeriod, "endpoint-updates-batch-period", es.BatchPeriod, "endpointslice: wait this long after a Pod change so that changes arriving together are written together.")
+	fs.IntVar(&es.Workers, "concurrent-service-endpoint-syncs", es.Workers, "endpointslice: Services synced in parallel.")
+}
+
+// Validate checks the options before anything starts, naming the bad flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if _, err := controllers.Enabled(o.Controllers.Controllers); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Controllers.EndpointSlice.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for flag, addr := range map[string]string{"--metrics-bind-address": o.MetricsBindAddress, "--health-probe-bind-address": o.HealthProbeBindAddress} {
+		if addr == "0" || addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", flag, addr, err))
+		}
+	}
+	if o.WebhookPort < 1 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be between 1 and 65535, got %d", o.WebhookPort))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	return errors.Join(errs...)
+}
+
+// RestConfig loads the client configuration the options name.
+func (o *Options) RestConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		if _, statErr := os.Stat(o.Kubeconfig); statErr != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", statErr)
+		}
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = ctrl.GetConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading client configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// New builds a manager with every enabled controller registered.
+func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = o.KubeAPIQPS
+	cfg.Burst = o.KubeAPIBurst
+	cfg.UserAgent = "svcnet-manager/" + version.Version
+	ns := o.LeaderElectNamespace
+	if ns == "" {
+		ns = ownNamespace()
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.WebhookPort}),
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectID,
+		LeaderElectionNamespace:       ns,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		GracefulShutdownTimeout:       ptrDuration(10 * time.Second),
+		Logger:                        o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(mgr, o.Controllers); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Run builds the manager and runs it until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	mgr, err := New(cfg, o)
+	if err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting svcnet manager", "version", version.String())
+	return mgr.Start(ctx)
+}
+
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "kube-system"
+}
+
+func ptrDuration(d time.Duration) *time.Duration { return &d }

@@ -1,0 +1,418 @@
+// Package up runs svcnet's embedded default: a whole Service networking
+// control plane on one machine with no cluster, for `svcnet up`. It starts
+// etcd, kube-apiserver and kube-controller-manager from bin/k8s (with
+// kube-controller-manager's EndpointSlice and ServiceCIDR controllers off,
+// since svcnet replaces them) and the svcnet manager in-process, keeps
+// their state in a data dir, and stops every child on the way out.
+package up
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/svcnet-io/svcnet/internal/manager"
+)
+
+// Config is `svcnet up`'s settings.
+type Config struct {
+	DataDir        string
+	K8sBinDir      string
+	APIServerPort  int
+	EtcdClientPort int
+	EtcdPeerPort   int
+	ServiceCIDRs   string
+	NodePortRange  string
+	Verbosity      int
+
+	Manager manager.Options
+	// Out receives the progress lines and the commands to try.
+	Out io.Writer
+}
+
+// DefaultConfig is `svcnet up` without flags.
+func DefaultConfig() Config {
+	m := manager.DefaultOptions()
+	m.MetricsBindAddress = "0"
+	m.HealthProbeBindAddress = "0"
+	return Config{
+		DataDir:        ".svcnet",
+		APIServerPort:  6443,
+		EtcdClientPort: 2379,
+		EtcdPeerPort:   2380,
+		ServiceCIDRs:   "10.96.0.0/16",
+		NodePortRange:  "30000-32767",
+		Manager:        m,
+		Out:            os.Stdout,
+	}
+}
+
+// AddFlags binds the settings, and the manager's, to fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
+	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
+	fs.IntVar(&c.APIServerPort, "apiserver-port", c.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
+	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
+	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
+	fs.StringVar(&c.ServiceCIDRs, "service-cluster-ip-range", c.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
+	fs.StringVar(&c.NodePortRange, "service-node-port-range", c.NodePortRange, "NodePort range, as kube-apiserver's flag.")
+	c.Manager.AddFlags(fs)
+}
+
+// Validate checks the settings, naming the bad flag.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	for flag, port := range map[string]int{"--apiserver-port": c.APIServerPort, "--etcd-client-port": c.EtcdClientPort, "--etcd-peer-port": c.EtcdPeerPort} {
+		if port < 1 || port > 65535 {
+			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", flag, port))
+		}
+	}
+	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err != nil {
+		errs = append(errs, err)
+	}
+	if _, _, err := parsePortRange(c.NodePortRange); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Manager.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("--service-cluster-ip-range %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) > 2 || (len(out) == 2 && out[0].Addr().Is4() == out[1].Addr().Is4()) {
+		return nil, fmt.Errorf("--service-cluster-ip-range %q: give one range, or one IPv4 and one IPv6", s)
+	}
+	return out, nil
+}
+
+func parsePortRange(s string) (int, int, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	if !ok || err1 != nil || err2 != nil || a < 1 || b > 65535 || a > b {
+		return 0, 0, fmt.Errorf("--service-node-port-range %q: want FIRST-LAST, e.g. 30000-32767", s)
+	}
+	return a, b, nil
+}
+
+// binaries are the upstream programs `svcnet up` runs.
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+
+// findBinDir resolves the folder holding the Kubernetes binaries and checks
+// that each one is there.
+func (c *Config) findBinDir() (string, error) {
+	candidates := []string{c.K8sBinDir}
+	if c.K8sBinDir == "" {
+		candidates = []string{os.Getenv("SVCNET_K8S_BIN_DIR")}
+		if exe, err := os.Executable(); err == nil {
+			candidates = append(candidates, filepath.Join(filepath.Dir(exe), "k8s"))
+		}
+		candidates = append(candidates, filepath.Join("bin", "k8s"))
+	}
+	var tried []string
+	for _, dir := range candidates {
+		if dir == "" {
+			continue
+		}
+		tried = append(tried, dir)
+		missing := ""
+		for _, b := range binaries {
+			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				missing = filepath.Join(dir, b)
+				break
+			}
+		}
+		if missing == "" {
+			return filepath.Abs(dir)
+		}
+		if c.K8sBinDir != "" || dir == candidates[len(candidates)-1] {
+			return "", fmt.Errorf("missing Kubernetes binary %s: run `make k8s-bins` to build them (nothing is downloaded)", missing)
+		}
+	}
+	return "", fmt.Errorf("no Kubernetes binaries found (looked in %s): run `make k8s-bins` to build them", strings.Join(tried, ", "))
+}
+
+// Run starts everything, prints what to try, and blocks until ctx ends or a
+// component fails; either way every child is stopped before it returns.
+func Run(ctx context.Context, c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	binDir, err := c.findBinDir()
+	if err != nil {
+		return err
+	}
+	dataDir, err := prepareDataDir(c.DataDir)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, pc := range []struct {
+		name string
+		port int
+	}{{"kube-apiserver (--apiserver-port)", c.APIServerPort}, {"etcd (--etcd-client-port)", c.EtcdClientPort}, {"etcd (--etcd-peer-port)", c.EtcdPeerPort}} {
+		if err := portFree(pc.port); err != nil {
+			return fmt.Errorf("port %d for %s is already in use: %w", pc.port, pc.name, err)
+		}
+	}
+	cidrs, _ := parseServiceCIDRs(c.ServiceCIDRs)
+	firstIP := cidrs[0].Addr().Next()
+	pk := newPKI(dataDir)
+	if err := pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
+		return fmt.Errorf("preparing credentials in %s: %w", pk.dir, err)
+	}
+	logs := filepath.Join(dataDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	out := c.Out
+	if out == nil {
+		out = io.Discard
+	}
+
+	var procs []*process
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop(10 * time.Second)
+		}
+	}()
+	failed := make(chan *process, 4)
+	watch := func(p *process) {
+		procs = append(procs, p)
+		go func() {
+			<-p.done
+			failed <- p
+		}()
+	}
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPeerPort)
+	etcd, err := startProcess("etcd", filepath.Join(binDir, "etcd"), []string{
+		"--name=svcnet", "--data-dir=" + filepath.Join(dataDir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=svcnet=" + peerURL, "--log-level=warn",
+	}, filepath.Join(logs, "etcd.log"))
+	if err != nil {
+		return err
+	}
+	watch(etcd)
+	if err := waitReady(ctx, etcd, etcdURL+"/health", nil, "", 60*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "etcd ready on %s\n", etcdURL)
+
+	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
+	apiserver, err := startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
+		"--service-cluster-ip-range=" + c.ServiceCIDRs,
+		"--service-node-port-range=" + c.NodePortRange,
+		"--tls-cert-file=" + pk.servingCert, "--tls-private-key-file=" + pk.servingKey,
+		"--client-ca-file=" + pk.caCert, "--token-auth-file=" + pk.tokenFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pk.saPub, "--service-account-signing-key-file=" + pk.saKey,
+		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		"--cert-dir=" + filepath.Join(dataDir, "apiserver-certs"),
+	}, filepath.Join(logs, "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	watch(apiserver)
+	caPEM, err := os.ReadFile(pk.caCert)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, apiserver, apiURL+"/readyz", caPEM, pk.adminToken, 120*time.Second); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dataDir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, apiURL, caPEM, pk.adminToken); err != nil {
+		return fmt.Errorf("writing %s: %w", kubeconfig, err)
+	}
+	fmt.Fprintf(out, "kube-apiserver ready on %s\n", apiURL)
+
+	kcm, err := startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller",
+		"--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file=" + pk.saKey, "--root-ca-file=" + pk.caCert,
+		"--use-service-account-credentials=false",
+		"--service-cluster-ip-range=" + c.ServiceCIDRs,
+	}, filepath.Join(logs, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	watch(kcm)
+	fmt.Fprintln(out, "kube-controller-manager started (its endpointslice, endpointslice-mirroring and service-cidr controllers off)")
+
+	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	mlog, err := os.OpenFile(filepath.Join(logs, "svcnet-manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
+	mopts := c.Manager
+	mopts.Logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(mlog), textlogger.Verbosity(c.Verbosity)))
+	mgrCtx, stopMgr := context.WithCancel(logr.NewContext(ctx, mopts.Logger))
+	defer stopMgr()
+	mgrDone := make(chan error, 1)
+	mgr, err := manager.New(restCfg, mopts)
+	if err != nil {
+		return err
+	}
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	fmt.Fprintf(out, "svcnet manager started (logs in %s)\n\n", logs)
+	printTour(out, kubeconfig)
+
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nStopping svcnet up")
+		stopMgr()
+		<-mgrDone
+		return nil
+	case p := <-failed:
+		stopMgr()
+		<-mgrDone
+		return p.failure()
+	case err := <-mgrDone:
+		if err == nil {
+			err = errors.New("exited")
+		}
+		return fmt.Errorf("svcnet manager stopped unexpectedly: %w", err)
+	}
+}
+
+func printTour(out io.Writer, kubeconfig string) {
+	fmt.Fprintf(out, `The control plane is up. Try:
+  export KUBECONFIG=%s
+  kubectl get servicecidrs,ipaddresses
+  kubectl create deployment web --image=nginx --replicas=3
+  kubectl expose deployment web --port=80
+  kubectl get ipaddresses
+  kubectl get endpointslices -l kubernetes.io/service-name=web
+(kubectl is in bin/k8s/ after make k8s-bins.) Ctrl-C stops everything.
+`, kubeconfig)
+}
+
+// prepareDataDir creates the data dir and proves it is writable.
+func prepareDataDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("--data-dir %s cannot be created: %w", dir, err)
+	}
+	probe := filepath.Join(abs, ".write-test")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return "", fmt.Errorf("--data-dir %s is not writable: %w", dir, err)
+	}
+	_ = os.Remove(probe)
+	return abs, nil
+}
+
+// lockDataDir makes sure only one `svcnet up` uses a data dir.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--data-dir %s is in use by another svcnet up", dir)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// waitReady polls url until it answers 200, the process exits, or the
+// timeout passes.
+func waitReady(ctx context.Context, p *process, url string, caPEM []byte, token string, timeout time.Duration) error {
+	tr := &http.Transport{}
+	if caPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p.exited() {
+			return p.failure()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready at %s after %s; last lines of %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["svcnet"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos["svcnet-admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["svcnet"] = &clientcmdapi.Context{Cluster: "svcnet", AuthInfo: "svcnet-admin", Namespace: "default"}
+	cfg.CurrentContext = "svcnet"
+	return clientcmd.WriteToFile(*cfg, path)
+}
