@@ -398,4 +398,3 @@ func triggerTimeOfPod(pod *corev1.Pod) time.Time {
 	}
 	return pod.CreationTimestamp.Time
 }
-

@@ -88,4 +88,3 @@ func tail(path string, n int) string {
 	}
 	return "  " + string(bytes.Join(lines, []byte("\n  ")))
 }
-
