@@ -1,0 +1,187 @@
+// Package testenv starts a real etcd + kube-apiserver (envtest) from the
+// binaries `make k8s-bins` builds into bin/k8s, with the Service ranges and
+// feature gates a suite asks for, and runs svcnet's controllers against it
+// through the same controllers.Setup that production uses.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/svcnet-io/svcnet/controllers"
+)
+
+// Options selects how the API server is started.
+type Options struct {
+	// ServiceCIDRs is --service-cluster-ip-range; one range, or an IPv4 and
+	// an IPv6 one separated by a comma. Empty: 10.96.0.0/16.
+	ServiceCIDRs string
+	// NodePortRange is --service-node-port-range. Empty: 30000-32767.
+	NodePortRange string
+	// FeatureGates is --feature-gates, e.g. "Foo=true".
+	FeatureGates string
+}
+
+// Env is a running API server with an admin client.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	env    *envtest.Environment
+}
+
+// BinDir finds the folder of the Kubernetes binaries: $KUBEBUILDER_ASSETS,
+// else bin/k8s at the root of this module.
+func BinDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			bins := filepath.Join(dir, "bin", "k8s")
+			if _, err := os.Stat(filepath.Join(bins, "kube-apiserver")); err != nil {
+				return "", fmt.Errorf("no kube-apiserver in %s: run `make k8s-bins` (or set KUBEBUILDER_ASSETS)", bins)
+			}
+			return bins, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory; set KUBEBUILDER_ASSETS")
+		}
+		dir = parent
+	}
+}
+
+// Start starts etcd and kube-apiserver.
+func Start(opts Options) (*Env, error) {
+	bins, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: bins,
+		Scheme:                scheme,
+		ControlPlaneStartTimeout: 60 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("service-cluster-ip-range", orDefault(opts.ServiceCIDRs, "10.96.0.0/16"))
+	args.Set("service-node-port-range", orDefault(opts.NodePortRange, "30000-32767"))
+	if opts.FeatureGates != "" {
+		args.Set("feature-gates", opts.FeatureGates)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest from %s: %w", bins, err)
+	}
+	cfg.QPS = 1000
+	cfg.Burst = 2000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// Namespace creates a fresh namespace named after prefix.
+func (e *Env) Namespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: sanitize(prefix) + "-"}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	return ns.Name, nil
+}
+
+// StartManager runs svcnet's controllers (selected by opts.Controllers)
+// against the environment until the returned stop function is called.
+func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Controller:             ctrlConfigSkipNameValidation(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(mgr, opts); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func sanitize(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// CreatePod creates a Pod and then writes the status it was built with
+// (the API server drops status on create; there is no kubelet to set it).
+func (e *Env) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	status := pod.Status
+	if err := e.Client.Create(ctx, pod); err != nil {
+		return err
+	}
+	if equalZeroStatus(status) {
+		return nil
+	}
+	pod.Status = status
+	return e.Client.Status().Update(ctx, pod)
+}
+
+func equalZeroStatus(s corev1.PodStatus) bool {
+	return s.Phase == "" && s.PodIP == "" && len(s.Conditions) == 0
+}
