@@ -7,7 +7,7 @@ import (
 )
 
 // EndpointSliceName is the endpointslice controller's --controllers name.
-const EndpointSliceName = "endpointslice"
+const EndpointSliceName = endpointslice.ControllerName
 
 // EndpointSliceOptions configures the endpointslice controller.
 type EndpointSliceOptions = endpointslice.Options

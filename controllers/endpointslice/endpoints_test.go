@@ -121,7 +121,9 @@ func TestComputeDesiredEndpoints(t *testing.T) {
 			want:   []epView{{Pod: "a", Addr: "fd00::1", Ready: true, Serving: true, Zone: "z1", Ports: http8080}},
 		},
 		"PreferSameNode hints zone and node of ready endpoints": {
-			svc:  func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode) },
+			svc: func(s *corev1.Service) {
+				s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode)
+			},
 			pods: []*corev1.Pod{pod("a").IP("10.1.0.1").Ready().Obj(), pod("b").IP("10.1.0.2").NotReady().Obj()},
 			want: []epView{
 				{Pod: "a", Addr: "10.1.0.1", Ready: true, Serving: true, Zone: "z1", Ports: http8080, HintZones: []string{"z1"}, HintNodes: []string{"n1"}},
@@ -129,7 +131,9 @@ func TestComputeDesiredEndpoints(t *testing.T) {
 			},
 		},
 		"PreferClose hints the zone only": {
-			svc:  func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose) },
+			svc: func(s *corev1.Service) {
+				s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+			},
 			pods: []*corev1.Pod{pod("a").IP("10.1.0.1").Ready().Obj()},
 			want: []epView{{Pod: "a", Addr: "10.1.0.1", Ready: true, Serving: true, Zone: "z1", Ports: http8080, HintZones: []string{"z1"}}},
 		},

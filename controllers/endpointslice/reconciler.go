@@ -23,6 +23,9 @@ import (
 )
 
 const (
+	// ControllerName is the controller's name in --controllers.
+	ControllerName = "endpointslice"
+
 	// DefaultMaxEndpointsPerSlice is upstream's default.
 	DefaultMaxEndpointsPerSlice = 100
 	// MaxMaxEndpointsPerSlice is the largest value the API allows in a slice.
@@ -112,7 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("endpointslice").
+		Named(ControllerName).
 		For(&corev1.Service{}, builderServicePredicates(r)).
 		Watches(&corev1.Pod{}, &podHandler{r: r}).
 		Watches(&discoveryv1.EndpointSlice{}, &sliceHandler{r: r}).

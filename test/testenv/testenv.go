@@ -83,8 +83,8 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: bins,
-		Scheme:                scheme,
+		BinaryAssetsDirectory:    bins,
+		Scheme:                   scheme,
 		ControlPlaneStartTimeout: 60 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
@@ -184,4 +184,14 @@ func (e *Env) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func equalZeroStatus(s corev1.PodStatus) bool {
 	return s.Phase == "" && s.PodIP == "" && len(s.Conditions) == 0
+}
+
+// WatchClient returns a client that can open watches, for tests that must
+// see every intermediate state rather than poll.
+func (e *Env) WatchClient() client.WithWatch {
+	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: e.Scheme})
+	if err != nil {
+		panic(err) // the same config already made e.Client
+	}
+	return c
 }
