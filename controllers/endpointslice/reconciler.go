@@ -66,6 +66,9 @@ func DefaultOptions() Options {
 	return Options{MaxEndpointsPerSlice: DefaultMaxEndpointsPerSlice, Workers: 5}
 }
 
+// +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+
 // Reconciler keeps the EndpointSlices of one Service per request.
 type Reconciler struct {
 	client    client.Client

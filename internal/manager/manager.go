@@ -125,6 +125,10 @@ func (o *Options) RestConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // New builds a manager with every enabled controller registered.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {

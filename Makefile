@@ -1,0 +1,87 @@
+# svcnet — see README.md. `make help` lists the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      := $(CURDIR)/bin
+K8S_BIN  := $(BIN)/k8s
+TOOLS    := $(BIN)/tools
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS  := -X github.com/svcnet-io/svcnet/internal/version.Version=$(VERSION)
+
+CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION  ?= v2.15.0
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# envtest finds etcd and kube-apiserver here.
+export KUBEBUILDER_ASSETS := $(K8S_BIN)
+
+##@ Use
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/svcnet.
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/svcnet ./cmd/svcnet
+
+.PHONY: run
+run: deps k8s-bins build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
+	$(BIN)/svcnet up $(ARGS)
+
+.PHONY: test
+test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests.
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+.PHONY: bench
+bench: deps k8s-bins ## Run the benchmarks (results: docs/BENCHMARKS.md).
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+##@ Develop
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Regenerate RBAC (and CRDs) in config/ from markers.
+	$(CONTROLLER_GEN) rbac:roleName=svcnet-manager paths=./... output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify-manifests
+verify-manifests: $(CONTROLLER_GEN) ## Fail if config/ is out of date with the markers.
+	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(CONTROLLER_GEN) rbac:roleName=svcnet-manager paths=./... output:rbac:artifacts:config=$$tmp/rbac; \
+	diff -u config/rbac/role.yaml $$tmp/rbac/role.yaml || { echo "config/ is out of date: run make manifests and commit"; exit 1; }
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code for api/ types.
+	@if [ -d api ]; then $(CONTROLLER_GEN) object paths=./api/...; else echo "generate: no api/ types yet"; fi
+
+.PHONY: fmt
+fmt: ## gofmt the code.
+	$(GO) fmt ./...
+
+.PHONY: vet
+vet: ## go vet the code.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+##@ Dependencies
+
+.PHONY: deps
+deps: ## Install missing Debian packages (iptables, nftables, conntrack, iproute2).
+	@hack/install-deps.sh
+
+.PHONY: k8s-bins
+k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy into bin/k8s (once).
+	@hack/k8s-bins/build.sh $(K8S_BIN)
+
+$(CONTROLLER_GEN):
+	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(TOOLS)/golangci-lint $@
