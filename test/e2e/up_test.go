@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+const (
+	upTimeout   = 90 * time.Second
+	stopTimeout = 40 * time.Second
+)
+
+var (
+	buildOnce sync.Once
+	svcnetBin string
+	buildErr  error
+)
+
+// svcnet builds the binary once per test run.
+func svcnet(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "svcnet-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		svcnetBin = filepath.Join(dir, "svcnet")
+		out, err := exec.Command("go", "build", "-o", svcnetBin, "github.com/svcnet-io/svcnet/cmd/svcnet").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return svcnetBin
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// upProcess is a running `svcnet up`.
+type upProcess struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	ready  chan struct{}
+	exited chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func upArgs(t *testing.T, dataDir string) []string {
+	bins, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := freePorts(t, 3)
+	return []string{"up", "--data-dir", dataDir, "--k8s-bin-dir", bins,
+		"--apiserver-port", strconv.Itoa(p[0]), "--etcd-client-port", strconv.Itoa(p[1]), "--etcd-peer-port", strconv.Itoa(p[2])}
+}
+
+func startUp(t *testing.T, args []string) *upProcess {
+	t.Helper()
+	cmd := exec.Command(svcnet(t), args...)
+	out := &syncBuffer{}
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	cmd.Stderr = out
+	up := &upProcess{cmd: cmd, out: out, ready: make(chan struct{}), exited: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := sync.Once{}
+		for sc.Scan() {
+			fmt.Fprintln(out, sc.Text())
+			if strings.Contains(sc.Text(), "The control plane is up") {
+				once.Do(func() { close(up.ready) })
+			}
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		up.exited <- err
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	select {
+	case <-up.ready:
+	case err := <-up.exited:
+		t.Fatalf("svcnet up exited before it was ready: %v\n%s", err, out)
+	case <-time.After(upTimeout):
+		t.Fatalf("svcnet up not ready after %s:\n%s", upTimeout, out)
+	}
+	return up
+}
+
+// descendants lists every process below pid, from /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold spaces.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(stopTimeout)
+	for {
+		var left []int
+		for _, p := range pids {
+			if alive(p) {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func kubeClient(t *testing.T, dataDir string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestUp(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := upArgs(t, dataDir)
+	up := startUp(t, args)
+
+	// kubectl answers with the kubeconfig `svcnet up` wrote.
+	bins, _ := testenv.BinDir()
+	out, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
+		"get", "servicecidrs,ipaddresses").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "servicecidr.networking.k8s.io/kubernetes") {
+		t.Fatalf("kubectl get servicecidrs,ipaddresses: %v\n%s", err, out)
+	}
+
+	// The in-process manager publishes slices.
+	ctx := context.Background()
+	c := kubeClient(t, dataDir)
+	svc := builder.Service("web", "default").Port("http", 80, intstr.FromInt32(8080)).Selector("app", "web").Obj()
+	if err := c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list discoveryv1.EndpointSliceList
+		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}); err == nil && len(list.Items) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EndpointSlice for Service web: the svcnet manager in svcnet up is not working")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A second svcnet up on the same data dir is refused.
+	second := exec.Command(svcnet(t), upArgs(t, dataDir)...)
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "in use by another svcnet up") {
+		t.Errorf("second svcnet up on the same data dir: err=%v, output:\n%s", err, out)
+	}
+
+	// SIGTERM stops every child.
+	kids := descendants(up.cmd.Process.Pid)
+	if len(kids) < 3 {
+		t.Fatalf("want etcd, kube-apiserver and kube-controller-manager below svcnet up, found pids %v", kids)
+	}
+	if err := up.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-up.exited:
+		if err != nil {
+			t.Errorf("svcnet up exited with %v after SIGTERM:\n%s", err, up.out)
+		}
+	case <-time.After(stopTimeout):
+		t.Fatalf("svcnet up did not stop after SIGTERM:\n%s", up.out)
+	}
+	waitGone(t, kids)
+
+	// A restart keeps the objects; a crash (SIGKILL) still leaves no child.
+	up = startUp(t, args)
+	var got corev1.Service
+	if err := kubeClient(t, dataDir).Get(ctx, client.ObjectKeyFromObject(svc), &got); err != nil {
+		t.Fatalf("Service created before the restart: %v", err)
+	}
+	if got.Spec.ClusterIP != svc.Spec.ClusterIP {
+		t.Errorf("ClusterIP changed across restart: %s -> %s", svc.Spec.ClusterIP, got.Spec.ClusterIP)
+	}
+	kids = descendants(up.cmd.Process.Pid)
+	if err := up.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-up.exited
+	waitGone(t, kids)
+}
+
+func TestUpBadInput(t *testing.T) {
+	bins, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := strconv.Itoa(busy.Addr().(*net.TCPAddr).Port)
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown controller": {
+			args: []string{"manager", "--controllers=bogus"},
+			want: `unknown controller "bogus"; valid names: endpointslice`,
+		},
+		"missing Kubernetes binaries": {
+			args: []string{"up", "--k8s-bin-dir", t.TempDir(), "--data-dir", t.TempDir()},
+			want: "run `make k8s-bins`",
+		},
+		"data dir that cannot be created": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", filepath.Join(file, "sub")},
+			want: "--data-dir " + filepath.Join(file, "sub") + " cannot be created",
+		},
+		"port already in use": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--apiserver-port", busyPort},
+			want: "port " + busyPort + " for kube-apiserver (--apiserver-port) is already in use",
+		},
+		"bad service range": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--service-cluster-ip-range", "10.96.0.0/33"},
+			want: "--service-cluster-ip-range",
+		},
+		"bad max endpoints per slice": {
+			args: []string{"manager", "--max-endpoints-per-slice", "1001"},
+			want: "--max-endpoints-per-slice must be between 1 and 1000",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(svcnet(t), tc.args...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("svcnet %v succeeded, want an error", tc.args)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("svcnet %v said:\n%s\nwant it to mention %q", tc.args, out, tc.want)
+			}
+			if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines > 3 {
+				t.Errorf("want a short error, got %d lines:\n%s", lines+1, out)
+			}
+		})
+	}
+}
