@@ -1,0 +1,373 @@
+// Package model turns Services and EndpointSlices into what one node's
+// proxy must implement: a list of service ports, each with the endpoints it
+// may send traffic to, already filtered the way kube-proxy filters them
+// (readiness, terminating fallback, traffic policies, topology hints). It
+// is pure: the dataplane renderers (dataplane/iptables) take a Model and
+// know nothing of the Kubernetes API.
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// LabelServiceProxyName is the Service label that hands a Service to a
+// specific proxy; proxies with another name ignore it.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+// Model is the desired state of one node for one IP family.
+type Model struct {
+	// Family is the IP family this model is for.
+	Family corev1.IPFamily
+	// Ports are the service ports to implement, sorted by Name.
+	Ports []*ServicePort
+}
+
+// ServicePort is one port of one Service, as kube-proxy sees it.
+type ServicePort struct {
+	// Name is "namespace/name:port" (":port" only for a named port), the
+	// string kube-proxy hashes into chain names.
+	Name      string
+	Namespace string
+	Service   string
+	Protocol  corev1.Protocol
+	ClusterIP netip.Addr
+	Port      int32
+	NodePort  int32
+	// ExternalIPs and LoadBalancerIPs of this family.
+	ExternalIPs         []netip.Addr
+	LoadBalancerIPs     []netip.Addr
+	LoadBalancerSources []netip.Prefix
+	// AffinitySeconds is the ClientIP session affinity timeout; 0 = none.
+	AffinitySeconds     int32
+	ExternalPolicyLocal bool
+	InternalPolicyLocal bool
+	HealthCheckNodePort int32
+
+	// ClusterEndpoints serve traffic under the Cluster policy (after
+	// topology filtering and terminating fallback).
+	ClusterEndpoints []Endpoint
+	// LocalEndpoints serve traffic under a Local policy: this node's.
+	LocalEndpoints []Endpoint
+	// HasEndpoints tells whether the port has any usable endpoint at all,
+	// which decides between REJECT (none anywhere) and DROP (none local).
+	HasEndpoints bool
+}
+
+// ExternallyAccessible tells whether traffic can arrive from outside the
+// cluster (NodePort, externalIPs, LoadBalancer IPs).
+func (p *ServicePort) ExternallyAccessible() bool {
+	return p.NodePort != 0 || len(p.ExternalIPs) > 0 || len(p.LoadBalancerIPs) > 0
+}
+
+// InternalEndpoints are the endpoints cluster-IP traffic goes to.
+func (p *ServicePort) InternalEndpoints() []Endpoint {
+	if p.InternalPolicyLocal {
+		return p.LocalEndpoints
+	}
+	return p.ClusterEndpoints
+}
+
+// ExternalEndpoints are the endpoints external traffic goes to. With the
+// Local policy, traffic from this node itself may still use any endpoint.
+func (p *ServicePort) ExternalEndpoints() []Endpoint {
+	if p.ExternalPolicyLocal {
+		return p.LocalEndpoints
+	}
+	return p.ClusterEndpoints
+}
+
+// UsesLocalChain tells whether a KUBE-SVL chain is needed.
+func (p *ServicePort) UsesLocalChain() bool {
+	return p.InternalPolicyLocal || (p.ExternalPolicyLocal && p.ExternallyAccessible())
+}
+
+// UsesClusterChain tells whether a KUBE-SVC chain is needed.
+func (p *ServicePort) UsesClusterChain() bool {
+	// Cluster-IP traffic under the Cluster policy uses it, and so does all
+	// external traffic: under the Local policy, traffic from this node and
+	// its Pods still goes to any endpoint.
+	return !p.InternalPolicyLocal || p.ExternallyAccessible()
+}
+
+// Endpoint is one backend of a service port.
+type Endpoint struct {
+	IP   netip.Addr
+	Port int32
+	// Local tells whether the endpoint runs on this node.
+	Local bool
+}
+
+// String is "ip:port", the text kube-proxy hashes into KUBE-SEP names.
+func (e Endpoint) String() string {
+	return netip.AddrPortFrom(e.IP, uint16(e.Port)).String()
+}
+
+// Node is what the model needs to know of the node it is for.
+type Node struct {
+	Name string
+	Zone string
+}
+
+// Options are the proxy's own settings that change the model.
+type Options struct {
+	// ProxyName: Services labelled service.kubernetes.io/service-proxy-name
+	// are only handled when the label equals this. Empty handles only
+	// Services without the label.
+	ProxyName string
+}
+
+// Build computes the model of one node and family.
+func Build(family corev1.IPFamily, node Node, services []*corev1.Service, slicesByService map[string][]*discoveryv1.EndpointSlice, opts Options) *Model {
+	m := &Model{Family: family}
+	for _, svc := range services {
+		if !handled(svc, opts) {
+			continue
+		}
+		clusterIP, ok := clusterIPOf(svc, family)
+		if !ok {
+			continue
+		}
+		key := svc.Namespace + "/" + svc.Name
+		svcSlices := slicesByService[key]
+		for i := range svc.Spec.Ports {
+			sp := &svc.Spec.Ports[i]
+			p := &ServicePort{
+				Name:                key + portSuffix(sp.Name),
+				Namespace:           svc.Namespace,
+				Service:             svc.Name,
+				Protocol:            cmp.Or(sp.Protocol, corev1.ProtocolTCP),
+				ClusterIP:           clusterIP,
+				Port:                sp.Port,
+				ExternalPolicyLocal: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && externallyTyped(svc),
+				InternalPolicyLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal,
+			}
+			if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				p.NodePort = sp.NodePort
+			}
+			if p.ExternalPolicyLocal && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+			}
+			p.ExternalIPs = addrsOf(svc.Spec.ExternalIPs, family)
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				var ips []string
+				for _, ing := range svc.Status.LoadBalancer.Ingress {
+					if ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP {
+						ips = append(ips, ing.IP)
+					}
+				}
+				p.LoadBalancerIPs = addrsOf(ips, family)
+				for _, r := range svc.Spec.LoadBalancerSourceRanges {
+					if pr, err := netip.ParsePrefix(r); err == nil && pr.Addr().Is4() == (family == corev1.IPv4Protocol) {
+						p.LoadBalancerSources = append(p.LoadBalancerSources, pr.Masked())
+					}
+				}
+			}
+			if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+				p.AffinitySeconds = corev1.DefaultClientIPServiceAffinitySeconds
+				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+					p.AffinitySeconds = *c.ClientIP.TimeoutSeconds
+				}
+			}
+			fillEndpoints(p, sp, svcSlices, family, node)
+			m.Ports = append(m.Ports, p)
+		}
+	}
+	slices.SortFunc(m.Ports, func(a, b *ServicePort) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol))
+	})
+	return m
+}
+
+func handled(svc *corev1.Service, opts Options) bool {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return false
+	}
+	name, labelled := svc.Labels[LabelServiceProxyName]
+	if labelled {
+		return name == opts.ProxyName && name != ""
+	}
+	return true
+}
+
+func externallyTyped(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
+}
+
+func clusterIPOf(svc *corev1.Service, family corev1.IPFamily) (netip.Addr, bool) {
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, s := range ips {
+		a, err := netip.ParseAddr(s)
+		if err == nil && a.Is4() == (family == corev1.IPv4Protocol) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func addrsOf(ss []string, family corev1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		a, err := netip.ParseAddr(s)
+		if err == nil && a.Is4() == (family == corev1.IPv4Protocol) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func portSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ":" + name
+}
+
+// candidate is an endpoint before filtering.
+type candidate struct {
+	Endpoint
+	ready, serving, terminating bool
+	zoneHints, nodeHints        []string
+}
+
+// fillEndpoints selects the endpoints of one service port as kube-proxy
+// does: ready ones; if there are none, serving-and-terminating ones; with
+// topology hints applied when every ready endpoint carries one and some
+// fit this node.
+func fillEndpoints(p *ServicePort, sp *corev1.ServicePort, svcSlices []*discoveryv1.EndpointSlice, family corev1.IPFamily, node Node) {
+	seen := map[string]bool{}
+	var all []candidate
+	for _, s := range svcSlices {
+		if string(s.AddressType) != string(family) {
+			continue
+		}
+		var port *discoveryv1.EndpointPort
+		for i := range s.Ports {
+			sp2 := &s.Ports[i]
+			if ptrStr(sp2.Name) == sp.Name && cmp.Or(ptrProto(sp2.Protocol), corev1.ProtocolTCP) == p.Protocol {
+				port = sp2
+				break
+			}
+		}
+		if port == nil || port.Port == nil {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			ip, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil {
+				continue
+			}
+			c := candidate{
+				Endpoint:    Endpoint{IP: ip, Port: *port.Port, Local: ep.NodeName != nil && *ep.NodeName == node.Name},
+				ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
+				serving:     ep.Conditions.Serving == nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) || ep.Conditions.Serving != nil && *ep.Conditions.Serving,
+				terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+			}
+			if ep.Hints != nil {
+				for _, z := range ep.Hints.ForZones {
+					c.zoneHints = append(c.zoneHints, z.Name)
+				}
+				for _, n := range ep.Hints.ForNodes {
+					c.nodeHints = append(c.nodeHints, n.Name)
+				}
+			}
+			if seen[c.String()] {
+				continue // the same endpoint in two slices during a move
+			}
+			seen[c.String()] = true
+			all = append(all, c)
+		}
+	}
+	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(a.String(), b.String()) })
+
+	usable := func(pick func(candidate) bool) []Endpoint {
+		var ready, fallback []Endpoint
+		for _, c := range all {
+			if !pick(c) {
+				continue
+			}
+			if c.ready {
+				ready = append(ready, c.Endpoint)
+			} else if c.serving && c.terminating {
+				fallback = append(fallback, c.Endpoint)
+			}
+		}
+		if len(ready) > 0 {
+			return ready
+		}
+		return fallback
+	}
+	p.HasEndpoints = len(usable(func(candidate) bool { return true })) > 0
+	p.LocalEndpoints = usable(func(c candidate) bool { return c.Local })
+	p.ClusterEndpoints = usable(topologyFilter(all, node))
+}
+
+// topologyFilter returns the endpoint filter for the Cluster policy: by
+// node hints, else zone hints, when every ready endpoint has such a hint
+// and at least one names this node (zone); else no filtering.
+func topologyFilter(all []candidate, node Node) func(candidate) bool {
+	everyone := func(candidate) bool { return true }
+	hasAll := func(get func(candidate) []string, want string) bool {
+		if want == "" {
+			return false
+		}
+		any := false
+		for _, c := range all {
+			if !c.ready {
+				continue
+			}
+			h := get(c)
+			if len(h) == 0 {
+				return false
+			}
+			if slices.Contains(h, want) {
+				any = true
+			}
+		}
+		return any
+	}
+	nodeHints := func(c candidate) []string { return c.nodeHints }
+	zoneHints := func(c candidate) []string { return c.zoneHints }
+	switch {
+	case hasAll(nodeHints, node.Name):
+		return func(c candidate) bool { return slices.Contains(c.nodeHints, node.Name) }
+	case hasAll(zoneHints, node.Zone):
+		return func(c candidate) bool { return slices.Contains(c.zoneHints, node.Zone) }
+	}
+	return everyone
+}
+
+func ptrStr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func ptrProto(p *corev1.Protocol) corev1.Protocol {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// Describe is a compact text of the model, for tests and debugging.
+func (m *Model) Describe() string {
+	out := ""
+	for _, p := range m.Ports {
+		out += fmt.Sprintf("%s/%s %s:%s cluster=%v local=%v\n", p.Name, p.Protocol, p.ClusterIP, strconv.Itoa(int(p.Port)), p.ClusterEndpoints, p.LocalEndpoints)
+	}
+	return out
+}
