@@ -30,10 +30,18 @@ func portProtoHash(servicePortName string, protocol corev1.Protocol) string {
 	return base32.StdEncoding.EncodeToString(sum[:])[:16]
 }
 
-func svcChain(name string, proto corev1.Protocol) string { return "KUBE-SVC-" + portProtoHash(name, proto) }
-func svlChain(name string, proto corev1.Protocol) string { return "KUBE-SVL-" + portProtoHash(name, proto) }
-func extChain(name string, proto corev1.Protocol) string { return "KUBE-EXT-" + portProtoHash(name, proto) }
-func fwChain(name string, proto corev1.Protocol) string  { return "KUBE-FW-" + portProtoHash(name, proto) }
+func svcChain(name string, proto corev1.Protocol) string {
+	return "KUBE-SVC-" + portProtoHash(name, proto)
+}
+func svlChain(name string, proto corev1.Protocol) string {
+	return "KUBE-SVL-" + portProtoHash(name, proto)
+}
+func extChain(name string, proto corev1.Protocol) string {
+	return "KUBE-EXT-" + portProtoHash(name, proto)
+}
+func fwChain(name string, proto corev1.Protocol) string {
+	return "KUBE-FW-" + portProtoHash(name, proto)
+}
 
 // sepChain names an endpoint's chain from the service port and "ip:port".
 func sepChain(name string, proto corev1.Protocol, endpoint string) string {

@@ -137,9 +137,15 @@ func TestRenderGolden(t *testing.T) {
 		})}, slices: []*discoveryv1.EndpointSlice{three, slice("web", "ns", discoveryv1.AddressTypeIPv6, 8080, ready("fd00:244::2", node), ready("fd00:244::3", "node-b"))},
 			cfg: &Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:244::/64")}}},
 		"no-rules-for-headless-externalname-and-other-proxy": {services: []*corev1.Service{
-			web(func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone; s.Spec.ClusterIPs = []string{corev1.ClusterIPNone} }),
+			web(func(s *corev1.Service) {
+				s.Spec.ClusterIP = corev1.ClusterIPNone
+				s.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
+			}),
 			builder.Service("ext", "ns").ExternalName("example.com").Obj(),
-			web(func(s *corev1.Service) { s.Name = "other"; s.Labels = map[string]string{model.LabelServiceProxyName: "someone-else"} }),
+			web(func(s *corev1.Service) {
+				s.Name = "other"
+				s.Labels = map[string]string{model.LabelServiceProxyName: "someone-else"}
+			}),
 		}, slices: []*discoveryv1.EndpointSlice{three}},
 	}
 	for name, tc := range cases {

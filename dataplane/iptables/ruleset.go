@@ -53,12 +53,14 @@ func (t *table) chain(name string) *Chain {
 // --noflush restore: every chain is declared (which flushes it) and filled.
 // Chains named in deleteChains are flushed and deleted.
 func (r *Ruleset) RestoreText(deleteFilter, deleteNAT []string) []byte {
-	return r.restoreText(nil, deleteFilter, deleteNAT)
+	return r.restoreText(nil, nil, deleteFilter, deleteNAT)
 }
 
 // restoreText renders the chains for which include returns true (all when
 // include is nil), then deletes the given chains.
-func (r *Ruleset) restoreText(include func(table string, c *Chain) bool, deleteFilter, deleteNAT []string) []byte {
+// extra holds further lines per table (jump rules from built-in chains),
+// written after the chains' rules.
+func (r *Ruleset) restoreText(include func(table string, c *Chain) bool, extra map[string][]string, deleteFilter, deleteNAT []string) []byte {
 	var b strings.Builder
 	write := func(name string, chains []*Chain, del []string) {
 		b.WriteString("*" + name + "\n")
@@ -76,6 +78,9 @@ func (r *Ruleset) restoreText(include func(table string, c *Chain) bool, deleteF
 			for _, rule := range c.Rules {
 				b.WriteString("-A " + c.Name + " " + rule + "\n")
 			}
+		}
+		for _, line := range extra[name] {
+			b.WriteString(line + "\n")
 		}
 		for _, n := range del {
 			b.WriteString("-X " + n + "\n")
