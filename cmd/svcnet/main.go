@@ -13,9 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/manager"
 	"github.com/svcnet-io/svcnet/internal/up"
 	"github.com/svcnet-io/svcnet/internal/version"
@@ -38,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newUpCommand(), newVersionCommand())
+	root.AddCommand(newManagerCommand(), newAgentCommand(), newUpCommand(), newVersionCommand())
 	return root
 }
 
@@ -64,11 +67,35 @@ func newManagerCommand() *cobra.Command {
 				return err
 			}
 			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := opts.RestConfig()
+			cfg, err := restConfig(opts.Kubeconfig)
 			if err != nil {
 				return err
 			}
 			return manager.Run(cmd.Context(), cfg, opts)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	addLogFlags(cmd.Flags())
+	return cmd
+}
+
+func newAgentCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Program this node's kube-proxy compatible rules from Services and EndpointSlices",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			log := klog.NewKlogr()
+			ctrl.SetLogger(log)
+			cfg, err := restConfig(opts.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			return agent.Run(cmd.Context(), cfg, opts, log)
 		},
 	}
 	opts.AddFlags(cmd.Flags())
@@ -91,6 +118,26 @@ func newUpCommand() *cobra.Command {
 	cfg.AddFlags(cmd.Flags())
 	cmd.Flags().IntVarP(&cfg.Verbosity, "v", "v", 0, "Log verbosity of the in-process svcnet manager (logs/svcnet-manager.log).")
 	return cmd
+}
+
+// restConfig loads a kubeconfig, or the in-cluster configuration and then
+// $KUBECONFIG when path is empty.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading client configuration: %w", err)
+		}
+		return cfg, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 func newVersionCommand() *cobra.Command {

@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -105,24 +104,6 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	return errors.Join(errs...)
-}
-
-// RestConfig loads the client configuration the options name.
-func (o *Options) RestConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		if _, statErr := os.Stat(o.Kubeconfig); statErr != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", statErr)
-		}
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	} else {
-		cfg, err = ctrl.GetConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading client configuration: %w", err)
-	}
-	return cfg, nil
 }
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

@@ -91,6 +91,10 @@ func Start(opts Options) (*Env, error) {
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("service-cluster-ip-range", orDefault(opts.ServiceCIDRs, "10.96.0.0/16"))
 	args.Set("service-node-port-range", orDefault(opts.NodePortRange, "30000-32767"))
+	// Works the same in a private network namespace with only loopback,
+	// where the API server finds no default route to advertise.
+	args.Set("advertise-address", "127.0.0.1")
+	args.Set("endpoint-reconciler-type", "none")
 	if opts.FeatureGates != "" {
 		args.Set("feature-gates", opts.FeatureGates)
 	}

@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// ModeIPTables is the only dataplane mode so far.
+const ModeIPTables = "iptables"
+
+// Options are `svcnet agent`'s settings; AddFlags binds them, with
+// kube-proxy's flag names where the meaning is the same.
+type Options struct {
+	Kubeconfig          string
+	NodeName            string
+	Mode                string
+	ClusterCIDRs        []string
+	MasqueradeAll       bool
+	NodePortAddresses   []string
+	ProxyName           string
+	SyncPeriod          time.Duration
+	MinSyncPeriod       time.Duration
+	HealthzBindAddress  string
+	MetricsBindAddress  string
+	// NetNS, when set, is the network namespace (e.g. /run/netns/node-1)
+	// whose rules this agent programs and where it serves health checks;
+	// used to run simulated nodes from one machine.
+	NetNS string
+}
+
+// DefaultOptions are kube-proxy's defaults where they apply.
+func DefaultOptions() Options {
+	host, _ := os.Hostname()
+	return Options{
+		NodeName:           strings.ToLower(host),
+		Mode:               ModeIPTables,
+		SyncPeriod:         30 * time.Second,
+		HealthzBindAddress: "0.0.0.0:10256",
+		MetricsBindAddress: "127.0.0.1:10249",
+	}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration, then $KUBECONFIG.")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node's Node object (default: the hostname).")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "Dataplane: iptables.")
+	fs.StringSliceVar(&o.ClusterCIDRs, "cluster-cidr", o.ClusterCIDRs, "Pod CIDRs (comma separated, one per family); traffic to a cluster IP from outside them is masqueraded.")
+	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "Masquerade all traffic to cluster IPs.")
+	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses, "CIDRs of the local addresses that accept NodePort traffic. Empty: all local addresses.")
+	fs.StringVar(&o.ProxyName, "proxy-name", o.ProxyName, "Handle Services labelled service.kubernetes.io/service-proxy-name with this value (and only those so labelled with it).")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Interval of full resyncs of the rules.")
+	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "Minimum time between syncs; 0 applies changes as soon as they arrive, coalescing bursts.")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz; empty or 0 disables it.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; empty or 0 disables it.")
+	fs.StringVar(&o.NetNS, "netns", o.NetNS, "Program this network namespace (a path like /run/netns/NAME) instead of the agent's own; for simulated nodes.")
+}
+
+// Validate checks the options, naming the bad flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Mode != ModeIPTables {
+		errs = append(errs, fmt.Errorf("--mode %q is not supported; valid modes: %s", o.Mode, ModeIPTables))
+	}
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("--node-name must not be empty"))
+	}
+	if _, err := o.clusterCIDRs(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := o.nodePortPrefixes(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.SyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--sync-period must be positive, got %s", o.SyncPeriod))
+	}
+	if o.MinSyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--min-sync-period must not be negative, got %s", o.MinSyncPeriod))
+	}
+	if o.NetNS != "" {
+		if _, err := os.Stat(o.NetNS); err != nil {
+			errs = append(errs, fmt.Errorf("--netns: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) clusterCIDRs() ([]netip.Prefix, error) {
+	return parsePrefixes("--cluster-cidr", o.ClusterCIDRs)
+}
+
+func (o *Options) nodePortPrefixes() ([]netip.Prefix, error) {
+	return parsePrefixes("--nodeport-addresses", o.NodePortAddresses)
+}
+
+func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range ss {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", flag, s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}

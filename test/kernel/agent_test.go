@@ -1,0 +1,398 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/netlab"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+const (
+	// converge bounds the wait for rules to follow an API change.
+	converge = 30 * time.Second
+	poll     = 50 * time.Millisecond
+	podPort  = 8080
+	clientIP = "192.168.50.100"
+)
+
+var serviceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+
+// cluster is the shared fixture: API server, controllers, two nodes with
+// agents, and a client outside the nodes.
+type cluster struct {
+	env    *testenv.Env
+	lab    *netlab.Lab
+	nodes  []*netlab.Node
+	client string
+
+	mu     sync.Mutex
+	agents map[string]context.CancelFunc
+	pods   int
+	logDir string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	g := NewWithT(t)
+	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	stopMgr, err := env.StartManager(controllers.Options{
+		Controllers: []string{endpointslice.ControllerName}, EndpointSlice: endpointslice.DefaultOptions(),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(stopMgr)
+
+	lab, err := netlab.New(fmt.Sprintf("svcnet-kt%04d", rand.IntN(10000)))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(lab.Close)
+	c := &cluster{env: env, lab: lab, agents: map[string]context.CancelFunc{}, logDir: t.TempDir()}
+	for i := 1; i <= 2; i++ {
+		n, err := lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.50.%d/24", 10+i)),
+			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)), serviceCIDR)
+		g.Expect(err).NotTo(HaveOccurred())
+		c.nodes = append(c.nodes, n)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
+		g.Expect(env.Client.Create(context.Background(), node)).To(Succeed())
+	}
+	g.Expect(c.nodes[0].Route(c.nodes[1])).To(Succeed())
+	g.Expect(c.nodes[1].Route(c.nodes[0])).To(Succeed())
+	c.client, err = lab.AddClient("client", netip.MustParsePrefix(clientIP+"/24"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, n := range c.nodes {
+		c.startAgent(t, n)
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, cancel := range c.agents {
+			cancel()
+		}
+	})
+	return c
+}
+
+// startAgent runs an agent for node n in this process, programming n's
+// network namespace.
+func (c *cluster) startAgent(t *testing.T, n *netlab.Node) {
+	t.Helper()
+	opts := agent.DefaultOptions()
+	opts.NodeName = n.Name
+	opts.NetNS = netlab.Path(n.NetNS)
+	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
+	opts.HealthzBindAddress = "0"
+	opts.MetricsBindAddress = "0"
+	logFile, err := os.OpenFile(filepath.Join(c.logDir, n.Name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logFile), textlogger.Verbosity(2)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer logFile.Close()
+		if err := agent.Run(ctx, c.env.Config, opts, log); err != nil {
+			fmt.Fprintf(os.Stderr, "agent %s: %v\n", n.Name, err)
+		}
+	}()
+	c.mu.Lock()
+	c.agents[n.Name] = func() { cancel(); <-done }
+	c.mu.Unlock()
+}
+
+func (c *cluster) stopAgent(name string) {
+	c.mu.Lock()
+	cancel := c.agents[name]
+	delete(c.agents, name)
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// addPods creates count Pods labelled app on node n: a network namespace
+// with an HTTP server, and the Pod object, Running and Ready.
+func (c *cluster) addPods(t *testing.T, ns, app string, n *netlab.Node, count int) []*netlab.Pod {
+	t.Helper()
+	var out []*netlab.Pod
+	for range count {
+		c.mu.Lock()
+		c.pods++
+		name := fmt.Sprintf("p%d", c.pods)
+		c.mu.Unlock()
+		p, err := n.AddPod(name, podPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := builder.Pod(name, ns).Label("app", app).ContainerPort("http", podPort).Node(n.Name).IP(p.IP.String()).Ready().Obj()
+		if err := c.env.CreatePod(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *cluster) service(t *testing.T, svc *corev1.Service) *corev1.Service {
+	t.Helper()
+	if err := c.env.Client.Create(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func webService(ns, app string) *corev1.Service {
+	return builder.Service(app, ns).Port("http", 80, intstr.FromString("http")).Selector("app", app).Obj()
+}
+
+// fetchAll makes n requests and counts the answering Pods.
+func fetchAll(ctx context.Context, hc *http.Client, url string, n int) (map[string]int, error) {
+	counts := map[string]int{}
+	for range n {
+		body, err := netlab.Get(ctx, hc, url)
+		if err != nil {
+			return counts, err
+		}
+		counts[strings.Fields(body)[0]]++
+	}
+	return counts, nil
+}
+
+func TestAgent(t *testing.T) {
+	requireKernel(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	newNS := func(t *testing.T) string {
+		t.Cleanup(func() {
+			if t.Failed() {
+				for _, n := range c.nodes {
+					out, _ := c.lab.Run(n.NetNS, "iptables-save")
+					t.Logf("iptables-save on %s:\n%s", n.Name, out)
+				}
+			}
+		})
+		ns, err := c.env.Namespace(ctx, t.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	clientPodOn := func(t *testing.T, n *netlab.Node) *netlab.Pod {
+		c.mu.Lock()
+		c.pods++
+		name := fmt.Sprintf("c%d", c.pods)
+		c.mu.Unlock()
+		p, err := n.AddPod(name, podPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("ClusterIP from a Pod and from the node, balanced over 3 endpoints", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		pods := c.addPods(t, ns, "web", c.nodes[0], 2)
+		pods = append(pods, c.addPods(t, ns, "web", c.nodes[1], 1)...)
+		svc := c.service(t, webService(ns, "web"))
+		url := "http://" + svc.Spec.ClusterIP + ":80/"
+		fromPod := netlab.Client(clientPodOn(t, c.nodes[0]).NetNS, 2*time.Second)
+		g.Eventually(func() (map[string]int, error) {
+			return fetchAll(ctx, fromPod, url, 30)
+		}).WithTimeout(converge).WithPolling(poll).Should(HaveLen(3))
+
+		counts, err := fetchAll(ctx, fromPod, url, 300)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, p := range pods {
+			g.Expect(counts[p.Name]).To(And(BeNumerically(">=", 60), BeNumerically("<=", 141)),
+				"Pod %s got %d of 300 requests: %v", p.Name, counts[p.Name], counts)
+		}
+		for _, n := range c.nodes {
+			body, err := netlab.Get(ctx, netlab.Client(n.NetNS, 2*time.Second), url)
+			g.Expect(err).NotTo(HaveOccurred(), "from node %s", n.Name)
+			g.Expect(body).To(MatchRegexp(`^p\d+ `))
+		}
+	})
+
+	t.Run("NodePort from an outside client on every node", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "np", c.nodes[0], 1)
+		svc := webService(ns, "np")
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		svc = c.service(t, svc)
+		nodePort := svc.Spec.Ports[0].NodePort
+		g.Expect(nodePort).NotTo(BeZero())
+		outside := netlab.Client(c.client, 2*time.Second)
+		for _, n := range c.nodes {
+			g.Eventually(func() (string, error) {
+				return netlab.Get(ctx, outside, fmt.Sprintf("http://%s:%d/", n.IP, nodePort))
+			}).WithTimeout(converge).WithPolling(poll).Should(HavePrefix("p"), "NodePort on %s", n.Name)
+		}
+	})
+
+	t.Run("scaling from 3 to 10 endpoints reaches all 10", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "scale", c.nodes[0], 3)
+		svc := c.service(t, webService(ns, "scale"))
+		url := "http://" + svc.Spec.ClusterIP + ":80/"
+		hc := netlab.Client(c.nodes[1].NetNS, 2*time.Second)
+		g.Eventually(func() (map[string]int, error) { return fetchAll(ctx, hc, url, 30) }).
+			WithTimeout(converge).WithPolling(poll).Should(HaveLen(3))
+		c.addPods(t, ns, "scale", c.nodes[0], 4)
+		c.addPods(t, ns, "scale", c.nodes[1], 3)
+		seen := map[string]int{}
+		g.Eventually(func() map[string]int {
+			got, _ := fetchAll(ctx, hc, url, 50)
+			for k, v := range got {
+				seen[k] += v
+			}
+			return seen
+		}).WithTimeout(converge).WithPolling(poll).Should(HaveLen(10))
+	})
+
+	t.Run("a Service without endpoints refuses connections at once", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		svc := c.service(t, webService(ns, "nobody"))
+		hc := netlab.Client(c.nodes[0].NetNS, 5*time.Second)
+		g.Eventually(func() error {
+			_, err := netlab.Get(ctx, hc, "http://"+svc.Spec.ClusterIP+":80/")
+			return err
+		}).WithTimeout(converge).WithPolling(poll).Should(MatchError(ContainSubstring("connection refused")))
+		start := time.Now()
+		_, err := netlab.Get(ctx, hc, "http://"+svc.Spec.ClusterIP+":80/")
+		g.Expect(err).To(MatchError(ContainSubstring("connection refused")))
+		g.Expect(time.Since(start)).To(BeNumerically("<", time.Second), "refusal took %s", time.Since(start))
+	})
+
+	t.Run("ClientIP session affinity sticks to one Pod", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "sticky", c.nodes[0], 3)
+		svc := webService(ns, "sticky")
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc = c.service(t, svc)
+		url := "http://" + svc.Spec.ClusterIP + ":80/"
+		hc := netlab.Client(clientPodOn(t, c.nodes[1]).NetNS, 2*time.Second)
+		g.Eventually(func() (map[string]int, error) { return fetchAll(ctx, hc, url, 1) }).
+			WithTimeout(converge).WithPolling(poll).Should(HaveLen(1))
+		counts, err := fetchAll(ctx, hc, url, 30)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(counts).To(HaveLen(1), "requests spread over %v", counts)
+	})
+
+	t.Run("externalTrafficPolicy Local keeps the source IP and reports local endpoints", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "local", c.nodes[0], 1)
+		svc := webService(ns, "local")
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		svc = c.service(t, svc)
+		g.Expect(svc.Spec.HealthCheckNodePort).NotTo(BeZero())
+		outside := netlab.Client(c.client, 2*time.Second)
+		g.Eventually(func() (string, error) {
+			return netlab.Get(ctx, outside, fmt.Sprintf("http://%s:%d/", c.nodes[0].IP, svc.Spec.Ports[0].NodePort))
+		}).WithTimeout(converge).WithPolling(poll).Should(HaveSuffix(" "+clientIP), "the Pod must see the client's own address")
+
+		health := func(n *netlab.Node) (int, error) {
+			resp, err := outside.Get(fmt.Sprintf("http://%s:%d/", n.IP, svc.Spec.HealthCheckNodePort))
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		g.Eventually(func() (int, error) { return health(c.nodes[0]) }).WithTimeout(converge).WithPolling(poll).Should(Equal(http.StatusOK))
+		g.Eventually(func() (int, error) { return health(c.nodes[1]) }).WithTimeout(converge).WithPolling(poll).Should(Equal(http.StatusServiceUnavailable))
+	})
+
+	t.Run("headless and ExternalName Services get no rules", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "hl", c.nodes[0], 1)
+		headless := webService(ns, "hl")
+		headless.Spec.ClusterIP = corev1.ClusterIPNone
+		c.service(t, headless)
+		c.service(t, builder.Service("ext", ns).ExternalName("example.com").Obj())
+		// A normal Service created afterwards: once its rules are there, the
+		// agent has seen the other two.
+		marker := c.service(t, webService(ns, "marker"))
+		c.addPods(t, ns, "marker", c.nodes[0], 1)
+		g.Eventually(func() string {
+			out, _ := c.lab.Run(c.nodes[0].NetNS, "iptables-save", "-t", "nat")
+			return out
+		}).WithTimeout(converge).WithPolling(poll).Should(ContainSubstring(marker.Spec.ClusterIP))
+		out, err := c.lab.Run(c.nodes[0].NetNS, "iptables-save")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).NotTo(ContainSubstring(ns + "/hl"))
+		g.Expect(out).NotTo(ContainSubstring(ns + "/ext"))
+	})
+
+	t.Run("restarting the agent drops no request", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		c.addPods(t, ns, "steady", c.nodes[0], 2)
+		svc := c.service(t, webService(ns, "steady"))
+		url := "http://" + svc.Spec.ClusterIP + ":80/"
+		hc := netlab.Client(clientPodOn(t, c.nodes[0]).NetNS, 2*time.Second)
+		g.Eventually(func() (map[string]int, error) { return fetchAll(ctx, hc, url, 10) }).
+			WithTimeout(converge).WithPolling(poll).Should(HaveLen(2))
+
+		stop := make(chan struct{})
+		type result struct{ ok, failed int }
+		done := make(chan result)
+		go func() {
+			var r result
+			for {
+				select {
+				case <-stop:
+					done <- r
+					return
+				default:
+				}
+				if _, err := netlab.Get(ctx, hc, url); err != nil {
+					r.failed++
+				} else {
+					r.ok++
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		time.Sleep(300 * time.Millisecond) // traffic before the restart
+		c.stopAgent(c.nodes[0].Name)
+		c.startAgent(t, c.nodes[0])
+		// Traffic while the new agent starts and makes its first full sync.
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(stop)
+		r := <-done
+		g.Expect(r.failed).To(BeZero(), "%d of %d requests failed across the agent restart", r.failed, r.ok+r.failed)
+		g.Expect(r.ok).To(BeNumerically(">", 50))
+	})
+}
