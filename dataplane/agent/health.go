@@ -97,4 +97,3 @@ func (h *healthServers) closeAll() {
 		delete(h.servers, port)
 	}
 }
-

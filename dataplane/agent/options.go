@@ -17,17 +17,17 @@ const ModeIPTables = "iptables"
 // Options are `svcnet agent`'s settings; AddFlags binds them, with
 // kube-proxy's flag names where the meaning is the same.
 type Options struct {
-	Kubeconfig          string
-	NodeName            string
-	Mode                string
-	ClusterCIDRs        []string
-	MasqueradeAll       bool
-	NodePortAddresses   []string
-	ProxyName           string
-	SyncPeriod          time.Duration
-	MinSyncPeriod       time.Duration
-	HealthzBindAddress  string
-	MetricsBindAddress  string
+	Kubeconfig         string
+	NodeName           string
+	Mode               string
+	ClusterCIDRs       []string
+	MasqueradeAll      bool
+	NodePortAddresses  []string
+	ProxyName          string
+	SyncPeriod         time.Duration
+	MinSyncPeriod      time.Duration
+	HealthzBindAddress string
+	MetricsBindAddress string
 	// NetNS, when set, is the network namespace (e.g. /run/netns/node-1)
 	// whose rules this agent programs and where it serves health checks;
 	// used to run simulated nodes from one machine.
