@@ -123,9 +123,7 @@ func (s *slot) room(max int) int { return max - len(s.eps) }
 // endpoints go first into slices that are written anyway, then into full new
 // slices, and the last partial batch into the existing slice that fits it
 // most tightly (one write either way, but no new small slice). Finally,
-// slices are merged while there are more than ceil(endpoints/maxPerSlice):
-// always down to one more than that, and further when the merge costs no
-// write beyond the deletion. Creates and deletes in one plan are paired into
+// slices are merged while there are more than ceil(endpoints/maxPerSlice)+1. Creates and deletes in one plan are paired into
 // updates, and a family with no endpoints keeps exactly one empty
 // placeholder slice.
 func computeDesiredSlices(meta sliceMeta, desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, maxPerSlice int) plan {
@@ -305,15 +303,14 @@ func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSli
 		take(best, len(pending))
 	}
 
-	// 4. Merge slices left half empty by scale-downs.
+	// 4. Merge slices left half empty by scale-downs, down to one more
+	// than the minimum. Merging further would save a slice but cost a
+	// delete now and, in a rolling update, a create again soon after.
 	target := (len(g.endpoints) + max - 1) / max
-	for len(slots) > target {
+	for len(slots) > target+1 {
 		slices.SortStableFunc(slots, func(a, b *slot) int { return cmp.Compare(len(a.eps), len(b.eps)) })
 		donor, rest := slots[0], slots[1:]
-		if len(slots) == target+1 && !fitsInDirty(rest, len(donor.eps), max) {
-			break // the last merge would cost extra writes; one spare slice is fine
-		}
-		// Dirty recipients first (free), then the fullest clean ones.
+		// Dirty recipients first (no extra write), then the fullest clean ones.
 		recipients := slices.Clone(rest)
 		slices.SortStableFunc(recipients, func(a, b *slot) int {
 			if a.dirty != b.dirty {
@@ -338,7 +335,9 @@ func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSli
 			moving = moving[n:]
 		}
 		if len(moving) > 0 {
-			donor.eps = moving // cannot happen while len(slots) > target; keep what is left
+			// Cannot happen while there are two slices more than needed:
+			// the others have at least a slice's worth of room.
+			donor.eps = moving
 			break
 		}
 		if donor.slice != nil {
@@ -347,16 +346,4 @@ func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSli
 		slots = rest
 	}
 	return slots, retired, added, removed
-}
-
-// fitsInDirty reports whether n endpoints fit in the free room of the slots
-// that are written anyway.
-func fitsInDirty(slots []*slot, n, max int) bool {
-	room := 0
-	for _, s := range slots {
-		if s.dirty {
-			room += s.room(max)
-		}
-	}
-	return room >= n
 }

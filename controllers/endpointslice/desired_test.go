@@ -141,10 +141,10 @@ func TestComputeDesiredSlices(t *testing.T) {
 			existing: []*discoveryv1.EndpointSlice{existingSlice("a", span(0, 100)...), existingSlice("b", span(100, 150)...), existingSlice("c", span(150, 210)...)}, max: 100,
 			want: planSummary{Updates: map[string]int{"c": 90}, Slices: 3},
 		},
-		"a merge that costs only the delete is made": {
+		"one spare slice is kept rather than paying a delete to merge it": {
 			desired:  desiredOf(span(0, 200)...),
 			existing: []*discoveryv1.EndpointSlice{existingSlice("a", span(0, 100)...), existingSlice("b", span(100, 150)...), existingSlice("c", span(150, 170)...)}, max: 100,
-			want: planSummary{Updates: map[string]int{"b": 100}, Deletes: []string{"c"}, Slices: 2},
+			want: planSummary{Updates: map[string]int{"b": 80}, Slices: 3},
 		},
 		"a scale-down merges half-empty slices": {
 			// 1,000 -> 150: 15 endpoints left in each of 10 slices.
@@ -163,9 +163,11 @@ func TestComputeDesiredSlices(t *testing.T) {
 				return out
 			}(), max: 100,
 			want: planSummary{
-				Updates: map[string]int{"s1": 100, "s7": 50},
-				Deletes: []string{"s0", "s2", "s3", "s4", "s5", "s6", "s8", "s9"},
-				Slices:  2,
+				// ceil(150/100)+1 slices; s9 is written because it lost
+				// endpoints anyway.
+				Updates: map[string]int{"s1": 100, "s7": 35, "s9": 15},
+				Deletes: []string{"s0", "s2", "s3", "s4", "s5", "s6", "s8"},
+				Slices:  3,
 			},
 		},
 		"a lowered maximum splits slices": {

@@ -199,3 +199,18 @@ func (e *Env) WatchClient() client.WithWatch {
 	}
 	return c
 }
+
+// WriteKubeconfig writes a kubeconfig of a cluster-admin user to path, for
+// processes (the svcnet binary, upstream controllers) run against the
+// environment.
+func (e *Env) WriteKubeconfig(path string) error {
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: "svcnet-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	b, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}

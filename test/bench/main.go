@@ -1,0 +1,74 @@
+// Command bench runs svcnet and the upstream component it replaces side by
+// side on this machine and writes the results to docs/BENCHMARKS.md. It is
+// what `make bench` runs; see that file for how to read the numbers.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	out := flag.String("out", "docs/BENCHMARKS.md", "file to write the results to; - for standard output")
+	scale := flag.Int("scale", 1, "divide every workload size by this (a quick smoke run: 10)")
+	micro := flag.String("micro", "", "file with `go test -bench` output to include")
+	flag.Parse()
+	if *scale < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -scale must be at least 1")
+		os.Exit(2)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (`go run ./test/bench`) on %s: %s, %d cores, %s. "+
+		"Every comparison runs svcnet and the upstream component of Kubernetes v1.37.1 (built from Go modules into bin/k8s) "+
+		"one after the other on the same machine in the same run. Numbers from a 2-core machine shared with other work are noisy: "+
+		"compare ratios, and rerun before drawing conclusions from small differences.\n\n",
+		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version())
+	if *scale > 1 {
+		fmt.Fprintf(&b, "**Smoke run: workloads divided by %d.**\n\n", *scale)
+	}
+	es, err := esReport(ctx, root, *scale)
+	if err != nil {
+		fail(err)
+	}
+	b.WriteString(es)
+	if *micro != "" {
+		m, err := os.ReadFile(*micro)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Fprintf(&b, "\n## Micro-benchmarks (go test -bench)\n\n```\n%s```\n", m)
+	}
+	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n```\n")
+	if *out == "-" {
+		fmt.Print(b.String())
+		return
+	}
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		fail(err)
+	}
+	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+}
+
+func cpuModel() string {
+	out, err := exec.Command("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").Output()
+	if err != nil {
+		return runtime.GOARCH
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
