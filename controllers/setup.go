@@ -53,11 +53,11 @@ func Enabled(spec []string) (map[string]bool, error) {
 	explicit := map[string]bool{}
 	for _, raw := range spec {
 		item := strings.TrimSpace(raw)
-		switch {
-		case item == "*":
+		switch item {
+		case "*":
 			star = true
 			continue
-		case item == "" || item == "-":
+		case "", "-":
 			return nil, fmt.Errorf("--controllers: empty controller name in %q; valid names: %s", strings.Join(spec, ","), strings.Join(known, ", "))
 		}
 		name, on := strings.CutPrefix(item, "-")

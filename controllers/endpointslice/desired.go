@@ -104,8 +104,6 @@ type plan struct {
 	added, removed int
 }
 
-func (p *plan) writes() int { return len(p.create) + len(p.update) + len(p.delete) }
-
 // slot is a slice being planned: an existing one (slice != nil) or a new one.
 type slot struct {
 	slice *discoveryv1.EndpointSlice

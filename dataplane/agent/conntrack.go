@@ -42,7 +42,7 @@ func (a *Agent) conntrack(ctx context.Context, args ...string) {
 	// conntrack exits 1 when nothing matched, which is the common case.
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	var exitErr *exec.ExitError
-	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode() == 1) {
+	if err != nil && (!errors.As(err, &exitErr) || exitErr.ExitCode() != 1) {
 		a.log.V(2).Info("Clearing conntrack entries failed", "args", args, "err", err.Error(), "output", string(out))
 	}
 }

@@ -307,11 +307,15 @@ func Run(ctx context.Context, c Config) error {
 	case <-ctx.Done():
 		fmt.Fprintln(out, "\nStopping svcnet up")
 		stopMgr()
-		<-mgrDone
+		if err := <-mgrDone; err != nil {
+			return fmt.Errorf("svcnet manager: %w", err)
+		}
 		return nil
 	case p := <-failed:
 		stopMgr()
-		<-mgrDone
+		if err := <-mgrDone; err != nil {
+			return errors.Join(p.failure(), fmt.Errorf("svcnet manager: %w", err))
+		}
 		return p.failure()
 	case err := <-mgrDone:
 		if err == nil {

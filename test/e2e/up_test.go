@@ -50,7 +50,7 @@ func svcnet(t *testing.T) string {
 		svcnetBin = filepath.Join(dir, "svcnet")
 		out, err := exec.Command("go", "build", "-o", svcnetBin, "github.com/svcnet-io/svcnet/cmd/svcnet").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -294,7 +294,9 @@ func TestUp(t *testing.T) {
 	if err := up.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-up.exited
+	if err := <-up.exited; err == nil {
+		t.Error("svcnet up exited cleanly after SIGKILL")
+	}
 	waitGone(t, kids)
 }
 

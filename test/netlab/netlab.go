@@ -61,7 +61,7 @@ func Path(name string) string { return filepath.Join("/run/netns", name) }
 func (l *Lab) addNetns(role string) (string, error) {
 	name := l.prefix + "-" + role
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("ip netns add %s: %v: %s", name, err, out)
+		return "", fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
 	}
 	l.mu.Lock()
 	l.namespaces = append(l.namespaces, name)
@@ -79,7 +79,7 @@ func (l *Lab) run(ns string, argv ...string) error {
 	}
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -342,14 +342,14 @@ func InPrivateNetNS() (skipReason string) {
 
 func setupPrivate() error {
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set lo up: %v: %s", err, out)
+		return fmt.Errorf("ip link set lo up: %w: %s", err, out)
 	}
 	// A private /run/netns: `ip netns add` mounts land here, not on the host.
 	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
 		return err
 	}
 	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-netns", "/run/netns").CombinedOutput(); err != nil {
-		return fmt.Errorf("mounting a private /run/netns: %v: %s", err, out)
+		return fmt.Errorf("mounting a private /run/netns: %w: %s", err, out)
 	}
 	return nil
 }

@@ -145,7 +145,9 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 	go func() { done <- mgr.Start(ctx) }()
 	return func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: manager stopped with:", err)
+		}
 	}, nil
 }
 
