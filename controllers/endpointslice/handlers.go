@@ -3,12 +3,12 @@ package endpointslice
 import (
 	"context"
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -20,17 +20,72 @@ import (
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
+// selectorIndex maps a namespace to the selectors of its Services that
+// this controller publishes, so that a Pod event finds its Services without
+// listing (and copying) every Service of the namespace.
+type selectorIndex struct {
+	mu   sync.RWMutex
+	byNS map[string]map[string]map[string]string // namespace -> name -> selector
+}
+
+func newSelectorIndex() *selectorIndex {
+	return &selectorIndex{byNS: map[string]map[string]map[string]string{}}
+}
+
+func (x *selectorIndex) set(svc *corev1.Service) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		delete(x.byNS[svc.Namespace], svc.Name)
+		return
+	}
+	ns := x.byNS[svc.Namespace]
+	if ns == nil {
+		ns = map[string]map[string]string{}
+		x.byNS[svc.Namespace] = ns
+	}
+	ns[svc.Name] = maps.Clone(svc.Spec.Selector)
+}
+
+func (x *selectorIndex) remove(namespace, name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.byNS[namespace], name)
+}
+
+// matching calls f with the name of every Service of the namespace whose
+// selector matches one of the label sets.
+func (x *selectorIndex) matching(namespace string, f func(name string), labelSets ...map[string]string) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for name, sel := range x.byNS[namespace] {
+		for _, l := range labelSets {
+			if l != nil && selectorMatches(sel, l) {
+				f(name)
+				break
+			}
+		}
+	}
+}
+
 // builderServicePredicates records Service changes for the trigger-time
-// annotation and drops updates that cannot change any slice (status only).
+// annotation, keeps the selector index, and drops updates that cannot
+// change any slice (status only).
 func builderServicePredicates(r *Reconciler) builder.Predicates {
 	return builder.WithPredicates(predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
+			if svc, ok := e.Object.(*corev1.Service); ok {
+				r.selectors.set(svc)
+			}
 			r.changes.observe(client.ObjectKeyFromObject(e.Object), e.Object.GetCreationTimestamp().Time, r.clock.Now())
 			return true
 		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldSvc, ok1 := e.ObjectOld.(*corev1.Service)
 			newSvc, ok2 := e.ObjectNew.(*corev1.Service)
+			if ok2 {
+				r.selectors.set(newSvc)
+			}
 			if ok1 && ok2 && equality.Semantic.DeepEqual(oldSvc.Spec, newSvc.Spec) &&
 				maps.Equal(oldSvc.Labels, newSvc.Labels) && maps.Equal(oldSvc.Annotations, newSvc.Annotations) &&
 				(oldSvc.DeletionTimestamp == nil) == (newSvc.DeletionTimestamp == nil) {
@@ -40,7 +95,10 @@ func builderServicePredicates(r *Reconciler) builder.Predicates {
 			r.changes.observe(client.ObjectKeyFromObject(e.ObjectNew), now, now)
 			return true
 		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.selectors.remove(e.Object.GetNamespace(), e.Object.GetName())
+			return true
+		},
 		GenericFunc: func(event.GenericEvent) bool { return true },
 	})
 }
@@ -72,23 +130,15 @@ func (h *podHandler) Delete(ctx context.Context, e event.TypedDeleteEvent[client
 
 func (h *podHandler) Generic(context.Context, event.TypedGenericEvent[client.Object], queue) {}
 
-func (h *podHandler) enqueue(ctx context.Context, q queue, pod, oldPod *corev1.Pod) {
-	var services corev1.ServiceList
-	if err := h.r.client.List(ctx, &services, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return
-	}
+func (h *podHandler) enqueue(_ context.Context, q queue, pod, oldPod *corev1.Pod) {
 	now := h.r.clock.Now()
 	trigger := triggerTimeOfPod(pod)
-	for i := range services.Items {
-		svc := &services.Items[i]
-		if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
-			continue
-		}
-		sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
-		if !sel.Matches(labels.Set(pod.Labels)) && (oldPod == nil || !sel.Matches(labels.Set(oldPod.Labels))) {
-			continue
-		}
-		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	var oldLabels map[string]string
+	if oldPod != nil {
+		oldLabels = oldPod.Labels
+	}
+	h.r.selectors.matching(pod.Namespace, func(name string) {
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
 		h.r.changes.observe(key, trigger, now)
 		req := reconcile.Request{NamespacedName: key}
 		if h.r.opts.BatchPeriod > 0 {
@@ -96,7 +146,7 @@ func (h *podHandler) enqueue(ctx context.Context, q queue, pod, oldPod *corev1.P
 		} else {
 			q.Add(req)
 		}
-	}
+	}, pod.Labels, oldLabels)
 }
 
 // podEndpointChanged reports whether a Pod update can change its endpoint.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -76,8 +76,9 @@ type Reconciler struct {
 	opts      Options
 	clock     clock.PassiveClock
 
-	slices  *sliceTracker
-	changes *changeTracker
+	slices    *sliceTracker
+	changes   *changeTracker
+	selectors *selectorIndex
 
 	statsMu sync.Mutex
 	stats   map[types.NamespacedName]serviceStats
@@ -103,6 +104,7 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		clock:     clock.RealClock{},
 		slices:    newSliceTracker(),
 		changes:   newChangeTracker(),
+		selectors: newSelectorIndex(),
 		stats:     map[types.NamespacedName]serviceStats{},
 	}
 	for _, o := range options {
@@ -117,6 +119,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	registerMetrics()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLabelIndex, podLabelPairs); err != nil {
+		return fmt.Errorf("indexing Pods by label: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Service{}, builderServicePredicates(r)).
@@ -191,14 +196,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	var podList corev1.PodList
-	if err := r.client.List(ctx, &podList, client.InNamespace(key.Namespace),
-		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(svc.Spec.Selector)}, client.UnsafeDisableDeepCopy); err != nil {
+	pods, err := r.selectedPods(ctx, svc)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing Pods of %s: %w", key, err)
-	}
-	pods := make([]*corev1.Pod, 0, len(podList.Items))
-	for i := range podList.Items {
-		pods = append(pods, &podList.Items[i])
 	}
 	nodes, err := r.nodeInfos(ctx)
 	if err != nil {
@@ -241,6 +241,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	r.recordStats(key, endpoints, sliceCount)
 	return ctrl.Result{}, nil
+}
+
+// podLabelIndex indexes Pods by each of their "key=value" label pairs, so
+// that a sync reads only the Pods that carry one pair of the selector
+// instead of every Pod of the namespace.
+const podLabelIndex = "svcnet.io/pod-label"
+
+func podLabelPairs(obj client.Object) []string {
+	out := make([]string, 0, len(obj.GetLabels()))
+	for k, v := range obj.GetLabels() {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// selectedPods returns the Pods a Service's selector matches.
+func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service) ([]*corev1.Pod, error) {
+	// Any pair of the selector narrows the candidates; take the smallest key
+	// so the choice is stable.
+	keys := slices.Sorted(maps.Keys(svc.Spec.Selector))
+	var list corev1.PodList
+	if err := r.client.List(ctx, &list, client.InNamespace(svc.Namespace),
+		client.MatchingFields{podLabelIndex: keys[0] + "=" + svc.Spec.Selector[keys[0]]}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if selectorMatches(svc.Spec.Selector, list.Items[i].Labels) {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
+}
+
+// selectorMatches is a Service selector match without allocating.
+func selectorMatches(selector, podLabels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := podLabels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // serviceGone deletes this controller's slices of a Service that no longer

@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/test/testenv"
@@ -29,6 +31,7 @@ var (
 
 func TestEndpointSlice(t *testing.T) {
 	RegisterFailHandler(Fail)
+	ctrl.SetLogger(GinkgoLogr)
 	RunSpecs(t, "EndpointSlice controller")
 }
 

@@ -63,7 +63,8 @@ func esImpls(root string) []esImpl {
 			argv: func(kc string) []string {
 				return []string{filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig=" + kc, "--controllers=endpointslice",
 					"--metrics-bind-address=0", "--health-probe-bind-address=0",
-					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpoint-updates-batch-period=" + esBatchPeriod}
+					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpoint-updates-batch-period=" + esBatchPeriod,
+					"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
 			},
 		},
 		{
@@ -316,7 +317,7 @@ func runES(ctx context.Context, root, workDir string, impl esImpl, sc esScenario
 	return res, nil
 }
 
-func esReport(ctx context.Context, root string, scale int) (string, error) {
+func esReport(ctx context.Context, root string, scale int, only string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## EndpointSlice controller: svcnet vs kube-controller-manager\n\n")
 	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s, v1.37.1), "+
@@ -327,6 +328,9 @@ func esReport(ctx context.Context, root string, scale int) (string, error) {
 		esQPS, esBurst, esBatchPeriod, esNodes)
 	fmt.Fprintf(&b, "| scenario | controller | time | writes | slices | mean fill | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range esScenarios(scale) {
+		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
+			continue
+		}
 		var results []esResult
 		for _, impl := range esImpls(root) {
 			dir, err := os.MkdirTemp("", "svcnet-bench-")

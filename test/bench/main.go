@@ -12,17 +12,22 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func main() {
 	out := flag.String("out", "docs/BENCHMARKS.md", "file to write the results to; - for standard output")
 	scale := flag.Int("scale", 1, "divide every workload size by this (a quick smoke run: 10)")
 	micro := flag.String("micro", "", "file with `go test -bench` output to include")
+	only := flag.String("only", "", "run only the scenarios whose name starts with one of these letters, e.g. ab")
 	flag.Parse()
 	if *scale < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -scale must be at least 1")
 		os.Exit(2)
 	}
+	ctrl.SetLogger(logr.Discard())
 	root, err := os.Getwd()
 	if err != nil {
 		fail(err)
@@ -37,7 +42,7 @@ func main() {
 	if *scale > 1 {
 		fmt.Fprintf(&b, "**Smoke run: workloads divided by %d.**\n\n", *scale)
 	}
-	es, err := esReport(ctx, root, *scale)
+	es, err := esReport(ctx, root, *scale, *only)
 	if err != nil {
 		fail(err)
 	}

@@ -10,12 +10,16 @@ import (
 	"os"
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/svcnet-io/svcnet/test/netlab"
 )
 
 var skipReason string
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	skipReason = netlab.InPrivateNetNS()
 	if skipReason != "" {
 		fmt.Fprintln(os.Stderr, "kernel tests will be skipped:", skipReason)
