@@ -37,8 +37,10 @@ test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest su
 	$(GO) test -race -count=1 -timeout 25m ./...
 
 .PHONY: bench
-bench: deps k8s-bins ## Run the benchmarks (results: docs/BENCHMARKS.md).
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
+	tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
+	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
 
 ##@ Develop
 
