@@ -7,12 +7,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -51,9 +54,29 @@ type Agent struct {
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
-	// udp remembers the UDP endpoints programmed per service port, to
-	// clear conntrack entries of the ones that go away.
-	udp map[string]udpPort
+	// dirty holds the "namespace/name" of Services whose objects changed
+	// since they were last rendered; allDirty re-renders every Service.
+	dirty    map[string]bool
+	allDirty bool
+
+	// Owned by the sync loop.
+	services map[string]*serviceState
+	order    []string // keys of services, sorted
+	// staleUDP are UDP endpoints removed by the last renders, whose
+	// conntrack entries go once the rules without them are applied.
+	staleUDP []udpPort
+}
+
+// serviceState is what the agent keeps of one Service between syncs.
+type serviceState struct {
+	frags  map[corev1.IPFamily]*iptables.Fragment
+	health []healthPort
+	udp    map[string]udpPort // by port name and family
+}
+
+type healthPort struct {
+	port  int32
+	entry healthEntry
 }
 
 type family struct {
@@ -66,6 +89,17 @@ type udpPort struct {
 	dests     []string // cluster, external and load-balancer IPs
 	nodePort  int32
 	endpoints map[netip.Addr]bool
+}
+
+// sliceServiceIndex indexes EndpointSlices by "namespace/service", so that
+// re-rendering one Service reads only its slices.
+const sliceServiceIndex = "svcnet.io/service"
+
+func sliceServiceKey(obj client.Object) []string {
+	if name := obj.GetLabels()[discoveryv1.LabelServiceName]; name != "" {
+		return []string{obj.GetNamespace() + "/" + name}
+	}
+	return nil
 }
 
 // Run starts the agent and blocks until ctx ends.
@@ -96,6 +130,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	})
 	if err != nil {
 		return fmt.Errorf("creating agent manager: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey); err != nil {
+		return err
 	}
 	a, err := New(mgr.GetCache(), opts, log)
 	if err != nil {
@@ -140,8 +177,10 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 		reader:  reader,
 		log:     log,
 		health:  newHealthServers(opts.NetNS, log),
-		trigger: make(chan struct{}, 1),
-		udp:     map[string]udpPort{},
+		trigger:  make(chan struct{}, 1),
+		dirty:    map[string]bool{},
+		allDirty: true,
+		services: map[string]*serviceState{},
 	}
 	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		ipt := iptables.NewExec(f, opts.NetNS)
@@ -164,22 +203,48 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 
 func (a *Agent) handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.changed(obj) },
-		UpdateFunc: func(_, obj any) { a.changed(obj) },
-		DeleteFunc: func(obj any) { a.changed(obj) },
+		AddFunc: func(obj any) { a.changed(nil, obj) },
+		UpdateFunc: func(old, obj any) {
+			a.changed(old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			a.changed(nil, obj)
+		},
 	}
 }
 
-func (a *Agent) changed(obj any) {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				a.mu.Lock()
-				a.triggers = append(a.triggers, t)
-				a.mu.Unlock()
+// changed marks what an event touches as dirty and asks for a sync.
+func (a *Agent) changed(old, obj any) {
+	a.mu.Lock()
+	switch o := obj.(type) {
+	case *corev1.Service:
+		a.dirty[o.Namespace+"/"+o.Name] = true
+	case *discoveryv1.EndpointSlice:
+		for _, k := range sliceServiceKey(o) {
+			a.dirty[k] = true
+		}
+		if prev, ok := old.(*discoveryv1.EndpointSlice); ok {
+			for _, k := range sliceServiceKey(prev) {
+				a.dirty[k] = true
 			}
 		}
+		if v, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				a.triggers = append(a.triggers, t)
+			}
+		}
+	case *corev1.Node:
+		// The zone decides topology filtering for every Service.
+		if prev, ok := old.(*corev1.Node); !ok || prev.Labels[corev1.LabelTopologyZone] != o.Labels[corev1.LabelTopologyZone] {
+			a.allDirty = true
+		}
+	default:
+		a.allDirty = true
 	}
+	a.mu.Unlock()
 	a.Trigger()
 }
 
@@ -209,6 +274,9 @@ func (a *Agent) Loop(ctx context.Context) error {
 			for _, f := range a.families {
 				f.syncer.ForceFull()
 			}
+			a.mu.Lock()
+			a.allDirty = true
+			a.mu.Unlock()
 		case <-a.trigger:
 		case <-retry:
 		}
@@ -231,59 +299,55 @@ func (a *Agent) Loop(ctx context.Context) error {
 	}
 }
 
-// SyncOnce computes and applies the rules of every family once.
+// SyncOnce re-renders the Services that changed and applies the rules of
+// every family once.
 func (a *Agent) SyncOnce(ctx context.Context) error {
 	start := time.Now()
 	a.mu.Lock()
-	triggers := a.triggers
-	a.triggers = nil
+	triggers, dirty, all := a.triggers, a.dirty, a.allDirty
+	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
 	a.mu.Unlock()
+	restore := func() {
+		a.mu.Lock()
+		a.triggers = append(a.triggers, triggers...)
+		for k := range dirty {
+			a.dirty[k] = true
+		}
+		a.allDirty = a.allDirty || all
+		a.mu.Unlock()
+	}
 
-	var services corev1.ServiceList
-	if err := a.reader.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
-	var slices discoveryv1.EndpointSliceList
-	if err := a.reader.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
 	node := model.Node{Name: a.opts.NodeName}
 	var n corev1.Node
 	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.opts.NodeName}, &n); err == nil {
 		node.Zone = n.Labels[corev1.LabelTopologyZone]
 	}
-	svcs := make([]*corev1.Service, 0, len(services.Items))
-	for i := range services.Items {
-		svcs = append(svcs, &services.Items[i])
-	}
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
-	for i := range slices.Items {
-		s := &slices.Items[i]
-		name := s.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		k := s.Namespace + "/" + name
-		bySvc[k] = append(bySvc[k], s)
+	if err := a.render(ctx, node, dirty, all); err != nil {
+		restore()
+		return err
 	}
 	nodePortIPs, err := a.nodePortIPs()
 	if err != nil {
+		restore()
 		return err
 	}
 
 	var errs []error
 	anyFull := false
-	health := map[int32]healthEntry{}
-	programmed := map[string]udpPort{}
 	for _, f := range a.families {
-		m := model.Build(f.ip, node, svcs, bySvc, model.Options{ProxyName: a.opts.ProxyName})
-		cfg := iptables.Config{ClusterCIDRs: f.cidrs, MasqueradeAll: a.opts.MasqueradeAll}
+		cfg := iptables.Config{MasqueradeAll: a.opts.MasqueradeAll}
 		for _, ip := range nodePortIPs {
 			if ip.Is4() == (f.ip == corev1.IPv4Protocol) {
 				cfg.NodePortIPs = append(cfg.NodePortIPs, ip)
 			}
 		}
-		res, err := f.syncer.Sync(ctx, iptables.Render(m, cfg))
+		frags := make([]*iptables.Fragment, 0, len(a.order))
+		for _, k := range a.order {
+			if fr := a.services[k].frags[f.ip]; fr != nil {
+				frags = append(frags, fr)
+			}
+		}
+		res, err := f.syncer.Sync(ctx, iptables.Assemble(frags, cfg))
 		anyFull = anyFull || res.Full
 		if err != nil {
 			metricRestoreFailures.Inc()
@@ -291,28 +355,20 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 			continue
 		}
 		metricRulesWritten.Add(float64(res.Rules))
-		for _, p := range m.Ports {
-			if p.HealthCheckNodePort != 0 {
-				h := health[p.HealthCheckNodePort]
-				h.namespace, h.name = p.Namespace, p.Service
-				h.local += len(p.LocalEndpoints)
-				health[p.HealthCheckNodePort] = h
-			}
-			if p.Protocol == corev1.ProtocolUDP {
-				u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
-				u.dests = append(u.dests, p.ClusterIP.String())
-				for _, ip := range append(p.ExternalIPs, p.LoadBalancerIPs...) {
-					u.dests = append(u.dests, ip.String())
-				}
-				for _, ep := range append(p.ClusterEndpoints, p.LocalEndpoints...) {
-					u.endpoints[ep.IP] = true
-				}
-				programmed[p.Name+"/"+string(f.ip)] = u
-			}
+	}
+
+	health := map[int32]healthEntry{}
+	for _, k := range a.order {
+		for _, h := range a.services[k].health {
+			e := health[h.port]
+			e.namespace, e.name = h.entry.namespace, h.entry.name
+			e.local += h.entry.local
+			health[h.port] = e
 		}
 	}
 	a.health.update(health)
 	if err := errors.Join(errs...); err != nil {
+		// The rendered state is kept; the next sync is full and applies it.
 		a.mu.Lock()
 		a.lastErr = err
 		a.triggers = append(a.triggers, triggers...)
@@ -328,10 +384,115 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	for _, t := range triggers {
 		metricProgrammingLatency.Observe(now.Sub(t).Seconds())
 	}
-	a.clearStaleUDP(ctx, programmed)
+	a.clearStaleUDP(ctx)
 	a.mu.Lock()
 	a.lastSuccess, a.lastErr = now, nil
 	a.mu.Unlock()
+	return nil
+}
+
+// render rebuilds the state of the dirty Services (all of them when all is
+// set) from the cache.
+func (a *Agent) render(ctx context.Context, node model.Node, dirty map[string]bool, all bool) error {
+	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	var svcs []*corev1.Service
+	if all {
+		var services corev1.ServiceList
+		if err := a.reader.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		var list discoveryv1.EndpointSliceList
+		if err := a.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			for _, k := range sliceServiceKey(&list.Items[i]) {
+				bySvc[k] = append(bySvc[k], &list.Items[i])
+			}
+		}
+		for i := range services.Items {
+			svcs = append(svcs, &services.Items[i])
+		}
+		dirty = map[string]bool{}
+		for k := range a.services {
+			dirty[k] = true // gone unless listed again
+		}
+		for _, svc := range svcs {
+			dirty[svc.Namespace+"/"+svc.Name] = true
+		}
+	} else {
+		for k := range dirty {
+			ns, name, _ := strings.Cut(k, "/")
+			var svc corev1.Service
+			if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return err
+			}
+			svcs = append(svcs, &svc)
+			var list discoveryv1.EndpointSliceList
+			if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: k}, client.UnsafeDisableDeepCopy); err != nil {
+				return err
+			}
+			for i := range list.Items {
+				bySvc[k] = append(bySvc[k], &list.Items[i])
+			}
+		}
+	}
+	present := map[string]*corev1.Service{}
+	for _, svc := range svcs {
+		present[svc.Namespace+"/"+svc.Name] = svc
+	}
+	cidrs := map[corev1.IPFamily][]netip.Prefix{}
+	for _, f := range a.families {
+		cidrs[f.ip] = f.cidrs
+	}
+	for k := range dirty {
+		old := a.services[k]
+		svc, ok := present[k]
+		if !ok {
+			if old != nil {
+				a.forgetUDP(old, nil)
+				delete(a.services, k)
+				if i, found := slices.BinarySearch(a.order, k); found {
+					a.order = slices.Delete(a.order, i, i+1)
+				}
+			}
+			continue
+		}
+		st := &serviceState{frags: map[corev1.IPFamily]*iptables.Fragment{}, udp: map[string]udpPort{}}
+		for _, f := range a.families {
+			ports := model.BuildService(f.ip, node, svc, bySvc[k], model.Options{ProxyName: a.opts.ProxyName})
+			if len(ports) == 0 {
+				continue
+			}
+			st.frags[f.ip] = iptables.RenderService(ports, iptables.Config{ClusterCIDRs: cidrs[f.ip], MasqueradeAll: a.opts.MasqueradeAll})
+			for _, p := range ports {
+				if p.HealthCheckNodePort != 0 {
+					st.health = append(st.health, healthPort{port: p.HealthCheckNodePort,
+						entry: healthEntry{namespace: p.Namespace, name: p.Service, local: len(p.LocalEndpoints)}})
+				}
+				if p.Protocol == corev1.ProtocolUDP {
+					u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
+					u.dests = append(u.dests, p.ClusterIP.String())
+					for _, ip := range append(slices.Clone(p.ExternalIPs), p.LoadBalancerIPs...) {
+						u.dests = append(u.dests, ip.String())
+					}
+					for _, ep := range append(slices.Clone(p.ClusterEndpoints), p.LocalEndpoints...) {
+						u.endpoints[ep.IP] = true
+					}
+					st.udp[p.Name+"/"+string(f.ip)] = u
+				}
+			}
+		}
+		if old != nil {
+			a.forgetUDP(old, st)
+		} else if i, found := slices.BinarySearch(a.order, k); !found {
+			a.order = slices.Insert(a.order, i, k)
+		}
+		a.services[k] = st
+	}
 	return nil
 }
 

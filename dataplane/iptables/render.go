@@ -25,6 +25,35 @@ type Config struct {
 
 // Render computes the ruleset of a model. It is a pure function.
 func Render(m *model.Model, cfg Config) *Ruleset {
+	return Assemble([]*Fragment{RenderService(m.Ports, cfg)}, cfg)
+}
+
+// Fragment is what one Service contributes to the ruleset: rules for the
+// top-level chains and its own chains. An agent keeps the fragments of
+// unchanged Services from one sync to the next and re-renders only the
+// Services that changed.
+type Fragment struct {
+	filter, nat *table
+}
+
+// RenderService renders the ports of one Service (or any list of ports).
+func RenderService(ports []*model.ServicePort, cfg Config) *Fragment {
+	f := &Fragment{filter: newTable(), nat: newTable()}
+	for _, p := range ports {
+		renderPort(f.filter, f.nat, p, cfg)
+	}
+	for _, c := range f.nat.chains {
+		if isServiceChain(c.Name) {
+			c.freeze()
+		}
+	}
+	return f
+}
+
+// Assemble builds the ruleset from fragments, in their order: the fixed
+// chains, the fragments' rules in the top-level chains, and the
+// fragments' own chains, which are shared, not copied.
+func Assemble(frags []*Fragment, cfg Config) *Ruleset {
 	filter := newTable(ChainNodePorts, ChainServices, ChainExternalServices, ChainForward, ChainProxyFirewall)
 	nat := newTable(ChainNodePorts, ChainServices, ChainMarkMasq, ChainPostrouting)
 
@@ -38,8 +67,19 @@ func Render(m *model.Model, cfg Config) *Ruleset {
 	post.add("-j MARK --xor-mark " + MasqueradeMark)
 	post.add(comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully")
 
-	for _, p := range m.Ports {
-		renderPort(filter, nat, p, cfg)
+	for _, f := range frags {
+		for _, c := range f.filter.chains {
+			top := filter.chain(c.Name)
+			top.Rules = append(top.Rules, c.Rules...)
+		}
+		for _, c := range f.nat.chains {
+			if isServiceChain(c.Name) {
+				nat.chains = append(nat.chains, c)
+				continue
+			}
+			top := nat.chain(c.Name)
+			top.Rules = append(top.Rules, c.Rules...)
+		}
 	}
 
 	svcs := nat.chain(ChainServices)

@@ -15,6 +15,15 @@ type Ruleset struct {
 type Chain struct {
 	Name  string
 	Rules []string
+	// text caches content() of a chain that no longer changes.
+	text   string
+	frozen bool
+}
+
+// freeze caches the chain's content; its rules must not change after.
+func (c *Chain) freeze() {
+	c.text = strings.Join(c.Rules, "\n")
+	c.frozen = true
 }
 
 func (c *Chain) add(parts ...string) {
@@ -23,7 +32,12 @@ func (c *Chain) add(parts ...string) {
 
 // content is the text that identifies the chain's rules, to tell whether
 // a chain changed since it was last written.
-func (c *Chain) content() string { return strings.Join(c.Rules, "\n") }
+func (c *Chain) content() string {
+	if c.frozen {
+		return c.text
+	}
+	return strings.Join(c.Rules, "\n")
+}
 
 // table is a set of chains being built, in first-use order.
 type table struct {
@@ -51,30 +65,24 @@ func (t *table) chain(name string) *Chain {
 
 // RestoreText renders the whole ruleset as iptables-restore input for a
 // --noflush restore: every chain is declared (which flushes it) and filled.
-// Chains named in deleteChains are flushed and deleted.
+// Chains named in deleteFilter and deleteNAT are flushed and deleted.
 func (r *Ruleset) RestoreText(deleteFilter, deleteNAT []string) []byte {
-	return r.restoreText(nil, nil, deleteFilter, deleteNAT)
+	return restoreText(r.Filter, r.NAT, nil, deleteFilter, deleteNAT)
 }
 
-// restoreText renders the chains for which include returns true (all when
-// include is nil), then deletes the given chains.
-// extra holds further lines per table (jump rules from built-in chains),
-// written after the chains' rules.
-func (r *Ruleset) restoreText(include func(table string, c *Chain) bool, extra map[string][]string, deleteFilter, deleteNAT []string) []byte {
+// restoreText renders the given chains of each table, then the extra lines
+// (jump rules from built-in chains), then deletes the given chains.
+func restoreText(filter, nat []*Chain, extra map[string][]string, deleteFilter, deleteNAT []string) []byte {
 	var b strings.Builder
 	write := func(name string, chains []*Chain, del []string) {
 		b.WriteString("*" + name + "\n")
-		var written []*Chain
 		for _, c := range chains {
-			if include == nil || include(name, c) {
-				written = append(written, c)
-				b.WriteString(":" + c.Name + " - [0:0]\n")
-			}
+			b.WriteString(":" + c.Name + " - [0:0]\n")
 		}
 		for _, n := range del {
 			b.WriteString(":" + n + " - [0:0]\n")
 		}
-		for _, c := range written {
+		for _, c := range chains {
 			for _, rule := range c.Rules {
 				b.WriteString("-A " + c.Name + " " + rule + "\n")
 			}
@@ -87,7 +95,7 @@ func (r *Ruleset) restoreText(include func(table string, c *Chain) bool, extra m
 		}
 		b.WriteString("COMMIT\n")
 	}
-	write("filter", r.Filter, deleteFilter)
-	write("nat", r.NAT, deleteNAT)
+	write("filter", filter, deleteFilter)
+	write("nat", nat, deleteNAT)
 	return []byte(b.String())
 }

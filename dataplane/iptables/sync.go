@@ -59,9 +59,19 @@ type Syncer struct {
 	ipt Interface
 
 	mu       sync.Mutex
-	written  map[string]string // "table/chain" -> rules last written
+	written  [2]map[string]*writtenChain // filter, nat: chain -> what was written
+	gen      uint64
 	needFull bool
 }
+
+// writtenChain is a chain's content as last written, and the sync that
+// last saw it in a ruleset.
+type writtenChain struct {
+	content string
+	seen    uint64
+}
+
+var tableNames = [2]string{"filter", "nat"}
 
 // NewSyncer returns a Syncer whose first sync is full.
 func NewSyncer(ipt Interface) *Syncer {
@@ -79,88 +89,89 @@ func (s *Syncer) ForceFull() {
 func (s *Syncer) Sync(ctx context.Context, rs *Ruleset) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	full := s.needFull
-	desired := map[string]string{}
-	for _, c := range rs.Filter {
-		desired["filter/"+c.Name] = c.content()
-	}
-	for _, c := range rs.NAT {
-		desired["nat/"+c.Name] = c.content()
-	}
+	s.gen++
+	full := s.needFull || s.written[0] == nil
+	tables := [2][]*Chain{rs.Filter, rs.NAT}
 
 	var res Result
-	var include func(string, *Chain) bool
+	var write [2][]*Chain
+	var del [2][]string
 	extra := map[string][]string{}
-	var delFilter, delNAT []string
 	if full {
 		res.Full = true
-		for _, table := range []string{"filter", "nat"} {
-			live, err := s.ipt.Save(ctx, table)
+		for t, name := range tableNames {
+			live, err := s.ipt.Save(ctx, name)
 			if err != nil {
 				return res, err
 			}
 			chains, rules := parseSave(live)
-			for name := range chains {
-				if isServiceChain(name) {
-					if _, ok := desired[table+"/"+name]; !ok {
-						if table == "filter" {
-							delFilter = append(delFilter, name)
-						} else {
-							delNAT = append(delNAT, name)
-						}
-					}
+			wanted := make(map[string]bool, len(tables[t]))
+			for _, c := range tables[t] {
+				wanted[c.Name] = true
+			}
+			for chain := range chains {
+				if isServiceChain(chain) && !wanted[chain] {
+					del[t] = append(del[t], chain)
 				}
 			}
 			// Insert missing jumps at the top, in reverse so they end up
 			// in jumpRules' order.
 			for i := len(jumpRules) - 1; i >= 0; i-- {
 				j := jumpRules[i]
-				if j.table != table || hasRule(rules[j.chain], j) {
-					continue
+				if j.table == name && !hasRule(rules[j.chain], j) {
+					extra[name] = append(extra[name], "-I "+j.chain+" 1 "+j.text())
 				}
-				extra[table] = append(extra[table], "-I "+j.chain+" 1 "+j.text())
 			}
+			write[t] = tables[t]
 		}
 	} else {
-		include = func(table string, c *Chain) bool {
-			prev, ok := s.written[table+"/"+c.Name]
-			return !ok || prev != c.content()
-		}
-		for key := range s.written {
-			if _, ok := desired[key]; ok {
-				continue
+		for t := range tableNames {
+			for _, c := range tables[t] {
+				if w, ok := s.written[t][c.Name]; ok && w.content == c.content() {
+					w.seen = s.gen
+					continue
+				}
+				write[t] = append(write[t], c)
 			}
-			table, name, _ := strings.Cut(key, "/")
-			if table == "filter" {
-				delFilter = append(delFilter, name)
-			} else {
-				delNAT = append(delNAT, name)
+			for _, c := range write[t] {
+				if w, ok := s.written[t][c.Name]; ok {
+					w.seen = s.gen // rewritten, not stale
+				}
 			}
-		}
-	}
-	for _, tc := range []struct {
-		table  string
-		chains []*Chain
-	}{{"filter", rs.Filter}, {"nat", rs.NAT}} {
-		for _, c := range tc.chains {
-			if include == nil || include(tc.table, c) {
-				res.Chains++
-				res.Rules += len(c.Rules)
+			for name, w := range s.written[t] {
+				if w.seen != s.gen {
+					del[t] = append(del[t], name)
+				}
 			}
 		}
 	}
-	res.Deleted = len(delFilter) + len(delNAT)
+	for t := range tableNames {
+		res.Chains += len(write[t])
+		for _, c := range write[t] {
+			res.Rules += len(c.Rules)
+		}
+		res.Deleted += len(del[t])
+		slices.Sort(del[t])
+	}
 	if res.Chains == 0 && res.Deleted == 0 && len(extra) == 0 {
 		return res, nil
 	}
-	slices.Sort(delFilter)
-	slices.Sort(delNAT)
-	data := rs.restoreText(include, extra, delFilter, delNAT)
+	data := restoreText(write[0], write[1], extra, del[0], del[1])
 	if err := s.ipt.Restore(ctx, data); err != nil {
 		s.needFull = true
 		return res, fmt.Errorf("applying %d chains: %w", res.Chains, err)
 	}
-	s.written = desired
+	for t := range tableNames {
+		if full || s.written[t] == nil {
+			s.written[t] = make(map[string]*writtenChain, len(tables[t]))
+		}
+		for _, c := range write[t] {
+			s.written[t][c.Name] = &writtenChain{content: c.content(), seen: s.gen}
+		}
+		for _, name := range del[t] {
+			delete(s.written[t], name)
+		}
+	}
 	s.needFull = false
 	return res, nil
 }

@@ -123,66 +123,80 @@ type Options struct {
 	ProxyName string
 }
 
-// Build computes the model of one node and family.
+// Build computes the model of one node and family: the ports of every
+// Service, in the order of the Services' "namespace/name" and then of the
+// ports' names.
 func Build(family corev1.IPFamily, node Node, services []*corev1.Service, slicesByService map[string][]*discoveryv1.EndpointSlice, opts Options) *Model {
+	sorted := slices.Clone(services)
+	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	m := &Model{Family: family}
-	for _, svc := range services {
-		if !handled(svc, opts) {
-			continue
-		}
-		clusterIP, ok := clusterIPOf(svc, family)
-		if !ok {
-			continue
-		}
-		key := svc.Namespace + "/" + svc.Name
-		svcSlices := slicesByService[key]
-		for i := range svc.Spec.Ports {
-			sp := &svc.Spec.Ports[i]
-			p := &ServicePort{
-				Name:                key + portSuffix(sp.Name),
-				Namespace:           svc.Namespace,
-				Service:             svc.Name,
-				Protocol:            cmp.Or(sp.Protocol, corev1.ProtocolTCP),
-				ClusterIP:           clusterIP,
-				Port:                sp.Port,
-				ExternalPolicyLocal: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && externallyTyped(svc),
-				InternalPolicyLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal,
-			}
-			if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				p.NodePort = sp.NodePort
-			}
-			if p.ExternalPolicyLocal && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
-			}
-			p.ExternalIPs = addrsOf(svc.Spec.ExternalIPs, family)
-			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				var ips []string
-				for _, ing := range svc.Status.LoadBalancer.Ingress {
-					if ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP {
-						ips = append(ips, ing.IP)
-					}
-				}
-				p.LoadBalancerIPs = addrsOf(ips, family)
-				for _, r := range svc.Spec.LoadBalancerSourceRanges {
-					if pr, err := netip.ParsePrefix(r); err == nil && pr.Addr().Is4() == (family == corev1.IPv4Protocol) {
-						p.LoadBalancerSources = append(p.LoadBalancerSources, pr.Masked())
-					}
-				}
-			}
-			if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-				p.AffinitySeconds = corev1.DefaultClientIPServiceAffinitySeconds
-				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-					p.AffinitySeconds = *c.ClientIP.TimeoutSeconds
-				}
-			}
-			fillEndpoints(p, sp, svcSlices, family, node)
-			m.Ports = append(m.Ports, p)
-		}
+	for _, svc := range sorted {
+		m.Ports = append(m.Ports, BuildService(family, node, svc, slicesByService[svc.Namespace+"/"+svc.Name], opts)...)
 	}
-	slices.SortFunc(m.Ports, func(a, b *ServicePort) int {
+	return m
+}
+
+// BuildService computes the ports of one Service for one node and family,
+// sorted by name: nil when this proxy does not handle the Service or it has
+// no cluster IP of the family.
+func BuildService(family corev1.IPFamily, node Node, svc *corev1.Service, svcSlices []*discoveryv1.EndpointSlice, opts Options) []*ServicePort {
+	if !handled(svc, opts) {
+		return nil
+	}
+	clusterIP, ok := clusterIPOf(svc, family)
+	if !ok {
+		return nil
+	}
+	key := svc.Namespace + "/" + svc.Name
+	var ports []*ServicePort
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		p := &ServicePort{
+			Name:                key + portSuffix(sp.Name),
+			Namespace:           svc.Namespace,
+			Service:             svc.Name,
+			Protocol:            cmp.Or(sp.Protocol, corev1.ProtocolTCP),
+			ClusterIP:           clusterIP,
+			Port:                sp.Port,
+			ExternalPolicyLocal: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && externallyTyped(svc),
+			InternalPolicyLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal,
+		}
+		if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			p.NodePort = sp.NodePort
+		}
+		if p.ExternalPolicyLocal && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+		}
+		p.ExternalIPs = addrsOf(svc.Spec.ExternalIPs, family)
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			var ips []string
+			for _, ing := range svc.Status.LoadBalancer.Ingress {
+				if ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP {
+					ips = append(ips, ing.IP)
+				}
+			}
+			p.LoadBalancerIPs = addrsOf(ips, family)
+			for _, r := range svc.Spec.LoadBalancerSourceRanges {
+				if pr, err := netip.ParsePrefix(r); err == nil && pr.Addr().Is4() == (family == corev1.IPv4Protocol) {
+					p.LoadBalancerSources = append(p.LoadBalancerSources, pr.Masked())
+				}
+			}
+		}
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			p.AffinitySeconds = corev1.DefaultClientIPServiceAffinitySeconds
+			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+				p.AffinitySeconds = *c.ClientIP.TimeoutSeconds
+			}
+		}
+		fillEndpoints(p, sp, svcSlices, family, node)
+		ports = append(ports, p)
+	}
+	slices.SortFunc(ports, func(a, b *ServicePort) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol))
 	})
-	return m
+	return ports
 }
 
 func handled(svc *corev1.Service, opts Options) bool {
