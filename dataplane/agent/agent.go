@@ -166,22 +166,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	return mgr.Start(ctx)
 }
 
-// New builds an agent that reads the world from reader.
+// New builds an agent that reads the world from reader and programs
+// iptables (IPv6 too when ip6tables works).
 func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
-	cidrs, err := opts.clusterCIDRs()
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{
-		opts:    opts,
-		reader:  reader,
-		log:     log,
-		health:  newHealthServers(opts.NetNS, log),
-		trigger:  make(chan struct{}, 1),
-		dirty:    map[string]bool{},
-		allDirty: true,
-		services: map[string]*serviceState{},
-	}
+	backends := map[corev1.IPFamily]iptables.Interface{}
 	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		ipt := iptables.NewExec(f, opts.NetNS)
 		if f == corev1.IPv6Protocol {
@@ -189,6 +177,32 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 				log.Info("IPv6 rules disabled: ip6tables is not usable", "err", err.Error())
 				continue
 			}
+		}
+		backends[f] = ipt
+	}
+	return newAgent(reader, opts, log, backends)
+}
+
+// newAgent builds an agent on the given backends, one per IP family.
+func newAgent(reader client.Reader, opts Options, log logr.Logger, backends map[corev1.IPFamily]iptables.Interface) (*Agent, error) {
+	cidrs, err := opts.clusterCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		opts:     opts,
+		reader:   reader,
+		log:      log,
+		health:   newHealthServers(opts.NetNS, log),
+		trigger:  make(chan struct{}, 1),
+		dirty:    map[string]bool{},
+		allDirty: true,
+		services: map[string]*serviceState{},
+	}
+	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+		ipt, ok := backends[f]
+		if !ok {
+			continue
 		}
 		fam := family{ip: f, syncer: iptables.NewSyncer(ipt)}
 		for _, c := range cidrs {
