@@ -57,11 +57,7 @@ func BenchmarkPartialSync10kServices(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		flip = !flip
-		ip := "10.200.0.1"
-		if flip {
-			ip = "10.200.0.2"
-		}
-		bySvc["ns/svc0"][0].Endpoints[0].Addresses = []string{ip}
+		flipEndpoint(bySvc["ns/svc0"][0], flip)
 		res, err := s.Sync(ctx, render())
 		if err != nil || res.Full || res.Chains == 0 {
 			b.Fatalf("sync %+v: %v", res, err)
@@ -88,11 +84,7 @@ func BenchmarkIncrementalSync10kServices(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		flip = !flip
-		ip := "10.200.0.1"
-		if flip {
-			ip = "10.200.0.2"
-		}
-		bySvc["ns/svc0"][0].Endpoints[0].Addresses = []string{ip}
+		flipEndpoint(bySvc["ns/svc0"][0], flip)
 		frags[0] = RenderService(model.BuildService(corev1.IPv4Protocol, nodeInfo, svcs[0], bySvc["ns/svc0"], model.Options{}), Config{})
 		res, err := s.Sync(ctx, Assemble(frags, Config{}))
 		if err != nil || res.Full || res.Chains == 0 {
@@ -107,3 +99,12 @@ type discard struct{}
 
 func (discard) Restore(context.Context, []byte) error        { return nil }
 func (discard) Save(context.Context, string) ([]byte, error) { return nil, nil }
+
+// flipEndpoint moves a slice's first endpoint between two addresses.
+func flipEndpoint(s *discoveryv1.EndpointSlice, second bool) {
+	ip := "10.200.0.1"
+	if second {
+		ip = "10.200.0.2"
+	}
+	s.Endpoints[0].Addresses = []string{ip}
+}

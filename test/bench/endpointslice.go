@@ -102,8 +102,8 @@ type esWorld struct {
 	ips  map[string]string   // Pod name -> IP
 }
 
-func (w *esWorld) createPods(ctx context.Context, svc string, n int) error {
-	names := make([]string, n)
+// parallel runs f(0..n-1) on 32 workers and returns the first error.
+func parallel(n int, f func(i int) error) error {
 	errs := make(chan error, n)
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -112,19 +112,9 @@ func (w *esWorld) createPods(ctx context.Context, svc string, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				k := w.next.Add(1)
-				name := fmt.Sprintf("%s-%d", svc, k)
-				ip := fmt.Sprintf("10.%d.%d.%d", 100+k/65536, (k/256)%256, k%256)
-				pod := builder.Pod(name, w.ns).Label("app", svc).ContainerPort("http", 8080).
-					Node(fmt.Sprintf("bench-node-%d", k%esNodes)).IP(ip).Ready().Obj()
-				if err := w.env.CreatePod(ctx, pod); err != nil {
+				if err := f(i); err != nil {
 					errs <- err
-					continue
 				}
-				names[i] = name
-				w.mu.Lock()
-				w.ips[name] = ip
-				w.mu.Unlock()
 			}
 		}()
 	}
@@ -134,7 +124,27 @@ func (w *esWorld) createPods(ctx context.Context, svc string, n int) error {
 	close(work)
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
+	return <-errs
+}
+
+func (w *esWorld) createPods(ctx context.Context, svc string, n int) error {
+	names := make([]string, n)
+	err := parallel(n, func(i int) error {
+		k := w.next.Add(1)
+		name := fmt.Sprintf("%s-%d", svc, k)
+		ip := fmt.Sprintf("10.%d.%d.%d", 100+k/65536, (k/256)%256, k%256)
+		pod := builder.Pod(name, w.ns).Label("app", svc).ContainerPort("http", 8080).
+			Node(fmt.Sprintf("bench-node-%d", k%esNodes)).IP(ip).Ready().Obj()
+		if err := w.env.CreatePod(ctx, pod); err != nil {
+			return err
+		}
+		names[i] = name
+		w.mu.Lock()
+		w.ips[name] = ip
+		w.mu.Unlock()
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -148,28 +158,10 @@ func (w *esWorld) deletePods(ctx context.Context, svc string, n int) error {
 	victims := slices.Clone(w.pods[svc][:n])
 	w.pods[svc] = w.pods[svc][n:]
 	w.mu.Unlock()
-	errs := make(chan error, len(victims))
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
-				if err := w.env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for _, v := range victims {
-		work <- v
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return parallel(len(victims), func(i int) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: victims[i]}}
+		return w.env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))
+	})
 }
 
 // converged reports whether the slices of managedBy hold exactly the
