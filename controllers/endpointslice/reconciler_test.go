@@ -18,6 +18,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
 const holdFinalizer = "test.svcnet.io/hold"
@@ -48,36 +49,16 @@ func addresses(slices []discoveryv1.EndpointSlice, onlyReady bool) []string {
 // createPods creates n ready Pods labelled app=<app>, with IPs from base.
 func createPods(ctx context.Context, ns, app string, n int, mutate func(i int, b *builder.PodBuilder)) []string {
 	ips := make([]string, n)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer GinkgoRecover()
-			for i := range work {
-				ip := fmt.Sprintf("10.%d.%d.%d", 100+i/65536, (i/256)%256, i%256)
-				b := builder.Pod(fmt.Sprintf("%s-%d", app, i), ns).Label("app", app).ContainerPort("http", 8080).IP(ip).Ready()
-				if mutate != nil {
-					mutate(i, b)
-				}
-				ips[i] = ip
-				if err := env.CreatePod(ctx, b.Obj()); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		Expect(err).NotTo(HaveOccurred())
-	}
+	err := testenv.Parallel(n, func(i int) error {
+		ip := fmt.Sprintf("10.%d.%d.%d", 100+i/65536, (i/256)%256, i%256)
+		b := builder.Pod(fmt.Sprintf("%s-%d", app, i), ns).Label("app", app).ContainerPort("http", 8080).IP(ip).Ready()
+		if mutate != nil {
+			mutate(i, b)
+		}
+		ips[i] = ip
+		return env.CreatePod(ctx, b.Obj())
+	})
+	Expect(err).NotTo(HaveOccurred())
 	return ips
 }
 

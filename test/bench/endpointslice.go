@@ -102,34 +102,9 @@ type esWorld struct {
 	ips  map[string]string   // Pod name -> IP
 }
 
-// parallel runs f(0..n-1) on 32 workers and returns the first error.
-func parallel(n int, f func(i int) error) error {
-	errs := make(chan error, n)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
 func (w *esWorld) createPods(ctx context.Context, svc string, n int) error {
 	names := make([]string, n)
-	err := parallel(n, func(i int) error {
+	err := testenv.Parallel(n, func(i int) error {
 		k := w.next.Add(1)
 		name := fmt.Sprintf("%s-%d", svc, k)
 		ip := fmt.Sprintf("10.%d.%d.%d", 100+k/65536, (k/256)%256, k%256)
@@ -158,7 +133,7 @@ func (w *esWorld) deletePods(ctx context.Context, svc string, n int) error {
 	victims := slices.Clone(w.pods[svc][:n])
 	w.pods[svc] = w.pods[svc][n:]
 	w.mu.Unlock()
-	return parallel(len(victims), func(i int) error {
+	return testenv.Parallel(len(victims), func(i int) error {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: victims[i]}}
 		return w.env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))
 	})

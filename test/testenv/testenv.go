@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -215,4 +216,30 @@ func (e *Env) WriteKubeconfig(path string) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o600)
+}
+
+// Parallel runs f(0), ..., f(n-1) on 32 workers, for creating many objects
+// quickly, and returns the first error.
+func Parallel(n int, f func(i int) error) error {
+	errs := make(chan error, n)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := f(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
