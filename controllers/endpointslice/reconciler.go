@@ -31,10 +31,6 @@ const (
 	// MaxMaxEndpointsPerSlice is the largest value the API allows in a slice.
 	MaxMaxEndpointsPerSlice = 1000
 
-	// writeConcurrency bounds the slice writes of one sync in flight at
-	// once; a 5,000-endpoint Service is written in 50 slices.
-	writeConcurrency = 8
-
 	// staleCacheRetry is how soon a sync that found its own writes missing
 	// from the cache tries again (the slice events usually come first).
 	staleCacheRetry = 100 * time.Millisecond
@@ -333,57 +329,34 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 		}
 		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
 	}
-	// Creates and updates go out in parallel (bounded), deletes after all
-	// of them succeeded.
-	var (
-		mu    sync.Mutex
-		wrote bool
-		errs  []error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, writeConcurrency)
-	)
-	write := func(s *discoveryv1.EndpointSlice, create bool) {
-		defer wg.Done()
-		defer func() { <-sem }()
-		annotate(s)
-		var err error
-		op := "update"
-		if create {
-			op = "create"
-			err = r.client.Create(ctx, s)
-		} else {
-			err = r.client.Update(ctx, s)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s of EndpointSlice for %s: %w", op, key, err))
-			return
-		}
-		r.slices.record(key, s)
-		metricChanges.WithLabelValues(op).Inc()
-		if create {
-			log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
-		} else {
-			log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
-		}
-		wrote = true
-	}
+	wrote := false
+	var errs []error
 	for _, p := range plans {
 		for _, s := range p.create {
-			wg.Add(1)
-			sem <- struct{}{}
-			go write(s, true)
+			annotate(s)
+			if err := r.client.Create(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("creating EndpointSlice for %s: %w", key, err))
+				continue
+			}
+			r.slices.record(key, s)
+			metricChanges.WithLabelValues("create").Inc()
+			log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+			wrote = true
 		}
 		for _, s := range p.update {
-			wg.Add(1)
-			sem <- struct{}{}
-			go write(s, false)
+			annotate(s)
+			if err := r.client.Update(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err))
+				continue
+			}
+			r.slices.record(key, s)
+			metricChanges.WithLabelValues("update").Inc()
+			log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+			wrote = true
 		}
 		metricEndpointsAdded.Observe(float64(p.added))
 		metricEndpointsRemoved.Observe(float64(p.removed))
 	}
-	wg.Wait()
 	if len(errs) > 0 {
 		// Deleting now could remove endpoints that a failed write was
 		// supposed to carry elsewhere.
