@@ -182,11 +182,10 @@ func renderPort(filter, nat *table, p *model.ServicePort, cfg Config) {
 	}
 
 	// Policy chains and endpoints.
+	// Traffic to the cluster IP from outside the Pod network is
+	// masqueraded; with --masquerade-all, all of it.
 	masq := ""
-	switch {
-	case cfg.MasqueradeAll:
-		masq = ""
-	case len(cfg.ClusterCIDRs) > 0:
+	if !cfg.MasqueradeAll && len(cfg.ClusterCIDRs) > 0 {
 		masq = "! -s " + cfg.ClusterCIDRs[0].String()
 	}
 	writeMasq := func(c *Chain) {

@@ -8,10 +8,8 @@ package model
 
 import (
 	"cmp"
-	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -375,13 +373,4 @@ func ptrProto(p *corev1.Protocol) corev1.Protocol {
 		return ""
 	}
 	return *p
-}
-
-// Describe is a compact text of the model, for tests and debugging.
-func (m *Model) Describe() string {
-	out := ""
-	for _, p := range m.Ports {
-		out += fmt.Sprintf("%s/%s %s:%s cluster=%v local=%v\n", p.Name, p.Protocol, p.ClusterIP, strconv.Itoa(int(p.Port)), p.ClusterEndpoints, p.LocalEndpoints)
-	}
-	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -135,7 +136,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       ns,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		GracefulShutdownTimeout:       ptrDuration(10 * time.Second),
+		GracefulShutdownTimeout:       ptr.To(10 * time.Second),
 		Logger:                        o.Logger,
 	})
 	if err != nil {
@@ -172,5 +173,3 @@ func ownNamespace() string {
 	}
 	return "kube-system"
 }
-
-func ptrDuration(d time.Duration) *time.Duration { return &d }

@@ -137,10 +137,7 @@ func (c *cluster) addPods(t *testing.T, ns, app string, n *netlab.Node, count in
 	t.Helper()
 	var out []*netlab.Pod
 	for range count {
-		c.mu.Lock()
-		c.pods++
-		name := fmt.Sprintf("p%d", c.pods)
-		c.mu.Unlock()
+		name := c.nextName("p")
 		p, err := n.AddPod(name, podPort)
 		if err != nil {
 			t.Fatal(err)
@@ -152,6 +149,14 @@ func (c *cluster) addPods(t *testing.T, ns, app string, n *netlab.Node, count in
 		out = append(out, p)
 	}
 	return out
+}
+
+// nextName returns a Pod name unique in the lab (it names a namespace too).
+func (c *cluster) nextName(prefix string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods++
+	return fmt.Sprintf("%s%d", prefix, c.pods)
 }
 
 func (c *cluster) service(t *testing.T, svc *corev1.Service) *corev1.Service {
@@ -199,11 +204,7 @@ func TestAgent(t *testing.T) {
 		return ns
 	}
 	clientPodOn := func(t *testing.T, n *netlab.Node) *netlab.Pod {
-		c.mu.Lock()
-		c.pods++
-		name := fmt.Sprintf("c%d", c.pods)
-		c.mu.Unlock()
-		p, err := n.AddPod(name, podPort)
+		p, err := n.AddPod(c.nextName("c"), podPort)
 		if err != nil {
 			t.Fatal(err)
 		}

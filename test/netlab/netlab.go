@@ -72,23 +72,23 @@ func (l *Lab) addNetns(role string) (string, error) {
 	return name, nil
 }
 
-// run runs a command inside a namespace ("" = the current one).
-func (l *Lab) run(ns string, argv ...string) error {
+// Run runs a command inside a namespace ("" = the current one) and
+// returns its output.
+func (l *Lab) Run(ns string, argv ...string) (string, error) {
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return string(out), nil
 }
 
-// Run runs a command inside a namespace and returns its output.
-func (l *Lab) Run(ns string, argv ...string) (string, error) {
-	full := append([]string{"ip", "netns", "exec", ns}, argv...)
-	out, err := exec.Command(full[0], full[1:]...).CombinedOutput()
-	return string(out), err
+// run is Run for steps whose output does not matter.
+func (l *Lab) run(ns string, argv ...string) error {
+	_, err := l.Run(ns, argv...)
+	return err
 }
 
 // vethPair creates a veth pair with one end in each namespace.
