@@ -220,20 +220,29 @@ func (h *sliceHandler) handle(obj client.Object, deleted bool, q queue) {
 // changes: endpoint zones and topology hints depend on them.
 type nodeHandler struct{ r *Reconciler }
 
-func (h *nodeHandler) Create(ctx context.Context, _ event.TypedCreateEvent[client.Object], q queue) {
+func (h *nodeHandler) Create(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	if n, ok := e.Object.(*corev1.Node); ok {
+		h.r.nodes.set(n.Name, nodeInfoOf(n))
+	}
 	h.all(ctx, q)
 }
 
 func (h *nodeHandler) Update(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
 	oldNode, ok1 := e.ObjectOld.(*corev1.Node)
 	newNode, ok2 := e.ObjectNew.(*corev1.Node)
-	if ok1 && ok2 && nodeInfoOf(oldNode) == nodeInfoOf(newNode) {
+	if !ok1 || !ok2 {
 		return
 	}
+	info := nodeInfoOf(newNode)
+	if nodeInfoOf(oldNode) == info {
+		return
+	}
+	h.r.nodes.set(newNode.Name, info)
 	h.all(ctx, q)
 }
 
-func (h *nodeHandler) Delete(ctx context.Context, _ event.TypedDeleteEvent[client.Object], q queue) {
+func (h *nodeHandler) Delete(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	h.r.nodes.remove(e.Object.GetName())
 	h.all(ctx, q)
 }
 

@@ -79,6 +79,7 @@ type Reconciler struct {
 	slices    *sliceTracker
 	changes   *changeTracker
 	selectors *selectorIndex
+	nodes     *nodeInfoMap
 
 	statsMu sync.Mutex
 	stats   map[types.NamespacedName]serviceStats
@@ -105,6 +106,7 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		slices:    newSliceTracker(),
 		changes:   newChangeTracker(),
 		selectors: newSelectorIndex(),
+		nodes:     &nodeInfoMap{m: map[string]nodeInfo{}},
 		stats:     map[types.NamespacedName]serviceStats{},
 	}
 	for _, o := range options {
@@ -200,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing Pods of %s: %w", key, err)
 	}
-	nodes, err := r.nodeInfos(ctx)
+	nodes, err := r.nodeInfos(ctx, pods, isTopologyAuto(svc))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -383,17 +385,72 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 	return errors.Join(errs...)
 }
 
-// nodeInfos reads what the controller needs of every Node.
-func (r *Reconciler) nodeInfos(ctx context.Context) (map[string]nodeInfo, error) {
-	var list corev1.NodeList
-	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", err)
+// nodeInfos returns what the controller needs of the Nodes of pods, from
+// the map the Node handler keeps; topology-mode Auto needs every Node.
+// Reading the map avoids copying Node objects out of the cache on every
+// sync, which grows with the cluster.
+func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod, all bool) (map[string]nodeInfo, error) {
+	if all {
+		var list corev1.NodeList
+		if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing Nodes: %w", err)
+		}
+		out := make(map[string]nodeInfo, len(list.Items))
+		for i := range list.Items {
+			out[list.Items[i].Name] = nodeInfoOf(&list.Items[i])
+		}
+		return out, nil
 	}
-	out := make(map[string]nodeInfo, len(list.Items))
-	for i := range list.Items {
-		out[list.Items[i].Name] = nodeInfoOf(&list.Items[i])
+	out := map[string]nodeInfo{}
+	for _, pod := range pods {
+		name := pod.Spec.NodeName
+		if name == "" {
+			continue
+		}
+		if _, done := out[name]; done {
+			continue
+		}
+		info, ok := r.nodes.get(name)
+		if !ok {
+			// The handler has not seen this Node (yet): read it once.
+			var n corev1.Node
+			if err := r.client.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, fmt.Errorf("reading Node %s: %w", name, err)
+			}
+			info = nodeInfoOf(&n)
+			r.nodes.set(name, info)
+		}
+		out[name] = info
 	}
 	return out, nil
+}
+
+// nodeInfoMap holds nodeInfo by Node name, kept by the Node handler.
+type nodeInfoMap struct {
+	mu sync.RWMutex
+	m  map[string]nodeInfo
+}
+
+func (n *nodeInfoMap) get(name string) (nodeInfo, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	info, ok := n.m[name]
+	return info, ok
+}
+
+func (n *nodeInfoMap) set(name string, info nodeInfo) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.m[name] = info
+}
+
+func (n *nodeInfoMap) remove(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.m, name)
 }
 
 func nodeInfoOf(n *corev1.Node) nodeInfo {
