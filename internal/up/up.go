@@ -139,27 +139,29 @@ func (c *Config) findBinDir() (string, error) {
 		}
 		candidates = append(candidates, filepath.Join("bin", "k8s"))
 	}
-	var tried []string
+	var missing []string
 	for _, dir := range candidates {
 		if dir == "" {
 			continue
 		}
-		tried = append(tried, dir)
-		missing := ""
-		for _, b := range binaries {
-			if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-				missing = filepath.Join(dir, b)
-				break
-			}
-		}
-		if missing == "" {
+		m := missingBinary(dir)
+		if m == "" {
 			return filepath.Abs(dir)
 		}
-		if c.K8sBinDir != "" || dir == candidates[len(candidates)-1] {
-			return "", fmt.Errorf("missing Kubernetes binary %s: run `make k8s-bins` to build them (nothing is downloaded)", missing)
+		missing = append(missing, m)
+	}
+	return "", fmt.Errorf("missing Kubernetes binary %s: run `make k8s-bins` to build them (nothing is downloaded)", strings.Join(missing, ", "))
+}
+
+// missingBinary returns the first binary not executable in dir, or "".
+func missingBinary(dir string) string {
+	for _, b := range binaries {
+		p := filepath.Join(dir, b)
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return p
 		}
 	}
-	return "", fmt.Errorf("no Kubernetes binaries found (looked in %s): run `make k8s-bins` to build them", strings.Join(tried, ", "))
+	return ""
 }
 
 // Run starts everything, prints what to try, and blocks until ctx ends or a
