@@ -44,19 +44,24 @@ bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; wri
 
 ##@ Develop
 
+CONTROLLER_GEN_MANIFESTS = rbac:roleName=svcnet-manager crd webhook paths=./...
+
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Regenerate RBAC (and CRDs) in config/ from markers.
-	$(CONTROLLER_GEN) rbac:roleName=svcnet-manager paths=./... output:rbac:artifacts:config=config/rbac
+manifests: $(CONTROLLER_GEN) ## Regenerate RBAC, CRDs and the webhook configuration in config/ from markers.
+	$(CONTROLLER_GEN) $(CONTROLLER_GEN_MANIFESTS) output:rbac:artifacts:config=config/rbac output:crd:artifacts:config=config/crd/bases output:webhook:artifacts:config=config/webhook
 
 .PHONY: verify-manifests
-verify-manifests: $(CONTROLLER_GEN) ## Fail if config/ is out of date with the markers.
+verify-manifests: $(CONTROLLER_GEN) ## Fail if config/ or the generated Go code is out of date with the markers.
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	$(CONTROLLER_GEN) rbac:roleName=svcnet-manager paths=./... output:rbac:artifacts:config=$$tmp/rbac; \
-	diff -u config/rbac/role.yaml $$tmp/rbac/role.yaml || { echo "config/ is out of date: run make manifests and commit"; exit 1; }
+	$(CONTROLLER_GEN) $(CONTROLLER_GEN_MANIFESTS) output:rbac:artifacts:config=$$tmp/rbac output:crd:artifacts:config=$$tmp/crd/bases output:webhook:artifacts:config=$$tmp/webhook; \
+	for d in rbac crd/bases webhook; do diff -ru config/$$d $$tmp/$$d || { echo "config/$$d is out of date: run make manifests and commit"; exit 1; }; done; \
+	cp -r api $$tmp/api; \
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... ; \
+	diff -ru $$tmp/api api || { cp -r $$tmp/api/. api/; echo "api/ generated code is out of date: run make generate and commit"; exit 1; }
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code for api/ types.
-	@if [ -d api ]; then $(CONTROLLER_GEN) object paths=./api/...; else echo "generate: no api/ types yet"; fi
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: fmt
 fmt: ## gofmt the code.

@@ -18,18 +18,27 @@ type Options struct {
 
 	// EndpointSlice configures the endpointslice controller.
 	EndpointSlice EndpointSliceOptions
+	// ClusterIP configures the clusterip admission allocator.
+	ClusterIP ClusterIPOptions
+	// IPAddress configures the ipaddress audit.
+	IPAddress IPAddressOptions
 }
 
 // controller is one entry of the registry.
 type controller struct {
 	name      string
 	onDefault bool
-	setup     func(mgr ctrl.Manager, opts Options) error
+	// setup registers a controller; nil for those served by the admission
+	// webhook, which setupAdmission registers together.
+	setup func(mgr ctrl.Manager, opts Options) error
 }
 
 // registry lists every controller svcnet has, in the order they are set up.
 var registry = []controller{
 	{name: EndpointSliceName, onDefault: true, setup: setupEndpointSlice},
+	{name: ServiceCIDRName, onDefault: true, setup: setupServiceCIDR},
+	{name: IPAddressName, onDefault: true, setup: setupIPAddress},
+	{name: ClusterIPName, onDefault: true},
 }
 
 // Names returns the names of every controller, sorted.
@@ -91,15 +100,23 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	log := mgr.GetLogger().WithName("setup")
+	admission := false
 	for _, c := range registry {
 		if !enabled[c.name] {
 			log.Info("Controller disabled", "controller", c.name)
 			continue
 		}
-		if err := c.setup(mgr, opts); err != nil {
+		if c.setup == nil {
+			admission = true
+		} else if err := c.setup(mgr, opts); err != nil {
 			return fmt.Errorf("setting up controller %s: %w", c.name, err)
 		}
 		log.Info("Controller enabled", "controller", c.name)
+	}
+	if admission {
+		if err := setupAdmission(mgr, opts, enabled); err != nil {
+			return fmt.Errorf("setting up the admission webhook: %w", err)
+		}
 	}
 	return nil
 }

@@ -533,3 +533,14 @@ func satAdd(x, y uint64) uint64 {
 	}
 	return ^uint64(0)
 }
+
+// Release gives back an address reserved for owner that kube-apiserver has
+// not committed, e.g. because the request was denied after all.
+func (a *Allocator) Release(addr netip.Addr, owner string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.used[addr]; ok && st.owner == owner && !st.pendingUntil.IsZero() {
+		delete(a.used, addr)
+		a.unmark(addr)
+	}
+}

@@ -18,12 +18,17 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/svcnet-io/svcnet/admission"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/internal/certs"
 	"github.com/svcnet-io/svcnet/internal/version"
 )
 
@@ -36,11 +41,15 @@ type Options struct {
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
 	PprofBindAddress       string
-	WebhookPort            int
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
 
 	Controllers controllers.Options
+	Webhook     WebhookOptions
+
+	// SkipNameValidation lets one process start managers more than once
+	// (restart tests).
+	SkipNameValidation bool
 
 	// Logger, when set, replaces the global logger for this manager.
 	Logger logr.Logger
@@ -52,12 +61,14 @@ func DefaultOptions() Options {
 		LeaderElectID:          "svcnet-manager",
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
-		WebhookPort:            9443,
+		Webhook:                DefaultWebhookOptions(),
 		KubeAPIQPS:             20,
 		KubeAPIBurst:           30,
 		Controllers: controllers.Options{
 			Controllers:   []string{"*"},
 			EndpointSlice: endpointslice.DefaultOptions(),
+			ClusterIP:     controllers.ClusterIPOptions{ReuseDelay: admission.DefaultReuseDelay},
+			IPAddress:     ipaddress.DefaultOptions(),
 		},
 	}
 }
@@ -74,7 +85,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
-	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhook server; it listens only once a controller that allocates at admission is enabled (none yet).")
+	o.Webhook.AddFlags(fs)
+	fs.DurationVar(&o.Controllers.ClusterIP.ReuseDelay, "clusterip-reuse-delay", o.Controllers.ClusterIP.ReuseDelay, "clusterip: how long a released ClusterIP stays out of use (a re-created Service still gets it back); 0 reuses at once.")
+	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress: an audit Event repeats for the same object and reason at most this often.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
 	es := &o.Controllers.EndpointSlice
@@ -86,11 +99,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the options before anything starts, naming the bad flag.
 func (o *Options) Validate() error {
 	var errs []error
-	if _, err := controllers.Enabled(o.Controllers.Controllers); err != nil {
+	enabled, err := controllers.Enabled(o.Controllers.Controllers)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.Controllers.EndpointSlice.Validate(); err != nil {
-		errs = append(errs, err)
+	if enabled[controllers.EndpointSliceName] {
+		if err := o.Controllers.EndpointSlice.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for flag, addr := range map[string]string{"--metrics-bind-address": o.MetricsBindAddress, "--health-probe-bind-address": o.HealthProbeBindAddress} {
 		if addr == "0" || addr == "" {
@@ -100,8 +116,16 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %w", flag, addr, err))
 		}
 	}
-	if o.WebhookPort < 1 || o.WebhookPort > 65535 {
-		errs = append(errs, fmt.Errorf("--webhook-port must be between 1 and 65535, got %d", o.WebhookPort))
+	if controllers.NeedsWebhook(o.Controllers.Controllers) {
+		if err := o.Webhook.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.Controllers.ClusterIP.ReuseDelay < 0 {
+		errs = append(errs, fmt.Errorf("--clusterip-reuse-delay must not be negative, got %v", o.Controllers.ClusterIP.ReuseDelay))
+	}
+	if o.Controllers.IPAddress.EventQuietPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--audit-event-quiet-period must not be negative, got %v", o.Controllers.IPAddress.EventQuietPeriod))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
@@ -126,11 +150,30 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if ns == "" {
 		ns = ownNamespace()
 	}
+	needsWebhook := controllers.NeedsWebhook(o.Controllers.Controllers)
+	var rotator *certs.Rotator
+	if needsWebhook && o.Webhook.CertManagement == CertManagementSelf {
+		direct, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return nil, err
+		}
+		if o.Webhook.SecretNamespace == "" {
+			o.Webhook.SecretNamespace = ownNamespace()
+		}
+		rotator = o.Webhook.rotator(direct)
+		// The webhook server needs its files before it starts.
+		if _, err := rotator.Ensure(context.Background()); err != nil {
+			return nil, fmt.Errorf("webhook certificates: %w", err)
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		PprofBindAddress:              o.PprofBindAddress,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: o.WebhookPort}),
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress: o.HealthProbeBindAddress,
+		PprofBindAddress:       o.PprofBindAddress,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.Webhook.Host, Port: o.Webhook.Port, CertDir: o.Webhook.CertDir,
+		}),
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectID,
 		LeaderElectionNamespace:       ns,
@@ -138,6 +181,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		GracefulShutdownTimeout:       ptr.To(10 * time.Second),
 		Logger:                        o.Logger,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -150,6 +194,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	if err := controllers.Setup(mgr, o.Controllers); err != nil {
 		return nil, err
+	}
+	if rotator != nil {
+		if err := mgr.Add(rotator); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

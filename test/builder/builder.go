@@ -86,6 +86,20 @@ func (b *ServiceBuilder) DualStack() *ServiceBuilder {
 	return b
 }
 
+// ClusterIPs asks for these ClusterIPs (spec.clusterIP is the first).
+func (b *ServiceBuilder) ClusterIPs(ips ...string) *ServiceBuilder {
+	b.svc.Spec.ClusterIP = ips[0]
+	b.svc.Spec.ClusterIPs = ips
+	return b
+}
+
+// Families sets ipFamilyPolicy and, when given, ipFamilies.
+func (b *ServiceBuilder) Families(policy corev1.IPFamilyPolicy, families ...corev1.IPFamily) *ServiceBuilder {
+	b.svc.Spec.IPFamilyPolicy = ptr.To(policy)
+	b.svc.Spec.IPFamilies = families
+	return b
+}
+
 // PublishNotReady sets publishNotReadyAddresses.
 func (b *ServiceBuilder) PublishNotReady() *ServiceBuilder {
 	b.svc.Spec.PublishNotReadyAddresses = true

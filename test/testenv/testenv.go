@@ -8,26 +8,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/internal/manager"
 )
 
 // Options selects how the API server is started.
@@ -81,11 +81,13 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	scheme := controllers.NewScheme()
+	crds, err := svcnetconfig.CRDs()
+	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
+		CRDs:                     crds,
 		BinaryAssetsDirectory:    bins,
 		Scheme:                   scheme,
 		ControlPlaneStartTimeout: 60 * time.Second,
@@ -127,33 +129,114 @@ func (e *Env) Namespace(ctx context.Context, prefix string) (string, error) {
 	return ns.Name, nil
 }
 
-// StartManager runs svcnet's controllers (selected by opts.Controllers)
-// against the environment until the returned stop function is called.
+// StartManager runs svcnet's manager, with the controllers opts selects,
+// through the same manager.New as `svcnet manager`. When they allocate at
+// admission, the webhook is served on loopback with svcnet's own
+// certificates and the generated MutatingWebhookConfiguration is installed
+// (by URL); StartManager returns once the manager reports ready, so tests
+// never race the webhook. stop ends the manager.
 func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:                 e.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// Suites may start a manager more than once (restart tests) despite
-		// controller-runtime's check that controller names are unique.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	o := manager.DefaultOptions()
+	// Settings a suite leaves at zero keep svcnet's defaults.
+	if opts.EndpointSlice == (controllers.EndpointSliceOptions{}) {
+		opts.EndpointSlice = o.Controllers.EndpointSlice
+	}
+	if opts.IPAddress == (controllers.IPAddressOptions{}) {
+		opts.IPAddress = o.Controllers.IPAddress
+	}
+	o.Controllers = opts
+	o.MetricsBindAddress = "0"
+	o.KubeAPIQPS, o.KubeAPIBurst = 1000, 2000
+	o.SkipNameValidation = true // suites restart managers in one process
+	healthPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(mgr, opts); err != nil {
+	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
+	if controllers.NeedsWebhook(opts.Controllers) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "svcnet-webhook-")
+		if err != nil {
+			return nil, err
+		}
+		o.Webhook.Host, o.Webhook.Port, o.Webhook.CertDir = "127.0.0.1", port, dir
+		o.Webhook.SecretNamespace = "kube-system"
+		o.Webhook.ExtraHosts = []string{"127.0.0.1"}
+		if err := e.InstallWebhook(fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := manager.New(e.Config, o)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	return func() {
+	stop = func() {
 		cancel()
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: manager stopped with:", err)
 		}
-	}, nil
+	}
+	if err := waitReady(ctx, healthPort, done); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// InstallWebhook creates or updates svcnet's MutatingWebhookConfiguration,
+// calling url.
+func (e *Env) InstallWebhook(url string) error {
+	ctx := context.Background()
+	want, err := svcnetconfig.MutatingWebhookConfiguration(url)
+	if err != nil {
+		return err
+	}
+	have := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err = e.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		return e.Client.Create(ctx, want)
+	}
+	if err != nil {
+		return err
+	}
+	have.Webhooks = want.Webhooks
+	return e.Client.Update(ctx, have)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitReady(ctx context.Context, port int, done <-chan error) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("manager stopped before it was ready: %w", err)
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("manager not ready after 60s")
 }
 
 func orDefault(v, def string) string {

@@ -1,0 +1,106 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Path is where the webhook server serves the handler.
+const Path = "/mutate-v1-service"
+
+// The configuration controller-gen writes to config/webhook. failurePolicy
+// Ignore: with svcnet down, kube-apiserver allocates on its own.
+// +kubebuilder:webhook:path=/mutate-v1-service,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=services,verbs=create;update,versions=v1,name=services.svcnet.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,reinvocationPolicy=Never
+
+// assigner is one allocation concern of the handler.
+type assigner interface {
+	assign(ctx context.Context, svc, old *corev1.Service, dryRun bool) (undo func(), warnings []string, err error)
+}
+
+// Handler answers AdmissionReviews for Services.
+type Handler struct {
+	decoder admission.Decoder
+	parts   []assigner
+	// active reports whether this replica may allocate: it is the leader
+	// and its caches are in sync.
+	active func() bool
+}
+
+var _ admission.Handler = (*Handler)(nil)
+
+// Handle fills what the Service lacks, or denies a request whose explicit
+// values cannot be honoured.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, outcome := h.handle(ctx, req)
+	admissionDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	return resp
+}
+
+func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed(""), "unchanged"
+	}
+	if !h.active() {
+		return admission.Allowed("svcnet is not the leader or not in sync: kube-apiserver allocates"), "passed"
+	}
+	svc := &corev1.Service{}
+	if err := h.decoder.DecodeRaw(req.Object, svc); err != nil {
+		return admission.Errored(http.StatusBadRequest, err), "denied"
+	}
+	if svc.Namespace == "" {
+		svc.Namespace = req.Namespace
+	}
+	if svc.Name == "" {
+		svc.Name = req.Name
+	}
+	var old *corev1.Service
+	if req.Operation == admissionv1.Update {
+		old = &corev1.Service{}
+		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err), "denied"
+		}
+	}
+	orig := svc.DeepCopy()
+	dryRun := ptr.Deref(req.DryRun, false)
+	var undos []func()
+	var warnings []string
+	for _, p := range h.parts {
+		undo, w, err := p.assign(ctx, svc, old, dryRun)
+		if err != nil {
+			for _, u := range undos {
+				u()
+			}
+			var uerr userError
+			if errors.As(err, &uerr) {
+				return admission.Denied(uerr.msg), "denied"
+			}
+			// Our own trouble (e.g. a cache read): let kube-apiserver allocate.
+			ctrl.LoggerFrom(ctx).Error(err, "Admitting Service unchanged", "service", req.Namespace+"/"+req.Name)
+			return admission.Allowed("svcnet could not allocate: " + err.Error()), "passed"
+		}
+		undos = append(undos, undo)
+		warnings = append(warnings, w...)
+	}
+	if equality.Semantic.DeepEqual(orig.Spec, svc.Spec) {
+		return admission.Allowed("").WithWarnings(warnings...), "unchanged"
+	}
+	raw, err := json.Marshal(svc)
+	if err != nil {
+		for _, u := range undos {
+			u()
+		}
+		return admission.Errored(http.StatusInternalServerError, err), "denied"
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...), "patched"
+}

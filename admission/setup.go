@@ -1,0 +1,106 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/svcnet-io/svcnet/allocator/ipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/ipamfeed"
+)
+
+// Options select what the webhook allocates.
+type Options struct {
+	// ClusterIP enables ClusterIP allocation (the `clusterip` controller).
+	ClusterIP bool
+	// ClusterIPReuseDelay is --clusterip-reuse-delay.
+	ClusterIPReuseDelay time.Duration
+}
+
+// DefaultReuseDelay is the default quarantine of released values.
+const DefaultReuseDelay = 5 * time.Minute
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs;ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.svcnet.io,resources=servicecidrbindings,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;services,verbs=get;list;watch
+
+// Setup registers the webhook handler with mgr's webhook server, feeds the
+// allocators from mgr's cache, and adds a readiness check "admission" that
+// passes only on the replica that answers (the leader, in sync).
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.ClusterIPReuseDelay < 0 {
+		return fmt.Errorf("--clusterip-reuse-delay must not be negative, got %v", opts.ClusterIPReuseDelay)
+	}
+	ctx := context.Background()
+	var synced []toolscache.InformerSynced
+	watch := func(obj client.Object, h toolscache.ResourceEventHandler) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			return err
+		}
+		synced = append(synced, reg.HasSynced)
+		return nil
+	}
+	h := &Handler{decoder: admission.NewDecoder(mgr.GetScheme())}
+	if opts.ClusterIP {
+		ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
+		if err := watch(&networkingv1.ServiceCIDR{}, ipamfeed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
+			return err
+		}
+		if err := watch(&networkingv1.IPAddress{}, ipamfeed.AddressHandler(ips.alloc)); err != nil {
+			return err
+		}
+		// Read at request time from the cache; watching starts them now.
+		for _, obj := range []client.Object{&svcnetv1alpha1.ServiceCIDRBinding{}, &corev1.Namespace{}} {
+			if err := watch(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+				return err
+			}
+		}
+		h.parts = append(h.parts, ips)
+	}
+	if len(h.parts) == 0 {
+		return errors.New("admission: nothing to allocate")
+	}
+	elected := mgr.Elected()
+	var inSync atomic.Bool
+	h.active = func() bool {
+		select {
+		case <-elected:
+		default:
+			return false
+		}
+		if inSync.Load() {
+			return true
+		}
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		inSync.Store(true)
+		return true
+	}
+	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: h})
+	return mgr.AddReadyzCheck("admission", func(*http.Request) error {
+		if !h.active() {
+			return errors.New("not the leader, or caches not in sync: not answering Service admission")
+		}
+		return nil
+	})
+}

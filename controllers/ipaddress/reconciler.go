@@ -1,0 +1,404 @@
+package ipaddress
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/allocator/ipam"
+	"github.com/svcnet-io/svcnet/internal/ipamfeed"
+)
+
+// ControllerName is the --controllers name.
+const ControllerName = "ipaddress"
+
+// ManagedBy is the IPAddress label value of kube-apiserver's allocator.
+const ManagedBy = "ipallocator.k8s.io"
+
+// LeakGracePeriod is how old an IPAddress without its Service must be to be
+// called leaked: kube-apiserver creates the IPAddress before it stores the
+// Service, and gives up on a request after 60 s.
+const LeakGracePeriod = 60 * time.Second
+
+// Event reasons (kube-apiserver's, plus svcnet's own).
+const (
+	ReasonOutOfRange       = "ClusterIPOutOfRange"
+	ReasonNotAllocated     = "ClusterIPNotAllocated"
+	ReasonAlreadyAllocated = "ClusterIPAlreadyAllocated"
+	ReasonAddrNotAllocated = "IPAddressNotAllocated"
+	ReasonWrongReference   = "IPAddressWrongReference"
+	ReasonExclusive        = "ClusterIPInExclusiveServiceCIDR"
+	ReasonExhausted        = "ServiceCIDRExhausted"
+
+	actionClusterIP = "ClusterIPAllocation"
+	actionIPAddress = "IPAddressAllocation"
+)
+
+// Options configure the audit.
+type Options struct {
+	// EventQuietPeriod: an Event repeats for the same object and reason no
+	// more often than this.
+	EventQuietPeriod time.Duration
+}
+
+// DefaultOptions are the defaults of `svcnet manager`.
+func DefaultOptions() Options { return Options{EventQuietPeriod: 10 * time.Minute} }
+
+// Reconciler audits one Service (request with a namespace) or one IPAddress
+// (request without).
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	dedup     *dedup
+	usage     *ipam.Allocator // usage per ServiceCIDR, for metrics and exhaustion
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithClock replaces the real clock (tests).
+func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
+
+// New returns a Reconciler. apiReader reads past the cache, to confirm a
+// finding before acting on it.
+func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options, options ...Option) *Reconciler {
+	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}}
+	for _, o := range options {
+		o(r)
+	}
+	r.dedup = newDedup(r.clock, opts.EventQuietPeriod)
+	r.usage = ipam.New(ipam.Options{Clock: r.clock})
+	return r
+}
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ipaddresses,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.svcnet.io,resources=servicecidrbindings,verbs=get;list;watch
+
+// SetupWithManager registers the controller and its usage metrics.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
+		&networkingv1.ServiceCIDR{}: ipamfeed.CIDRHandler(r.usage, nil),
+		&networkingv1.IPAddress{}:   ipamfeed.AddressHandler(r.usage),
+	} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	registerUsage(r.usage)
+	services := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&networkingv1.IPAddress{}).
+		Watches(&corev1.Service{}, services).
+		Watches(&svcnetv1alpha1.ServiceCIDRBinding{}, handler.EnqueueRequestsFromMapFunc(r.allServices)).
+		Complete(r)
+}
+
+func (r *Reconciler) allServices(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list corev1.ServiceList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// Reconcile audits a Service or an IPAddress.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Namespace == "" {
+		return r.auditIPAddress(ctx, req.Name)
+	}
+	return ctrl.Result{}, r.auditService(ctx, req.NamespacedName)
+}
+
+func (r *Reconciler) event(regarding runtime.Object, uid string, eventType, reason, action, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r.dedup.allow(types.UID(uid), reason, msg) {
+		r.recorder.Eventf(regarding, nil, eventType, reason, action, "%s", msg)
+	}
+}
+
+func (r *Reconciler) auditService(ctx context.Context, key client.ObjectKey) error {
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, key, svc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	var cidrs networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &cidrs); err != nil {
+		return err
+	}
+	_, denied, err := r.tenancy(ctx, svc.Namespace)
+	if err != nil {
+		return err
+	}
+	for _, ip := range svc.Spec.ClusterIPs {
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue // None, or invalid (validated by the apiserver)
+		}
+		family := corev1.IPv4Protocol
+		if addr.Is6() {
+			family = corev1.IPv6Protocol
+		}
+		if !containedIn(addr, cidrs.Items, nil) {
+			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonOutOfRange, actionClusterIP,
+				"Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip)
+			continue
+		}
+		if containedIn(addr, cidrs.Items, denied) {
+			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonExclusive, actionClusterIP,
+				"Cluster IP [%s]: %s is in a ServiceCIDR bound exclusively to other namespaces (allocated while svcnet was not answering); please recreate service", family, ip)
+		}
+		if err := r.auditServiceIP(ctx, svc, ip, family); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip string, family corev1.IPFamily) error {
+	ipa := &networkingv1.IPAddress{}
+	err := r.client.Get(ctx, client.ObjectKey{Name: ip}, ipa)
+	if apierrors.IsNotFound(err) {
+		// Confirm past the cache: the IPAddress may simply not have arrived yet.
+		err = r.apiReader.Get(ctx, client.ObjectKey{Name: ip}, ipa)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+			"Cluster IP [%s]: %s is not allocated; repairing", family, ip)
+		return r.createIPAddress(ctx, ip, svc)
+	case err != nil:
+		return err
+	}
+	ref := ipa.Spec.ParentRef
+	if ref == nil || ref.Group != "" || ref.Resource != "services" {
+		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+		return r.recreate(ctx, ipa, svc)
+	}
+	if ref.Namespace != svc.Namespace || ref.Name != svc.Name {
+		other := &corev1.Service{}
+		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, other)
+		switch {
+		case apierrors.IsNotFound(err):
+			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+				"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+			return r.recreate(ctx, ipa, svc)
+		case err != nil:
+			return err
+		}
+		for _, theirs := range other.Spec.ClusterIPs {
+			if theirs == ip {
+				r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonAlreadyAllocated, actionClusterIP,
+					"Cluster IP [%s]:%s was assigned to multiple services (also %s/%s); please recreate service", family, ip, other.Namespace, other.Name)
+				return nil
+			}
+		}
+		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+		return r.recreate(ctx, ipa, svc)
+	}
+	if ipa.Labels[networkingv1.LabelIPAddressFamily] != string(family) || ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy {
+		return r.recreate(ctx, ipa, svc)
+	}
+	return nil
+}
+
+func newIPAddress(ip string, svc *corev1.Service) *networkingv1.IPAddress {
+	family := corev1.IPv4Protocol
+	if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
+		family = corev1.IPv6Protocol
+	}
+	return &networkingv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: ip, Labels: map[string]string{
+			networkingv1.LabelIPAddressFamily: string(family),
+			networkingv1.LabelManagedBy:       ManagedBy,
+		}},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{
+			Resource: "services", Namespace: svc.Namespace, Name: svc.Name,
+		}},
+	}
+}
+
+func (r *Reconciler) createIPAddress(ctx context.Context, ip string, svc *corev1.Service) error {
+	err := r.client.Create(ctx, newIPAddress(ip, svc))
+	if apierrors.IsAlreadyExists(err) {
+		return nil // kube-apiserver's loop, or the allocation itself, got there first
+	}
+	if err != nil {
+		return fmt.Errorf("creating IPAddress %s for Service %s/%s: %w", ip, svc.Namespace, svc.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created IPAddress", "ipAddress", ip, "service", svc.Namespace+"/"+svc.Name)
+	return nil
+}
+
+// recreate replaces an IPAddress with one that references svc; only the
+// exact object read is deleted.
+func (r *Reconciler) recreate(ctx context.Context, ipa *networkingv1.IPAddress, svc *corev1.Service) error {
+	if err := r.delete(ctx, ipa); err != nil {
+		return err
+	}
+	return r.createIPAddress(ctx, ipa.Name, svc)
+}
+
+func (r *Reconciler) delete(ctx context.Context, ipa *networkingv1.IPAddress) error {
+	err := r.client.Delete(ctx, ipa, client.Preconditions{UID: &ipa.UID, ResourceVersion: &ipa.ResourceVersion})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone or changed: the next event decides again
+	}
+	if err != nil {
+		return fmt.Errorf("deleting IPAddress %s: %w", ipa.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted IPAddress", "ipAddress", ipa.Name)
+	return nil
+}
+
+func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Result, error) {
+	ipa := &networkingv1.IPAddress{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ipa); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.checkExhausted(ctx, ipa.Name)
+	if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	ref := ipa.Spec.ParentRef
+	if ref == nil || ref.Group != "" || ref.Resource != "services" {
+		r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonAddrNotAllocated, actionIPAddress,
+			"IPAddress %s appears to have been modified, not referencing a Service %v: cleaning up", ipa.Name, ref)
+		return ctrl.Result{}, r.delete(ctx, ipa)
+	}
+	svc := &corev1.Service{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
+	if apierrors.IsNotFound(err) {
+		if age := r.clock.Since(ipa.CreationTimestamp.Time); age < LeakGracePeriod {
+			return ctrl.Result{RequeueAfter: LeakGracePeriod - age}, nil
+		}
+		err = r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
+		if apierrors.IsNotFound(err) {
+			r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonAddrNotAllocated, actionIPAddress,
+				"IPAddress: %s for Service %s/%s appears to have leaked: cleaning up", ipa.Name, ref.Namespace, ref.Name)
+			return ctrl.Result{}, r.delete(ctx, ipa)
+		}
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if ip == ipa.Name {
+			return ctrl.Result{}, nil
+		}
+	}
+	// Confirm with a live read: the Service may have just been given the IP.
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if ip == ipa.Name {
+			return ctrl.Result{}, nil
+		}
+	}
+	if age := r.clock.Since(ipa.CreationTimestamp.Time); age < LeakGracePeriod {
+		// A create may be in flight with this IP for a Service of that name.
+		return ctrl.Result{RequeueAfter: LeakGracePeriod - age}, nil
+	}
+	r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonWrongReference, actionIPAddress,
+		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)
+	return ctrl.Result{}, r.delete(ctx, ipa)
+}
+
+// checkExhausted emits ServiceCIDRExhausted on every ServiceCIDR that
+// contains addr and has no address left.
+func (r *Reconciler) checkExhausted(ctx context.Context, name string) {
+	addr, err := netip.ParseAddr(name)
+	if err != nil {
+		return
+	}
+	stats := r.usage.Stats()
+	var cidrs networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &cidrs); err != nil {
+		return
+	}
+	for i := range cidrs.Items {
+		sc := &cidrs.Items[i]
+		if !containedIn(addr, cidrs.Items[i:i+1], nil) {
+			continue
+		}
+		if st, ok := stats[sc.Name]; ok && st.Size > 0 && st.Size == st.Allocated {
+			r.event(sc, string(sc.UID), corev1.EventTypeWarning, ReasonExhausted, actionClusterIP,
+				"ServiceCIDR %s has no free address left (%d allocated); add a ServiceCIDR to grow the Service ranges", sc.Name, st.Allocated)
+		}
+	}
+}
+
+// containedIn reports whether addr lies in one of the ServiceCIDRs (only
+// those named in only, when only is not nil).
+func containedIn(addr netip.Addr, cidrs []networkingv1.ServiceCIDR, only []string) bool {
+	for i := range cidrs {
+		if only != nil && !slices.Contains(only, cidrs[i].Name) {
+			continue
+		}
+		for _, s := range cidrs[i].Spec.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil && p.Contains(addr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) tenancy(ctx context.Context, namespace string) (bound, denied []string, err error) {
+	var bindings svcnetv1alpha1.ServiceCIDRBindingList
+	if err := r.client.List(ctx, &bindings); err != nil {
+		return nil, nil, err
+	}
+	if len(bindings.Items) == 0 {
+		return nil, []string{}, nil
+	}
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); client.IgnoreNotFound(err) != nil {
+		return nil, nil, err
+	}
+	bound, denied = ipamfeed.Tenancy(bindings.Items, ns.Labels)
+	if denied == nil {
+		denied = []string{}
+	}
+	return bound, denied, nil
+}

@@ -1,0 +1,121 @@
+// Package ipamfeed keeps an allocator/ipam.Allocator in step with the
+// ServiceCIDRs and IPAddresses of an informer cache. The admission webhook
+// uses it to choose, the ipaddress audit to measure.
+package ipamfeed
+
+import (
+	"net/netip"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet-io/svcnet/allocator/ipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+)
+
+// ToCIDR converts a ServiceCIDR: usable when Ready (or not yet judged by a
+// controller) and not being deleted.
+func ToCIDR(sc *networkingv1.ServiceCIDR) ipam.CIDR {
+	c := ipam.CIDR{Name: sc.Name, Created: sc.CreationTimestamp.Time}
+	for _, s := range sc.Spec.CIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			c.Prefixes = append(c.Prefixes, p)
+		}
+	}
+	ready := meta.FindStatusCondition(sc.Status.Conditions, networkingv1.ServiceCIDRConditionReady)
+	c.Usable = sc.DeletionTimestamp == nil && (ready == nil || ready.Status == metav1.ConditionTrue)
+	return c
+}
+
+func unwrap(obj any) any {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+// CIDRHandler feeds ServiceCIDRs to a; also, when set, sees each one after
+// a has (deleted: the ServiceCIDR is gone).
+func CIDRHandler(a *ipam.Allocator, also func(sc *networkingv1.ServiceCIDR, deleted bool)) toolscache.ResourceEventHandler {
+	set := func(obj any) {
+		sc, ok := obj.(*networkingv1.ServiceCIDR)
+		if !ok {
+			return
+		}
+		_ = a.SetCIDR(ToCIDR(sc)) // unusable prefixes are skipped; kube-apiserver validates them
+		if also != nil {
+			also(sc, false)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if sc, ok := unwrap(obj).(*networkingv1.ServiceCIDR); ok {
+				a.DeleteCIDR(sc.Name)
+				if also != nil {
+					also(sc, true)
+				}
+			}
+		},
+	}
+}
+
+// Owner is the namespace/name an IPAddress's parentRef names.
+func Owner(ip *networkingv1.IPAddress) string {
+	if ref := ip.Spec.ParentRef; ref != nil {
+		return ref.Namespace + "/" + ref.Name
+	}
+	return ""
+}
+
+// AddressHandler feeds IPAddresses to a: present ones are used, deleted
+// ones released.
+func AddressHandler(a *ipam.Allocator) toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		ip, ok := obj.(*networkingv1.IPAddress)
+		if !ok {
+			return
+		}
+		if addr, err := netip.ParseAddr(ip.Name); err == nil {
+			a.Observe(addr, Owner(ip))
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if ip, ok := unwrap(obj).(*networkingv1.IPAddress); ok {
+				if addr, err := netip.ParseAddr(ip.Name); err == nil {
+					a.Forget(addr)
+				}
+			}
+		},
+	}
+}
+
+// Tenancy says which ServiceCIDRs bindings give to
+// a namespace with these labels, and which they keep from it. A binding
+// whose selector is invalid binds nothing (its status says why).
+func Tenancy(bindings []svcnetv1alpha1.ServiceCIDRBinding, nsLabels map[string]string) (bound, denied []string) {
+	set := labels.Set(nsLabels)
+	for i := range bindings {
+		b := &bindings[i]
+		sel, err := metav1.LabelSelectorAsSelector(&b.Spec.NamespaceSelector)
+		if err != nil {
+			continue
+		}
+		switch {
+		case sel.Matches(set):
+			bound = append(bound, b.Spec.ServiceCIDRName)
+		case b.Spec.Exclusive:
+			denied = append(denied, b.Spec.ServiceCIDRName)
+		}
+	}
+	denied = slices.DeleteFunc(denied, func(n string) bool { return slices.Contains(bound, n) })
+	return bound, denied
+}

@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/config"
+	"github.com/svcnet-io/svcnet/internal/certs"
+)
+
+// How the webhook gets its serving certificate.
+const (
+	// CertManagementSelf: svcnet keeps a CA and certificate in a Secret,
+	// writes them to --webhook-cert-dir and patches the caBundle.
+	CertManagementSelf = "self"
+	// CertManagementExternal: something else (cert-manager and its CA
+	// injector) provides tls.crt/tls.key in --webhook-cert-dir and the
+	// caBundle.
+	CertManagementExternal = "external"
+)
+
+// WebhookOptions configure the admission webhook server and its
+// certificates.
+type WebhookOptions struct {
+	Host            string
+	Port            int
+	CertDir         string
+	CertManagement  string
+	SecretNamespace string
+	SecretName      string
+	ServiceName     string
+	ConfigName      string
+	ExtraHosts      []string
+}
+
+// DefaultWebhookOptions match config/ (kustomize namePrefix svcnet-).
+func DefaultWebhookOptions() WebhookOptions {
+	return WebhookOptions{
+		Port:           9443,
+		CertDir:        filepath.Join("/tmp", "k8s-webhook-server", "serving-certs"),
+		CertManagement: CertManagementSelf,
+		SecretName:     "svcnet-webhook-server-cert",
+		ServiceName:    "svcnet-webhook-service",
+		ConfigName:     config.WebhookConfigurationName,
+	}
+}
+
+// AddFlags binds the options.
+func (o *WebhookOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Host, "webhook-host", o.Host, "Address the admission webhook server listens on; empty: all.")
+	fs.IntVar(&o.Port, "webhook-port", o.Port, "Port of the admission webhook server (it listens when clusterip or nodeport is enabled).")
+	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "Folder of the webhook's tls.crt and tls.key.")
+	fs.StringVar(&o.CertManagement, "webhook-cert-management", o.CertManagement, "self: svcnet creates and renews its CA and serving certificate (Secret --webhook-secret-name) and patches the caBundle; external: cert-manager or another tool provides them.")
+	fs.StringVar(&o.SecretNamespace, "webhook-secret-namespace", o.SecretNamespace, "Namespace of the certificate Secret; empty: the manager's own namespace.")
+	fs.StringVar(&o.SecretName, "webhook-secret-name", o.SecretName, "Name of the Secret that holds the webhook's CA and serving certificate.")
+	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName, "Service in front of the webhook; its DNS names go into the serving certificate.")
+	fs.StringVar(&o.ConfigName, "webhook-configuration-name", o.ConfigName, "MutatingWebhookConfiguration whose caBundle svcnet keeps current.")
+	fs.StringSliceVar(&o.ExtraHosts, "webhook-cert-extra-hosts", o.ExtraHosts, "More DNS names or IPs for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook by URL.")
+}
+
+// Validate names the bad flag.
+func (o *WebhookOptions) Validate() error {
+	var errs []error
+	if o.Port < 1 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be between 1 and 65535, got %d", o.Port))
+	}
+	if o.CertDir == "" {
+		errs = append(errs, errors.New("--webhook-cert-dir must not be empty"))
+	}
+	switch o.CertManagement {
+	case CertManagementSelf:
+		if o.SecretName == "" || o.ServiceName == "" {
+			errs = append(errs, errors.New("--webhook-secret-name and --webhook-service-name must not be empty with --webhook-cert-management=self"))
+		}
+	case CertManagementExternal:
+	default:
+		errs = append(errs, fmt.Errorf("--webhook-cert-management must be %q or %q, got %q", CertManagementSelf, CertManagementExternal, o.CertManagement))
+	}
+	if o.Host != "" && net.ParseIP(o.Host) == nil && o.Host != "localhost" {
+		errs = append(errs, fmt.Errorf("--webhook-host must be an IP address, got %q", o.Host))
+	}
+	return errors.Join(errs...)
+}
+
+// hosts are the serving certificate's names: the Service's DNS names, and
+// the extra hosts.
+func (o *WebhookOptions) hosts() []string {
+	ns, svc := o.SecretNamespace, o.ServiceName
+	h := []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc, svc + "." + ns}
+	for _, e := range o.ExtraHosts {
+		if !slices.Contains(h, e) {
+			h = append(h, e)
+		}
+	}
+	return h
+}
+
+func (o *WebhookOptions) rotator(c client.Client) *certs.Rotator {
+	return &certs.Rotator{
+		Client: c, Namespace: o.SecretNamespace, SecretName: o.SecretName, ConfigName: o.ConfigName,
+		Hosts: o.hosts(), CertDir: o.CertDir,
+	}
+}
