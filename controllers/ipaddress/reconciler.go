@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/allocator/ipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
