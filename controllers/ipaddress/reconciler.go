@@ -29,13 +29,16 @@ import (
 // ControllerName is the --controllers name.
 const ControllerName = "ipaddress"
 
+// clusterIPIndex indexes Services by each of their ClusterIPs.
+const clusterIPIndex = "svcnet.io/clusterip"
+
 // ManagedBy is the IPAddress label value of kube-apiserver's allocator.
 const ManagedBy = "ipallocator.k8s.io"
 
-// LeakGracePeriod is how old an IPAddress without its Service must be to be
-// called leaked: kube-apiserver creates the IPAddress before it stores the
-// Service, and gives up on a request after 60 s.
-const LeakGracePeriod = 60 * time.Second
+// DefaultLeakGracePeriod is how old an IPAddress without its Service must
+// be to be called leaked, as in kube-apiserver: it creates the IPAddress
+// before it stores the Service, and gives up on a request after 60 s.
+const DefaultLeakGracePeriod = 60 * time.Second
 
 // Event reasons (kube-apiserver's, plus svcnet's own).
 const (
@@ -56,10 +59,15 @@ type Options struct {
 	// EventQuietPeriod: an Event repeats for the same object and reason no
 	// more often than this.
 	EventQuietPeriod time.Duration
+	// LeakGracePeriod: an IPAddress whose Service does not hold it is
+	// deleted only once it is this old.
+	LeakGracePeriod time.Duration
 }
 
 // DefaultOptions are the defaults of `svcnet manager`.
-func DefaultOptions() Options { return Options{EventQuietPeriod: 10 * time.Minute} }
+func DefaultOptions() Options {
+	return Options{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: DefaultLeakGracePeriod}
+}
 
 // Reconciler audits one Service (request with a namespace) or one IPAddress
 // (request without).
@@ -70,6 +78,7 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	dedup     *dedup
 	usage     *ipam.Allocator // usage per ServiceCIDR, for metrics and exhaustion
+	grace     time.Duration
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -83,7 +92,7 @@ func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clo
 // New returns a Reconciler. apiReader reads past the cache, to confirm a
 // finding before acting on it.
 func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options, options ...Option) *Reconciler {
-	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}}
+	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}, grace: opts.LeakGracePeriod}
 	for _, o := range options {
 		o(r)
 	}
@@ -116,11 +125,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	services := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 	})
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Service{}, clusterIPIndex, func(obj client.Object) []string {
+		return obj.(*corev1.Service).Spec.ClusterIPs
+	}); err != nil {
+		return err
+	}
+	// An IPAddress event audits the address, the Service it names and the
+	// Services that hold the IP: a deleted IPAddress leaves them without one.
+	addressAndServices := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		out := []reconcile.Request{{NamespacedName: client.ObjectKey{Name: obj.GetName()}}}
+		if ip, ok := obj.(*networkingv1.IPAddress); ok && ip.Spec.ParentRef != nil && ip.Spec.ParentRef.Namespace != "" {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ip.Spec.ParentRef.Namespace, Name: ip.Spec.ParentRef.Name}})
+		}
+		var holders corev1.ServiceList
+		if err := r.client.List(ctx, &holders, client.MatchingFields{clusterIPIndex: obj.GetName()}); err == nil {
+			for i := range holders.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&holders.Items[i])})
+			}
+		}
+		return out
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&networkingv1.IPAddress{}).
+		Watches(&networkingv1.IPAddress{}, addressAndServices).
 		Watches(&corev1.Service{}, services).
 		Watches(&svcnetv1alpha1.ServiceCIDRBinding{}, handler.EnqueueRequestsFromMapFunc(r.allServices)).
+		Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(r.allServices)).
 		Complete(r)
 }
 
@@ -308,8 +338,8 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	svc := &corev1.Service{}
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
 	if apierrors.IsNotFound(err) {
-		if age := r.clock.Since(ipa.CreationTimestamp.Time); age < LeakGracePeriod {
-			return ctrl.Result{RequeueAfter: LeakGracePeriod - age}, nil
+		if age := r.clock.Since(ipa.CreationTimestamp.Time); age < r.grace {
+			return ctrl.Result{RequeueAfter: r.grace - age}, nil
 		}
 		err = r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
 		if apierrors.IsNotFound(err) {
@@ -335,9 +365,9 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 	}
-	if age := r.clock.Since(ipa.CreationTimestamp.Time); age < LeakGracePeriod {
+	if age := r.clock.Since(ipa.CreationTimestamp.Time); age < r.grace {
 		// A create may be in flight with this IP for a Service of that name.
-		return ctrl.Result{RequeueAfter: LeakGracePeriod - age}, nil
+		return ctrl.Result{RequeueAfter: r.grace - age}, nil
 	}
 	r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonWrongReference, actionIPAddress,
 		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)

@@ -87,6 +87,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	o.Webhook.AddFlags(fs)
 	fs.DurationVar(&o.Controllers.ClusterIP.ReuseDelay, "clusterip-reuse-delay", o.Controllers.ClusterIP.ReuseDelay, "clusterip: how long a released ClusterIP stays out of use (a re-created Service still gets it back); 0 reuses at once.")
+	fs.DurationVar(&o.Controllers.IPAddress.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.IPAddress.LeakGracePeriod, "ipaddress: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s).")
 	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress: an audit Event repeats for the same object and reason at most this often.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
@@ -126,6 +127,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Controllers.IPAddress.EventQuietPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--audit-event-quiet-period must not be negative, got %v", o.Controllers.IPAddress.EventQuietPeriod))
+	}
+	if o.Controllers.IPAddress.LeakGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--ipaddress-leak-grace-period must not be negative, got %v", o.Controllers.IPAddress.LeakGracePeriod))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))

@@ -1,0 +1,175 @@
+package ipaddress_test
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/test/builder"
+)
+
+func service(name, ns string, ips ...string) *corev1.Service {
+	b := builder.Service(name, ns).Port("http", 80, intstr.FromInt32(80))
+	if len(ips) > 0 {
+		b = b.ClusterIPs(ips...)
+	}
+	return b.Obj()
+}
+
+func ipAddress(ip, svcNamespace, svcName string) *networkingv1.IPAddress {
+	return &networkingv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: ip, Labels: map[string]string{
+			networkingv1.LabelIPAddressFamily: "IPv4", networkingv1.LabelManagedBy: ipaddress.ManagedBy,
+		}},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: svcNamespace, Name: svcName}},
+	}
+}
+
+// events returns the Events about uid with reason.
+func events(ctx context.Context, g Gomega, uid types.UID, reason string) []eventsv1.Event {
+	var list eventsv1.EventList
+	g.Expect(env.Client.List(ctx, &list)).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.UID == uid && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func parentOf(ctx context.Context, g Gomega, ip string) string {
+	ipa := &networkingv1.IPAddress{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: ip}, ipa)).To(Succeed())
+	return ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name
+}
+
+var _ = Describe("IPAddress audit", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) {
+		var err error
+		ns, err = env.Namespace(ctx, "audit")
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("recreates a missing IPAddress within seconds, with one Event", func(ctx SpecContext) {
+		svc := service("web", ns)
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: svc.Spec.ClusterIP}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/web"))
+			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated)).To(HaveLen(1))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		// Touch the Service a few times: the finding is not repeated.
+		for i := range 3 {
+			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+			svc.Labels = map[string]string{"touch": strings.Repeat("x", i+1)}
+			Expect(env.Client.Update(ctx, svc)).To(Succeed())
+		}
+		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: svc.Spec.ClusterIP}})).To(Succeed())
+		Eventually(func(g Gomega) { g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/web")) }).
+			WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated)).To(HaveLen(1))
+		}).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	})
+
+	It("repairs an IPAddress that references a Service that does not exist", func(ctx SpecContext) {
+		svc := service("api", ns)
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		ip := svc.Spec.ClusterIP
+		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: ip}})).To(Succeed())
+		_ = env.Client.Create(ctx, ipAddress(ip, ns, "ghost")) // the audit may have recreated it first
+		Eventually(func(g Gomega) { g.Expect(parentOf(ctx, g, ip)).To(Equal(ns + "/api")) }).
+			WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+
+	It("repairs leaked and missing IPAddresses left while the manager was down", func(ctx SpecContext) {
+		svc := service("kept", ns)
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		stopManager()
+		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: svc.Spec.ClusterIP}})).To(Succeed())
+		leaked := ipAddress("10.96.200.200", ns, "never-created")
+		Expect(env.Client.Create(ctx, leaked)).To(Succeed())
+		restartManager()
+		Eventually(func(g Gomega) {
+			g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/kept"))
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaked), &networkingv1.IPAddress{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "leaked IPAddress still there: %v", err)
+			g.Expect(events(ctx, g, leaked.UID, ipaddress.ReasonAddrNotAllocated)).To(HaveLen(1))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+
+	It("reports a ClusterIP outside every ServiceCIDR", func(ctx SpecContext) {
+		sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "short-lived"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.150.0.0/24"}}}
+		Expect(env.Client.Create(ctx, sc)).To(Succeed())
+		svc := service("stranded", ns, "10.150.0.7")
+		Eventually(func() error { return env.Client.Create(ctx, svc) }).WithTimeout(timeout).Should(Succeed())
+		// No servicecidr controller here, hence no finalizer: it goes at once.
+		Expect(env.Client.Delete(ctx, sc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonOutOfRange)).To(HaveLen(1))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+
+	It("reports an address of an exclusive ServiceCIDR given to another namespace while svcnet was down", func(ctx SpecContext) {
+		sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "tenant-x"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.160.0.0/24"}}}
+		Expect(env.Client.Create(ctx, sc)).To(Succeed())
+		stopManager()
+		svc := service("squatter", ns, "10.160.0.5")
+		Eventually(func() error { return env.Client.Create(ctx, svc) }).WithTimeout(timeout).Should(Succeed())
+		binding := &svcnetv1alpha1.ServiceCIDRBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "tenant-x"},
+			Spec: svcnetv1alpha1.ServiceCIDRBindingSpec{ServiceCIDRName: "tenant-x", Exclusive: true,
+				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}},
+		}
+		Expect(env.Client.Create(ctx, binding)).To(Succeed())
+		restartManager()
+		Eventually(func(g Gomega) {
+			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonExclusive)).To(HaveLen(1))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+
+	It("exports per-ServiceCIDR usage that agrees with the IPAddresses", func(ctx SpecContext) {
+		Expect(env.Client.Create(ctx, service("counted", ns))).To(Succeed())
+		Eventually(func(g Gomega) {
+			var ips networkingv1.IPAddressList
+			g.Expect(env.Client.List(ctx, &ips)).To(Succeed())
+			inKube := 0
+			for _, ip := range ips.Items {
+				if strings.HasPrefix(ip.Name, "10.96.") {
+					inKube++
+				}
+			}
+			families, err := metrics.Registry.Gather()
+			g.Expect(err).NotTo(HaveOccurred())
+			values := map[string]float64{}
+			for _, f := range families {
+				for _, m := range f.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "servicecidr" && l.GetValue() == "kubernetes" {
+							values[f.GetName()] = m.GetGauge().GetValue()
+						}
+					}
+				}
+			}
+			g.Expect(values).To(HaveKeyWithValue("svcnet_clusterip_cidr_allocated", float64(inKube)))
+			g.Expect(values).To(HaveKeyWithValue("svcnet_clusterip_cidr_available", float64(65534-inKube)))
+			g.Expect(values).To(HaveKeyWithValue("svcnet_clusterip_cidr_exhausted", 0.0))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+})

@@ -1,0 +1,58 @@
+package ipaddress_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 100 * time.Millisecond
+)
+
+var (
+	env         *testenv.Env
+	stopManager func()
+	managerOpts = controllers.Options{
+		Controllers: []string{controllers.IPAddressName, controllers.ClusterIPName},
+		IPAddress:   ipaddress.Options{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
+	}
+)
+
+func TestIPAddress(t *testing.T) {
+	RegisterFailHandler(Fail)
+	ctrl.SetLogger(GinkgoLogr)
+	RunSpecs(t, "IPAddress audit")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16"})
+	Expect(err).NotTo(HaveOccurred())
+	stopManager, err = env.StartManager(managerOpts)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if stopManager != nil {
+		stopManager()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+func restartManager() {
+	GinkgoHelper()
+	var err error
+	stopManager, err = env.StartManager(managerOpts)
+	Expect(err).NotTo(HaveOccurred())
+}
