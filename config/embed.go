@@ -4,13 +4,18 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 //go:embed crd/bases/*.yaml webhook/manifests.yaml
@@ -70,4 +75,72 @@ func decode(path string, into any) error {
 		return fmt.Errorf("decoding %s: %w", path, err)
 	}
 	return nil
+}
+
+// InstallCRDs creates or updates svcnet's CRDs and waits until the API
+// server serves them.
+func InstallCRDs(ctx context.Context, c client.Client) error {
+	crds, err := CRDs()
+	if err != nil {
+		return err
+	}
+	for _, want := range crds {
+		have := &apiextensionsv1.CustomResourceDefinition{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, want)
+		case err == nil:
+			have.Spec = want.Spec
+			err = c.Update(ctx, have)
+		}
+		if err != nil {
+			return fmt.Errorf("installing CRD %s: %w", want.Name, err)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, want := range crds {
+			have := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+				return false, nil
+			}
+			established := false
+			for _, cond := range have.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// InstallWebhook creates or updates svcnet's MutatingWebhookConfiguration,
+// calling url (see MutatingWebhookConfiguration). svcnet's manager fills
+// in the caBundle.
+func InstallWebhook(ctx context.Context, c client.Client, url string) error {
+	want, err := MutatingWebhookConfiguration(url)
+	if err != nil {
+		return err
+	}
+	have := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err = c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		return c.Create(ctx, want)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range want.Webhooks {
+		for _, old := range have.Webhooks {
+			if old.Name == want.Webhooks[i].Name {
+				want.Webhooks[i].ClientConfig.CABundle = old.ClientConfig.CABundle
+			}
+		}
+	}
+	have.Webhooks = want.Webhooks
+	return c.Update(ctx, have)
 }

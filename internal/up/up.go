@@ -25,10 +25,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2/textlogger"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	svcnetconfig "github.com/svcnet-io/svcnet/config"
+	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/manager"
 )
 
@@ -186,7 +190,7 @@ func Run(ctx context.Context, c Config) error {
 	for _, pc := range []struct {
 		name string
 		port int
-	}{{"kube-apiserver (--apiserver-port)", c.APIServerPort}, {"etcd (--etcd-client-port)", c.EtcdClientPort}, {"etcd (--etcd-peer-port)", c.EtcdPeerPort}} {
+	}{{"kube-apiserver (--apiserver-port)", c.APIServerPort}, {"etcd (--etcd-client-port)", c.EtcdClientPort}, {"etcd (--etcd-peer-port)", c.EtcdPeerPort}, {"the admission webhook (--webhook-port)", c.Manager.Webhook.Port}} {
 		if err := portFree(pc.port); err != nil {
 			return fmt.Errorf("port %d for %s is already in use: %w", pc.port, pc.name, err)
 		}
@@ -294,6 +298,29 @@ func Run(ctx context.Context, c Config) error {
 	defer mlog.Close()
 	mopts := c.Manager
 	mopts.Logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(mlog), textlogger.Verbosity(c.Verbosity)))
+	// The API server calls the webhook on loopback, with svcnet's own
+	// certificates kept in kube-system and the data dir.
+	mopts.Webhook.Host = "127.0.0.1"
+	mopts.Webhook.CertDir = filepath.Join(dataDir, "webhook")
+	mopts.Webhook.CertManagement = manager.CertManagementSelf
+	mopts.Webhook.SecretNamespace = "kube-system"
+	mopts.Webhook.ExtraHosts = []string{"127.0.0.1"}
+	scheme := controllers.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	admin, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
+		return err
+	}
+	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
+		if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
+			return fmt.Errorf("installing the admission webhook: %w", err)
+		}
+	}
 	mgrCtx, stopMgr := context.WithCancel(logr.NewContext(ctx, mopts.Logger))
 	defer stopMgr()
 	mgrDone := make(chan error, 1)

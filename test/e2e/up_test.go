@@ -107,9 +107,9 @@ func upArgs(t *testing.T, dataDir string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := freePorts(t, 3)
+	p := freePorts(t, 4)
 	return []string{"up", "--data-dir", dataDir, "--k8s-bin-dir", bins,
-		"--apiserver-port", strconv.Itoa(p[0]), "--etcd-client-port", strconv.Itoa(p[1]), "--etcd-peer-port", strconv.Itoa(p[2])}
+		"--apiserver-port", strconv.Itoa(p[0]), "--etcd-client-port", strconv.Itoa(p[1]), "--etcd-peer-port", strconv.Itoa(p[2]), "--webhook-port", strconv.Itoa(p[3])}
 }
 
 func startUp(t *testing.T, args []string) *upProcess {
@@ -321,7 +321,7 @@ func TestUpBadInput(t *testing.T) {
 	}{
 		"unknown controller": {
 			args: []string{"manager", "--controllers=bogus"},
-			want: `unknown controller "bogus"; valid names: endpointslice`,
+			want: `unknown controller "bogus"; valid names: clusterip, endpointslice, ipaddress, servicecidr`,
 		},
 		"missing Kubernetes binaries": {
 			args: []string{"up", "--k8s-bin-dir", t.TempDir(), "--data-dir", t.TempDir()},

@@ -16,9 +16,7 @@ import (
 	"sync"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -165,7 +163,7 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 		o.Webhook.Host, o.Webhook.Port, o.Webhook.CertDir = "127.0.0.1", port, dir
 		o.Webhook.SecretNamespace = "kube-system"
 		o.Webhook.ExtraHosts = []string{"127.0.0.1"}
-		if err := e.InstallWebhook(fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+		if err := svcnetconfig.InstallWebhook(context.Background(), e.Client, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
 			return nil, err
 		}
 	}
@@ -187,26 +185,6 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 		return nil, err
 	}
 	return stop, nil
-}
-
-// InstallWebhook creates or updates svcnet's MutatingWebhookConfiguration,
-// calling url.
-func (e *Env) InstallWebhook(url string) error {
-	ctx := context.Background()
-	want, err := svcnetconfig.MutatingWebhookConfiguration(url)
-	if err != nil {
-		return err
-	}
-	have := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	err = e.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		return e.Client.Create(ctx, want)
-	}
-	if err != nil {
-		return err
-	}
-	have.Webhooks = want.Webhooks
-	return e.Client.Update(ctx, have)
 }
 
 func freePort() (int, error) {
