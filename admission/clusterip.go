@@ -30,7 +30,6 @@ type clusterIPs struct {
 
 	mu       sync.RWMutex
 	families map[string][]corev1.IPFamily // ServiceCIDR name -> its families
-	oldest   string
 	created  map[string]time.Time
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -186,9 +185,8 @@ var _ = Describe("ClusterIP allocation at admission", func() {
 			stopManager, err = env.StartManager(managerOpts)
 			Expect(err).NotTo(HaveOccurred())
 		})
-		var wg sync.WaitGroup
-		svc := create(ctx, web("while-down", ns).Obj())
-		wg.Wait()
+		svc := create(ctx, web("while-down", ns).Type(corev1.ServiceTypeNodePort).Obj())
 		Expect(svc.Spec.ClusterIP).NotTo(BeEmpty(), "kube-apiserver allocated on its own")
+		Expect(svc.Spec.Ports[0].NodePort).NotTo(BeZero())
 	})
 })

@@ -72,6 +72,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 		}
 	}
 	orig := svc.DeepCopy()
+	keepAllocated(svc, old)
 	dryRun := ptr.Deref(req.DryRun, false)
 	var undos []func()
 	var warnings []string

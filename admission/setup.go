@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/svcnet-io/svcnet/allocator/ipam"
+	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
@@ -27,6 +28,11 @@ type Options struct {
 	ClusterIP bool
 	// ClusterIPReuseDelay is --clusterip-reuse-delay.
 	ClusterIPReuseDelay time.Duration
+
+	// NodePort enables nodePort allocation (the `nodeport` controller).
+	NodePort bool
+	// NodePorts configures the nodePort allocator.
+	NodePorts portrange.Options
 }
 
 // DefaultReuseDelay is the default quarantine of released values.
@@ -73,6 +79,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			}
 		}
 		h.parts = append(h.parts, ips)
+	}
+	if opts.NodePort {
+		alloc, err := portrange.New(opts.NodePorts)
+		if err != nil {
+			return err
+		}
+		if err := watch(&corev1.Service{}, ipamfeed.NodePortHandler(alloc)); err != nil {
+			return err
+		}
+		h.parts = append(h.parts, &nodePorts{alloc: alloc})
 	}
 	if len(h.parts) == 0 {
 		return errors.New("admission: nothing to allocate")

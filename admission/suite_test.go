@@ -24,15 +24,20 @@ var (
 	env         *testenv.Env
 	stopManager func()
 	managerOpts = controllers.Options{
-		Controllers: []string{controllers.ClusterIPName},
+		Controllers: []string{controllers.ClusterIPName, controllers.NodePortName},
 		ClusterIP:   controllers.ClusterIPOptions{ReuseDelay: 5 * time.Minute},
+		NodePort: controllers.NodePortOptions{
+			Range:      "30000-32767",
+			Exclude:    []string{"30086-30100"}, // the first ports of the upper band
+			ReuseDelay: 5 * time.Minute,
+		},
 	}
 )
 
 func TestAdmission(t *testing.T) {
 	RegisterFailHandler(Fail)
 	ctrl.SetLogger(GinkgoLogr)
-	RunSpecs(t, "Service admission (ClusterIP)")
+	RunSpecs(t, "Service admission (ClusterIP, nodePort)")
 }
 
 var _ = BeforeSuite(func() {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -8,8 +9,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/admission"
+	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/controllers/nodeport"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
 )
 
@@ -17,6 +20,7 @@ import (
 // ServiceCIDR and IPAddress controllers.
 const (
 	ClusterIPName   = "clusterip"
+	NodePortName    = nodeport.ControllerName
 	ServiceCIDRName = servicecidr.ControllerName
 	IPAddressName   = ipaddress.ControllerName
 )
@@ -25,6 +29,32 @@ const (
 type ClusterIPOptions struct {
 	// ReuseDelay is how long a released ClusterIP stays out of use.
 	ReuseDelay time.Duration
+}
+
+// NodePortOptions configures nodePort allocation and its audit.
+type NodePortOptions struct {
+	// Range is kube-apiserver's --service-node-port-range.
+	Range string
+	// Exclude are sub-ranges never handed out dynamically.
+	Exclude []string
+	// ReuseDelay is how long a released nodePort stays out of use.
+	ReuseDelay time.Duration
+}
+
+// Parse checks the options, naming the bad flag.
+func (o NodePortOptions) Parse() (portrange.Options, error) {
+	r, err := portrange.ParseRange(o.Range)
+	if err != nil {
+		return portrange.Options{}, fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	ex, err := portrange.ParseRanges(o.Exclude)
+	if err != nil {
+		return portrange.Options{}, fmt.Errorf("--nodeport-exclude: %w", err)
+	}
+	if o.ReuseDelay < 0 {
+		return portrange.Options{}, fmt.Errorf("--nodeport-reuse-delay must not be negative, got %v", o.ReuseDelay)
+	}
+	return portrange.Options{Range: r, Exclude: ex, ReuseDelay: o.ReuseDelay}, nil
 }
 
 // IPAddressOptions configures the ipaddress audit.
@@ -58,17 +88,38 @@ func setupIPAddress(mgr ctrl.Manager, opts Options) error {
 	return ipaddress.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-"+ipaddress.ControllerName), opts.IPAddress).SetupWithManager(mgr)
 }
 
+func setupNodePortAudit(mgr ctrl.Manager, opts Options) error {
+	ports, err := opts.NodePort.Parse()
+	if err != nil {
+		return err
+	}
+	r, err := nodeport.New(mgr.GetClient(), mgr.GetEventRecorder("svcnet-"+nodeport.ControllerName), ports, opts.IPAddress.EventQuietPeriod)
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr)
+}
+
 // setupAdmission runs once for the controllers that allocate at admission.
 func setupAdmission(mgr ctrl.Manager, opts Options, enabled map[string]bool) error {
-	return admission.Setup(mgr, admission.Options{
+	aopts := admission.Options{
 		ClusterIP:           enabled[ClusterIPName],
 		ClusterIPReuseDelay: opts.ClusterIP.ReuseDelay,
-	})
+		NodePort:            enabled[NodePortName],
+	}
+	if aopts.NodePort {
+		ports, err := opts.NodePort.Parse()
+		if err != nil {
+			return err
+		}
+		aopts.NodePorts = ports
+	}
+	return admission.Setup(mgr, aopts)
 }
 
 // NeedsWebhook reports whether the enabled controllers serve the admission
 // webhook (and so need its certificates).
 func NeedsWebhook(spec []string) bool {
 	enabled, err := Enabled(spec)
-	return err == nil && enabled[ClusterIPName]
+	return err == nil && (enabled[ClusterIPName] || enabled[NodePortName])
 }

@@ -20,17 +20,23 @@ type Options struct {
 	EndpointSlice EndpointSliceOptions
 	// ClusterIP configures the clusterip admission allocator.
 	ClusterIP ClusterIPOptions
-	// IPAddress configures the ipaddress audit.
+	// IPAddress configures the ipaddress audit (its EventQuietPeriod is
+	// the nodeport audit's too).
 	IPAddress IPAddressOptions
+	// NodePort configures nodePort allocation and the nodeport audit.
+	NodePort NodePortOptions
 }
 
 // controller is one entry of the registry.
 type controller struct {
 	name      string
 	onDefault bool
-	// setup registers a controller; nil for those served by the admission
-	// webhook, which setupAdmission registers together.
+	// setup registers a controller; nil when it is only a part of the
+	// admission webhook.
 	setup func(mgr ctrl.Manager, opts Options) error
+	// admission: the controller allocates in the admission webhook, which
+	// setupAdmission registers once for all of them.
+	admission bool
 }
 
 // registry lists every controller svcnet has, in the order they are set up.
@@ -38,7 +44,9 @@ var registry = []controller{
 	{name: EndpointSliceName, onDefault: true, setup: setupEndpointSlice},
 	{name: ServiceCIDRName, onDefault: true, setup: setupServiceCIDR},
 	{name: IPAddressName, onDefault: true, setup: setupIPAddress},
-	{name: ClusterIPName, onDefault: true},
+	{name: ClusterIPName, onDefault: true, admission: true},
+	// nodeport: allocation at admission, and the audit.
+	{name: NodePortName, onDefault: true, setup: setupNodePortAudit, admission: true},
 }
 
 // Names returns the names of every controller, sorted.
@@ -106,10 +114,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			log.Info("Controller disabled", "controller", c.name)
 			continue
 		}
-		if c.setup == nil {
-			admission = true
-		} else if err := c.setup(mgr, opts); err != nil {
-			return fmt.Errorf("setting up controller %s: %w", c.name, err)
+		admission = admission || c.admission
+		if c.setup != nil {
+			if err := c.setup(mgr, opts); err != nil {
+				return fmt.Errorf("setting up controller %s: %w", c.name, err)
+			}
 		}
 		log.Info("Controller enabled", "controller", c.name)
 	}

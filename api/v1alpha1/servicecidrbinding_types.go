@@ -94,7 +94,3 @@ type ServiceCIDRBindingList struct {
 	// items are the bindings.
 	Items []ServiceCIDRBinding `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ServiceCIDRBinding{}, &ServiceCIDRBindingList{})
-}

@@ -11,8 +11,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/auditevents"
 	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
@@ -57,7 +56,8 @@ const (
 // Options configure the audit.
 type Options struct {
 	// EventQuietPeriod: an Event repeats for the same object and reason no
-	// more often than this.
+	// more often than this (--audit-event-quiet-period, shared with the
+	// nodeport audit).
 	EventQuietPeriod time.Duration
 	// LeakGracePeriod: an IPAddress whose Service does not hold it is
 	// deleted only once it is this old.
@@ -74,9 +74,8 @@ func DefaultOptions() Options {
 type Reconciler struct {
 	client    client.Client
 	apiReader client.Reader
-	recorder  events.EventRecorder
+	events    *auditevents.Recorder
 	clock     clock.PassiveClock
-	dedup     *dedup
 	usage     *ipam.Allocator // usage per ServiceCIDR, for metrics and exhaustion
 	grace     time.Duration
 }
@@ -92,11 +91,11 @@ func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clo
 // New returns a Reconciler. apiReader reads past the cache, to confirm a
 // finding before acting on it.
 func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options, options ...Option) *Reconciler {
-	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}, grace: opts.LeakGracePeriod}
+	r := &Reconciler{client: c, apiReader: apiReader, clock: clock.RealClock{}, grace: opts.LeakGracePeriod}
 	for _, o := range options {
 		o(r)
 	}
-	r.dedup = newDedup(r.clock, opts.EventQuietPeriod)
+	r.events = auditevents.New(recorder, r.clock, opts.EventQuietPeriod)
 	r.usage = ipam.New(ipam.Options{Clock: r.clock})
 	return r
 }
@@ -174,13 +173,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, r.auditService(ctx, req.NamespacedName)
 }
 
-func (r *Reconciler) event(regarding runtime.Object, uid string, eventType, reason, action, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if r.dedup.allow(types.UID(uid), reason, msg) {
-		r.recorder.Eventf(regarding, nil, eventType, reason, action, "%s", msg)
-	}
-}
-
 func (r *Reconciler) auditService(ctx context.Context, key client.ObjectKey) error {
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, key, svc); err != nil {
@@ -207,12 +199,12 @@ func (r *Reconciler) auditService(ctx context.Context, key client.ObjectKey) err
 			family = corev1.IPv6Protocol
 		}
 		if !containedIn(addr, cidrs.Items, nil) {
-			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonOutOfRange, actionClusterIP,
+			r.events.Warn(svc, ReasonOutOfRange, actionClusterIP,
 				"Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip)
 			continue
 		}
 		if containedIn(addr, cidrs.Items, denied) {
-			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonExclusive, actionClusterIP,
+			r.events.Warn(svc, ReasonExclusive, actionClusterIP,
 				"Cluster IP [%s]: %s is in a ServiceCIDR bound exclusively to other namespaces (allocated while svcnet was not answering); please recreate service", family, ip)
 		}
 		if err := r.auditServiceIP(ctx, svc, ip, family); err != nil {
@@ -231,7 +223,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
 			"Cluster IP [%s]: %s is not allocated; repairing", family, ip)
 		return r.createIPAddress(ctx, ip, svc)
 	case err != nil:
@@ -239,7 +231,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
-		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
 			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 		return r.recreate(ctx, ipa, svc)
 	}
@@ -248,7 +240,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, other)
 		switch {
 		case apierrors.IsNotFound(err):
-			r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+			r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
 				"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 			return r.recreate(ctx, ipa, svc)
 		case err != nil:
@@ -256,12 +248,12 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 		}
 		for _, theirs := range other.Spec.ClusterIPs {
 			if theirs == ip {
-				r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonAlreadyAllocated, actionClusterIP,
+				r.events.Warn(svc, ReasonAlreadyAllocated, actionClusterIP,
 					"Cluster IP [%s]:%s was assigned to multiple services (also %s/%s); please recreate service", family, ip, other.Namespace, other.Name)
 				return nil
 			}
 		}
-		r.event(svc, string(svc.UID), corev1.EventTypeWarning, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
 			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 		return r.recreate(ctx, ipa, svc)
 	}
@@ -331,7 +323,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
-		r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonAddrNotAllocated, actionIPAddress,
+		r.events.Warn(ipa, ReasonAddrNotAllocated, actionIPAddress,
 			"IPAddress %s appears to have been modified, not referencing a Service %v: cleaning up", ipa.Name, ref)
 		return ctrl.Result{}, r.delete(ctx, ipa)
 	}
@@ -343,7 +335,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 		}
 		err = r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
 		if apierrors.IsNotFound(err) {
-			r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonAddrNotAllocated, actionIPAddress,
+			r.events.Warn(ipa, ReasonAddrNotAllocated, actionIPAddress,
 				"IPAddress: %s for Service %s/%s appears to have leaked: cleaning up", ipa.Name, ref.Namespace, ref.Name)
 			return ctrl.Result{}, r.delete(ctx, ipa)
 		}
@@ -369,7 +361,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 		// A create may be in flight with this IP for a Service of that name.
 		return ctrl.Result{RequeueAfter: r.grace - age}, nil
 	}
-	r.event(ipa, string(ipa.UID), corev1.EventTypeWarning, ReasonWrongReference, actionIPAddress,
+	r.events.Warn(ipa, ReasonWrongReference, actionIPAddress,
 		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)
 	return ctrl.Result{}, r.delete(ctx, ipa)
 }
@@ -392,7 +384,7 @@ func (r *Reconciler) checkExhausted(ctx context.Context, name string) {
 			continue
 		}
 		if st, ok := stats[sc.Name]; ok && st.Size > 0 && st.Size == st.Allocated {
-			r.event(sc, string(sc.UID), corev1.EventTypeWarning, ReasonExhausted, actionClusterIP,
+			r.events.Warn(sc, ReasonExhausted, actionClusterIP,
 				"ServiceCIDR %s has no free address left (%d allocated); add a ServiceCIDR to grow the Service ranges", sc.Name, st.Allocated)
 		}
 	}

@@ -52,7 +52,7 @@ type Validity struct {
 	CA, Serving time.Duration
 }
 
-// DefaultValidity: a CA for ten years, serving certificates for one.
+// DefaultValidity is a CA for ten years and serving certificates for one.
 var DefaultValidity = Validity{CA: 10 * 365 * 24 * time.Hour, Serving: 365 * 24 * time.Hour}
 
 // Ensure returns b if it is valid at now for hosts, or a renewed bundle and

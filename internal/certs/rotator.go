@@ -98,7 +98,7 @@ func (r *Rotator) ensureSecret(ctx context.Context) (Bundle, error) {
 		ctrl.LoggerFrom(ctx).Info("Renewed webhook certificates", "secret", r.Namespace+"/"+r.SecretName)
 		return next, nil
 	}
-	return Bundle{}, fmt.Errorf("Secret %s/%s keeps changing under us", r.Namespace, r.SecretName)
+	return Bundle{}, fmt.Errorf("the Secret %s/%s keeps changing under us", r.Namespace, r.SecretName)
 }
 
 // writeFiles updates tls.crt and tls.key only when they changed, each with

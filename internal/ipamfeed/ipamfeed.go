@@ -1,6 +1,7 @@
-// Package ipamfeed keeps an allocator/ipam.Allocator in step with the
-// ServiceCIDRs and IPAddresses of an informer cache. The admission webhook
-// uses it to choose, the ipaddress audit to measure.
+// Package ipamfeed keeps svcnet's allocators in step with an informer
+// cache: allocator/ipam with ServiceCIDRs and IPAddresses, allocator/portrange
+// with the nodePorts of Services. The admission webhook uses them to choose,
+// the audit controllers to measure.
 package ipamfeed
 
 import (

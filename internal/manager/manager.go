@@ -69,6 +69,7 @@ func DefaultOptions() Options {
 			EndpointSlice: endpointslice.DefaultOptions(),
 			ClusterIP:     controllers.ClusterIPOptions{ReuseDelay: admission.DefaultReuseDelay},
 			IPAddress:     ipaddress.DefaultOptions(),
+			NodePort:      controllers.NodePortOptions{Range: "30000-32767", ReuseDelay: admission.DefaultReuseDelay},
 		},
 	}
 }
@@ -87,8 +88,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	o.Webhook.AddFlags(fs)
 	fs.DurationVar(&o.Controllers.ClusterIP.ReuseDelay, "clusterip-reuse-delay", o.Controllers.ClusterIP.ReuseDelay, "clusterip: how long a released ClusterIP stays out of use (a re-created Service still gets it back); 0 reuses at once.")
+	fs.StringVar(&o.Controllers.NodePort.Range, "service-node-port-range", o.Controllers.NodePort.Range, "nodeport: the node port range; must match kube-apiserver's flag of the same name.")
+	fs.StringSliceVar(&o.Controllers.NodePort.Exclude, "nodeport-exclude", o.Controllers.NodePort.Exclude, "nodeport: port ranges never handed out dynamically, e.g. 32000-32767 or the nodes' ephemeral range; users may still ask for them explicitly (the audit reports it).")
+	fs.DurationVar(&o.Controllers.NodePort.ReuseDelay, "nodeport-reuse-delay", o.Controllers.NodePort.ReuseDelay, "nodeport: how long a released nodePort stays out of use (a re-created Service still gets it back); 0 reuses at once.")
 	fs.DurationVar(&o.Controllers.IPAddress.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.IPAddress.LeakGracePeriod, "ipaddress: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s).")
-	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress: an audit Event repeats for the same object and reason at most this often.")
+	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress, nodeport: an audit Event repeats for the same object and reason at most this often.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
 	es := &o.Controllers.EndpointSlice
@@ -103,6 +107,11 @@ func (o *Options) Validate() error {
 	enabled, err := controllers.Enabled(o.Controllers.Controllers)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if enabled[controllers.NodePortName] {
+		if _, err := o.Controllers.NodePort.Parse(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if enabled[controllers.EndpointSliceName] {
 		if err := o.Controllers.EndpointSlice.Validate(); err != nil {

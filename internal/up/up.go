@@ -18,7 +18,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/manager"
@@ -44,7 +44,6 @@ type Config struct {
 	EtcdClientPort int
 	EtcdPeerPort   int
 	ServiceCIDRs   string
-	NodePortRange  string
 	Verbosity      int
 
 	Manager manager.Options
@@ -63,7 +62,6 @@ func DefaultConfig() Config {
 		EtcdClientPort: 2379,
 		EtcdPeerPort:   2380,
 		ServiceCIDRs:   "10.96.0.0/16",
-		NodePortRange:  "30000-32767",
 		Manager:        m,
 		Out:            os.Stdout,
 	}
@@ -77,7 +75,6 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
 	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
 	fs.StringVar(&c.ServiceCIDRs, "service-cluster-ip-range", c.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
-	fs.StringVar(&c.NodePortRange, "service-node-port-range", c.NodePortRange, "NodePort range, as kube-apiserver's flag.")
 	c.Manager.AddFlags(fs)
 }
 
@@ -95,8 +92,8 @@ func (c *Config) Validate() error {
 	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err != nil {
 		errs = append(errs, err)
 	}
-	if _, _, err := parsePortRange(c.NodePortRange); err != nil {
-		errs = append(errs, err)
+	if _, err := portrange.ParseRange(c.Manager.Controllers.NodePort.Range); err != nil {
+		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
 	}
 	if err := c.Manager.Validate(); err != nil {
 		errs = append(errs, err)
@@ -117,16 +114,6 @@ func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("--service-cluster-ip-range %q: give one range, or one IPv4 and one IPv6", s)
 	}
 	return out, nil
-}
-
-func parsePortRange(s string) (int, int, error) {
-	lo, hi, ok := strings.Cut(s, "-")
-	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
-	if !ok || err1 != nil || err2 != nil || a < 1 || b > 65535 || a > b {
-		return 0, 0, fmt.Errorf("--service-node-port-range %q: want FIRST-LAST, e.g. 30000-32767", s)
-	}
-	return a, b, nil
 }
 
 // binaries are the upstream programs `svcnet up` runs.
@@ -248,7 +235,7 @@ func Run(ctx context.Context, c Config) error {
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
 		"--service-cluster-ip-range=" + c.ServiceCIDRs,
-		"--service-node-port-range=" + c.NodePortRange,
+		"--service-node-port-range=" + c.Manager.Controllers.NodePort.Range,
 		"--tls-cert-file=" + pk.servingCert, "--tls-private-key-file=" + pk.servingKey,
 		"--client-ca-file=" + pk.caCert, "--token-auth-file=" + pk.tokenFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -45,6 +45,8 @@ type Env struct {
 	Client client.Client
 	Scheme *runtime.Scheme
 	env    *envtest.Environment
+	// nodePortRange is the API server's, which the manager must share.
+	nodePortRange string
 }
 
 // BinDir finds the folder of the Kubernetes binaries: $KUBEBUILDER_ASSETS,
@@ -93,7 +95,8 @@ func Start(opts Options) (*Env, error) {
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("service-cluster-ip-range", orDefault(opts.ServiceCIDRs, "10.96.0.0/16"))
-	args.Set("service-node-port-range", orDefault(opts.NodePortRange, "30000-32767"))
+	nodePorts := orDefault(opts.NodePortRange, "30000-32767")
+	args.Set("service-node-port-range", nodePorts)
 	// Works the same in a private network namespace with only loopback,
 	// where the API server finds no default route to advertise.
 	args.Set("advertise-address", "127.0.0.1")
@@ -112,7 +115,7 @@ func Start(opts Options) (*Env, error) {
 		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
+	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env, nodePortRange: nodePorts}, nil
 }
 
 // Stop stops the API server and etcd.
@@ -141,6 +144,9 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 	}
 	if opts.IPAddress == (controllers.IPAddressOptions{}) {
 		opts.IPAddress = o.Controllers.IPAddress
+	}
+	if opts.NodePort.Range == "" {
+		opts.NodePort.Range = e.nodePortRange
 	}
 	o.Controllers = opts
 	o.MetricsBindAddress = "0"

@@ -1,0 +1,51 @@
+package nodeport
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/svcnet-io/svcnet/allocator/portrange"
+)
+
+var (
+	descAllocated = prometheus.NewDesc("svcnet_nodeport_allocated",
+		"nodePorts held by Services (a port shared by TCP and UDP of one Service counts once).", []string{"range"}, nil)
+	descAvailable = prometheus.NewDesc("svcnet_nodeport_available",
+		"nodePorts still free in the range.", []string{"range"}, nil)
+)
+
+var (
+	usageMu sync.Mutex
+	usage   *portrange.Allocator
+	once    sync.Once
+)
+
+// registerUsage exports usage; a restarted controller (tests) takes over.
+func registerUsage(u *portrange.Allocator) {
+	usageMu.Lock()
+	usage = u
+	usageMu.Unlock()
+	once.Do(func() { metrics.Registry.MustRegister(collector{}) })
+}
+
+type collector struct{}
+
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descAllocated
+	ch <- descAvailable
+}
+
+func (collector) Collect(ch chan<- prometheus.Metric) {
+	usageMu.Lock()
+	u := usage
+	usageMu.Unlock()
+	if u == nil {
+		return
+	}
+	st := u.Stats()
+	name := u.Range().String()
+	ch <- prometheus.MustNewConstMetric(descAllocated, prometheus.GaugeValue, float64(st.Allocated), name)
+	ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, float64(st.Size-st.Allocated), name)
+}
