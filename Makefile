@@ -39,7 +39,7 @@ test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest su
 .PHONY: bench
 bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
 	tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
 
 ##@ Develop

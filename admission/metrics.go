@@ -9,7 +9,7 @@ var (
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "svcnet_admission_duration_seconds",
 		Help:    "Time svcnet's Service webhook took to answer, by outcome (patched, unchanged, denied, passed: not leader or not in sync).",
-		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1, 0.5},
+		Buckets: []float64{0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.01, 0.025, 0.1, 0.5},
 	}, []string{"outcome"})
 	allocations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svcnet_admission_allocations_total",

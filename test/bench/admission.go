@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	svcnetconfig "github.com/svcnet-io/svcnet/config"
+	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+// admissionWorkers create Services in parallel, as a busy cluster would.
+const admissionWorkers = 32
+
+type admScenario struct {
+	name     string
+	services int
+	svcType  corev1.ServiceType
+}
+
+type admResult struct {
+	wall          time.Duration
+	clientLatency []time.Duration // per create, as the client saw it
+	webhookP50    float64         // seconds inside the webhook, from its histogram
+	webhookP99    float64
+	cpu, rssMiB   float64
+}
+
+func admScenarios(scale int) []admScenario {
+	return []admScenario{
+		{name: fmt.Sprintf("(e) create %d ClusterIP Services", 5000/scale), services: 5000 / scale, svcType: corev1.ServiceTypeClusterIP},
+		{name: fmt.Sprintf("(f) create %d NodePort Services", 2000/scale), services: 2000 / scale, svcType: corev1.ServiceTypeNodePort},
+	}
+}
+
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runAdmission creates the scenario's Services against a fresh API server,
+// through svcnet's webhook (a separate `svcnet manager` process) when
+// withSvcnet, else with kube-apiserver allocating alone.
+func runAdmission(ctx context.Context, root, workDir string, sc admScenario, withSvcnet bool) (admResult, error) {
+	var res admResult
+	env, err := testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16"})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = env.Stop() }()
+	ns, err := env.Namespace(ctx, "bench")
+	if err != nil {
+		return res, err
+	}
+	var p *proc
+	metricsURL := ""
+	if withSvcnet {
+		kc := filepath.Join(workDir, "kubeconfig")
+		if err := env.WriteKubeconfig(kc); err != nil {
+			return res, err
+		}
+		ports := make([]int, 3)
+		for i := range ports {
+			if ports[i], err = freeLocalPort(); err != nil {
+				return res, err
+			}
+		}
+		if err := svcnetconfig.InstallWebhook(ctx, env.Client, fmt.Sprintf("https://127.0.0.1:%d", ports[2])); err != nil {
+			return res, err
+		}
+		p, err = startProc(filepath.Join(workDir, "svcnet.log"), filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig="+kc,
+			"--controllers=clusterip,nodeport", "--leader-elect=false",
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
+			"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[2]), "--webhook-cert-dir="+filepath.Join(workDir, "certs"),
+			"--webhook-secret-namespace=kube-system", "--webhook-cert-extra-hosts=127.0.0.1")
+		if err != nil {
+			return res, err
+		}
+		defer p.stop()
+		if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute); err != nil {
+			return res, fmt.Errorf("svcnet manager not ready: %w (log: %s)", err, filepath.Join(workDir, "svcnet.log"))
+		}
+		metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
+	}
+	res.clientLatency = make([]time.Duration, sc.services)
+	work := make(chan int)
+	errs := make(chan error, admissionWorkers)
+	start := time.Now()
+	for range admissionWorkers {
+		go func() {
+			for i := range work {
+				svc := builder.Service(fmt.Sprintf("s%d", i), ns).Type(sc.svcType).Port("http", 80, intstr.FromInt32(8080)).Selector("app", "x").Obj()
+				t0 := time.Now()
+				if err := env.Client.Create(ctx, svc); err != nil {
+					errs <- err
+					return
+				}
+				res.clientLatency[i] = time.Since(t0)
+				if svc.Spec.ClusterIP == "" || (sc.svcType == corev1.ServiceTypeNodePort && svc.Spec.Ports[0].NodePort == 0) {
+					errs <- fmt.Errorf("service %s created without its addresses", svc.Name)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := range sc.services {
+		work <- i
+	}
+	close(work)
+	for range admissionWorkers {
+		if err := <-errs; err != nil {
+			return res, err
+		}
+	}
+	res.wall = time.Since(start)
+	if withSvcnet {
+		res.cpu, res.rssMiB = p.cpuSeconds(), p.peakRSSMiB()
+		if res.webhookP50, res.webhookP99, err = webhookQuantiles(ctx, metricsURL); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not OK after %v", url, timeout)
+}
+
+// webhookQuantiles reads svcnet_admission_duration_seconds of the patched
+// requests and estimates p50 and p99 as Prometheus' histogram_quantile does.
+func webhookQuantiles(ctx context.Context, url string) (float64, float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	type bucket struct{ le, count float64 }
+	var buckets []bucket
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "svcnet_admission_duration_seconds_bucket{") || !strings.Contains(line, `outcome="patched"`) {
+			continue
+		}
+		i := strings.Index(line, `le="`)
+		j := strings.Index(line[i+4:], `"`)
+		le, err1 := strconv.ParseFloat(line[i+4:i+4+j], 64)
+		if line[i+4:i+4+j] == "+Inf" {
+			le, err1 = math.Inf(1), nil
+		}
+		fields := strings.Fields(line)
+		count, err2 := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		buckets = append(buckets, bucket{le, count})
+	}
+	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
+		return 0, 0, fmt.Errorf("no svcnet_admission_duration_seconds samples at %s", url)
+	}
+	quantile := func(q float64) float64 {
+		rank := q * buckets[len(buckets)-1].count
+		prevLE, prevCount := 0.0, 0.0
+		for _, b := range buckets {
+			if b.count >= rank {
+				if math.IsInf(b.le, 1) {
+					return prevLE
+				}
+				return prevLE + (b.le-prevLE)*(rank-prevCount)/max(b.count-prevCount, 1)
+			}
+			prevLE, prevCount = b.le, b.count
+		}
+		return prevLE
+	}
+	return quantile(0.5), quantile(0.99), nil
+}
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func admissionReport(ctx context.Context, root string, scale int, only string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Allocation at admission: svcnet's webhook vs kube-apiserver alone\n\n")
+	fmt.Fprintf(&b, "A fresh kube-apiserver per run; %d client workers create the Services (QPS 1000). "+
+		"\"kube-apiserver alone\" has no webhook: it allocates ClusterIPs and nodePorts itself. "+
+		"\"svcnet\" runs `svcnet manager --controllers=clusterip,nodeport` as its own process, its webhook installed by URL on loopback: "+
+		"svcnet chooses, kube-apiserver commits. Throughput is Services created per second; latencies are per create as the client saw it, "+
+		"and inside the webhook from svcnet's svcnet_admission_duration_seconds histogram (interpolated like histogram_quantile). "+
+		"Each side runs three times; the run with the median throughput is shown.\n\n", admissionWorkers)
+	fmt.Fprintf(&b, "| scenario | allocator | Services/s | client p50 | client p99 | webhook p50 | webhook p99 | svcnet CPU s | svcnet peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, sc := range admScenarios(scale) {
+		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
+			continue
+		}
+		var tput [2]float64
+		for k, withSvcnet := range []bool{false, true} {
+			var runs []admResult
+			for i := range 3 {
+				dir, err := os.MkdirTemp("", "svcnet-bench-")
+				if err != nil {
+					return "", err
+				}
+				fmt.Fprintf(os.Stderr, "bench: %s, svcnet=%v (run %d/3)\n", sc.name, withSvcnet, i+1)
+				r, err := runAdmission(ctx, root, dir, sc, withSvcnet)
+				if err != nil {
+					return "", fmt.Errorf("%s: %w", sc.name, err)
+				}
+				_ = os.RemoveAll(dir)
+				runs = append(runs, r)
+			}
+			slices.SortFunc(runs, func(a, b admResult) int { return cmp.Compare(a.wall, b.wall) })
+			r := runs[1]
+			tput[k] = float64(sc.services) / r.wall.Seconds()
+			name, hook, proc := "kube-apiserver alone", "| - | - |", "- | -"
+			if withSvcnet {
+				name = "svcnet"
+				hook = fmt.Sprintf("| %.2f ms | %.2f ms |", r.webhookP50*1000, r.webhookP99*1000)
+				proc = fmt.Sprintf("%.2f | %.0f", r.cpu, r.rssMiB)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f ms | %.1f ms %s %s |\n", sc.name, name, tput[k],
+				float64(percentile(r.clientLatency, 0.5).Microseconds())/1000, float64(percentile(r.clientLatency, 0.99).Microseconds())/1000, hook, proc)
+		}
+		fmt.Fprintf(&b, "| %s | **svcnet/alone** | **%.2fx** | | | | | | |\n", sc.name, ratio(tput[1], tput[0]))
+	}
+	return b.String(), nil
+}
