@@ -108,9 +108,22 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 // SetupWithManager registers the controller and its usage metrics.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
+	feed := ipamfeed.AddressHandler(r.usage)
+	// Check for exhaustion once the usage includes the new address (the
+	// controller's own queue may run before this handler).
+	addresses := toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			feed.OnAdd(obj, initial)
+			if ip, ok := obj.(*networkingv1.IPAddress); ok && !initial {
+				r.checkExhausted(ctx, ip.Name)
+			}
+		},
+		UpdateFunc: feed.OnUpdate,
+		DeleteFunc: feed.OnDelete,
+	}
 	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
 		&networkingv1.ServiceCIDR{}: ipamfeed.CIDRHandler(r.usage, nil),
-		&networkingv1.IPAddress{}:   ipamfeed.AddressHandler(r.usage),
+		&networkingv1.IPAddress{}:   addresses,
 	} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
@@ -317,7 +330,6 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ipa); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.checkExhausted(ctx, ipa.Name)
 	if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}

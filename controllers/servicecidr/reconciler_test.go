@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
@@ -67,6 +69,16 @@ var _ = Describe("ServiceCIDR controller", Ordered, func() {
 		}
 		err := env.Client.Create(ctx, service("overflow", ns))
 		Expect(err).To(MatchError(ContainSubstring("failed to allocate a ClusterIP: no free address for IPv4 in ServiceCIDRs kubernetes")))
+		kube := &networkingv1.ServiceCIDR{}
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "kubernetes"}, kube)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(env.Client.List(ctx, &list)).To(Succeed())
+			g.Expect(list.Items).To(ContainElement(And(
+				HaveField("Reason", ipaddress.ReasonExhausted),
+				HaveField("Regarding.UID", kube.UID),
+			)))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 
 		Expect(env.Client.Create(ctx, serviceCIDR("second", "10.120.0.0/24"))).To(Succeed())
 		Eventually(ready(ctx, "second")).WithTimeout(timeout).WithPolling(interval).Should(Succeed())

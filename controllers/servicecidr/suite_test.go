@@ -35,7 +35,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.100.0.0/28"})
 	Expect(err).NotTo(HaveOccurred())
 	stopManager, err = env.StartManager(controllers.Options{
-		Controllers: []string{controllers.ServiceCIDRName, controllers.ClusterIPName},
+		Controllers: []string{controllers.ServiceCIDRName, controllers.ClusterIPName, controllers.IPAddressName},
 	})
 	Expect(err).NotTo(HaveOccurred())
 })
