@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -96,6 +99,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	if equality.Semantic.DeepEqual(orig.Spec, svc.Spec) {
 		return admission.Allowed("").WithWarnings(warnings...), "unchanged"
 	}
+	if ops, ok := allocationPatch(orig, svc); ok {
+		return admission.Patched("", ops...).WithWarnings(warnings...), "patched"
+	}
 	raw, err := json.Marshal(svc)
 	if err != nil {
 		for _, u := range undos {
@@ -104,4 +110,36 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 		return admission.Errored(http.StatusInternalServerError, err), "denied"
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...), "patched"
+}
+
+// allocationPatch writes the JSON patch for the fields the allocators set
+// directly, without marshalling and diffing the whole Service; ok is false
+// when anything else changed.
+func allocationPatch(orig, svc *corev1.Service) ([]jsonpatch.JsonPatchOperation, bool) {
+	var ops []jsonpatch.JsonPatchOperation
+	set := func(path string, v any) {
+		ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "add", Path: path, Value: v})
+	}
+	rest := orig.Spec.DeepCopy()
+	if orig.Spec.ClusterIP != svc.Spec.ClusterIP {
+		set("/spec/clusterIP", svc.Spec.ClusterIP)
+		rest.ClusterIP = svc.Spec.ClusterIP
+	}
+	if !slices.Equal(orig.Spec.ClusterIPs, svc.Spec.ClusterIPs) {
+		set("/spec/clusterIPs", svc.Spec.ClusterIPs)
+		rest.ClusterIPs = svc.Spec.ClusterIPs
+	}
+	if orig.Spec.HealthCheckNodePort != svc.Spec.HealthCheckNodePort {
+		set("/spec/healthCheckNodePort", svc.Spec.HealthCheckNodePort)
+		rest.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+	}
+	if len(orig.Spec.Ports) == len(svc.Spec.Ports) {
+		for i := range svc.Spec.Ports {
+			if orig.Spec.Ports[i].NodePort != svc.Spec.Ports[i].NodePort {
+				set(fmt.Sprintf("/spec/ports/%d/nodePort", i), svc.Spec.Ports[i].NodePort)
+				rest.Ports[i].NodePort = svc.Spec.Ports[i].NodePort
+			}
+		}
+	}
+	return ops, equality.Semantic.DeepEqual(*rest, svc.Spec)
 }
