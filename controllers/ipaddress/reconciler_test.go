@@ -39,17 +39,10 @@ func ipAddress(ip, svcNamespace, svcName string) *networkingv1.IPAddress {
 	}
 }
 
-// events returns the Events about uid with reason.
 func events(ctx context.Context, g Gomega, uid types.UID, reason string) []eventsv1.Event {
-	var list eventsv1.EventList
-	g.Expect(env.Client.List(ctx, &list)).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.UID == uid && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
+	list, err := env.Events(ctx, uid, reason)
+	g.Expect(err).NotTo(HaveOccurred())
+	return list
 }
 
 func parentOf(ctx context.Context, g Gomega, ip string) string {

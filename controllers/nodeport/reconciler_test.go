@@ -15,15 +15,9 @@ import (
 )
 
 func events(ctx context.Context, g Gomega, uid types.UID, reason string) []eventsv1.Event {
-	var list eventsv1.EventList
-	g.Expect(env.Client.List(ctx, &list)).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.UID == uid && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
+	list, err := env.Events(ctx, uid, reason)
+	g.Expect(err).NotTo(HaveOccurred())
+	return list
 }
 
 func withNodePort(name, ns string, port int32) *corev1.Service {

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -313,4 +315,20 @@ func Parallel(n int, f func(i int) error) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// Events returns the events.k8s.io Events about the object with uid that
+// have reason.
+func (e *Env) Events(ctx context.Context, uid types.UID, reason string) ([]eventsv1.Event, error) {
+	var list eventsv1.EventList
+	if err := e.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.UID == uid && ev.Reason == reason {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
 }
