@@ -182,12 +182,8 @@ var _ = Describe("ClusterIP allocation at admission", func() {
 	})
 
 	It("lets Services through when svcnet is down", func(ctx SpecContext) {
-		stopManager()
-		DeferCleanup(func() {
-			var err error
-			stopManager, err = env.StartManager(managerOpts)
-			Expect(err).NotTo(HaveOccurred())
-		})
+		env.StopManager()
+		DeferCleanup(func() { Expect(env.RestartManager()).To(Succeed()) })
 		svc := create(ctx, web("while-down", ns).Type(corev1.ServiceTypeNodePort).Obj())
 		Expect(svc.Spec.ClusterIP).NotTo(BeEmpty(), "kube-apiserver allocated on its own")
 		Expect(svc.Spec.Ports[0].NodePort).NotTo(BeZero())

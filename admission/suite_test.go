@@ -22,7 +22,6 @@ const (
 
 var (
 	env         *testenv.Env
-	stopManager func()
 	managerOpts = controllers.Options{
 		Controllers: []string{controllers.ClusterIPName, controllers.NodePortName},
 		ClusterIP:   controllers.ClusterIPOptions{ReuseDelay: 5 * time.Minute},
@@ -42,16 +41,11 @@ func TestAdmission(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	var err error
-	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16,fd00:10:96::/112"})
-	Expect(err).NotTo(HaveOccurred())
-	stopManager, err = env.StartManager(managerOpts)
+	env, err = testenv.StartWithManager(testenv.Options{ServiceCIDRs: "10.96.0.0/16,fd00:10:96::/112"}, managerOpts)
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

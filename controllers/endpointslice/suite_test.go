@@ -24,10 +24,7 @@ const (
 	quiet = 2 * time.Second
 )
 
-var (
-	env         *testenv.Env
-	stopManager func()
-)
+var env *testenv.Env
 
 func TestEndpointSlice(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -38,20 +35,14 @@ func TestEndpointSlice(t *testing.T) {
 var _ = BeforeSuite(func() {
 	var err error
 	// Dual-stack, so that one environment covers single- and dual-stack.
-	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16,fd00:10:96::/112"})
-	Expect(err).NotTo(HaveOccurred())
-	opts := endpointslice.DefaultOptions()
-	stopManager, err = env.StartManager(controllers.Options{
+	env, err = testenv.StartWithManager(testenv.Options{ServiceCIDRs: "10.96.0.0/16,fd00:10:96::/112"}, controllers.Options{
 		Controllers:   []string{endpointslice.ControllerName},
-		EndpointSlice: opts,
+		EndpointSlice: endpointslice.DefaultOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

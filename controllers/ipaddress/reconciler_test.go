@@ -94,11 +94,11 @@ var _ = Describe("IPAddress audit", func() {
 	It("repairs leaked and missing IPAddresses left while the manager was down", func(ctx SpecContext) {
 		svc := service("kept", ns)
 		Expect(env.Client.Create(ctx, svc)).To(Succeed())
-		stopManager()
+		env.StopManager()
 		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: svc.Spec.ClusterIP}})).To(Succeed())
 		leaked := ipAddress("10.96.200.200", ns, "never-created")
 		Expect(env.Client.Create(ctx, leaked)).To(Succeed())
-		restartManager()
+		Expect(env.RestartManager()).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/kept"))
 			err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaked), &networkingv1.IPAddress{})
@@ -122,7 +122,7 @@ var _ = Describe("IPAddress audit", func() {
 	It("reports an address of an exclusive ServiceCIDR given to another namespace while svcnet was down", func(ctx SpecContext) {
 		sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "tenant-x"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.160.0.0/24"}}}
 		Expect(env.Client.Create(ctx, sc)).To(Succeed())
-		stopManager()
+		env.StopManager()
 		svc := service("squatter", ns, "10.160.0.5")
 		Eventually(func() error { return env.Client.Create(ctx, svc) }).WithTimeout(timeout).Should(Succeed())
 		binding := &svcnetv1alpha1.ServiceCIDRBinding{
@@ -131,7 +131,7 @@ var _ = Describe("IPAddress audit", func() {
 				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}},
 		}
 		Expect(env.Client.Create(ctx, binding)).To(Succeed())
-		restartManager()
+		Expect(env.RestartManager()).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonExclusive)).To(HaveLen(1))
 		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())

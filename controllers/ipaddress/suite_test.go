@@ -20,7 +20,6 @@ const (
 
 var (
 	env         *testenv.Env
-	stopManager func()
 	managerOpts = controllers.Options{
 		Controllers: []string{controllers.IPAddressName, controllers.ClusterIPName},
 		IPAddress:   ipaddress.Options{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
@@ -35,24 +34,12 @@ func TestIPAddress(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	var err error
-	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16"})
-	Expect(err).NotTo(HaveOccurred())
-	stopManager, err = env.StartManager(managerOpts)
+	env, err = testenv.StartWithManager(testenv.Options{ServiceCIDRs: "10.96.0.0/16"}, managerOpts)
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
-
-func restartManager() {
-	GinkgoHelper()
-	var err error
-	stopManager, err = env.StartManager(managerOpts)
-	Expect(err).NotTo(HaveOccurred())
-}

@@ -36,11 +36,9 @@ var _ = Describe("nodeport audit", func() {
 		outside := withNodePort("outside", ns, 32500)
 		Expect(env.Client.Create(ctx, outside)).To(MatchError(ContainSubstring("the range of valid ports is 30000-31999")))
 		// While svcnet is down, kube-apiserver (range up to 32767) takes it.
-		stopManager()
+		env.StopManager()
 		Expect(env.Client.Create(ctx, outside)).To(Succeed())
-		var err2 error
-		stopManager, err2 = env.StartManager(managerOpts)
-		Expect(err2).NotTo(HaveOccurred())
+		Expect(env.RestartManager()).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			g.Expect(events(ctx, g, excluded.UID, nodeport.ReasonExcluded)).To(HaveLen(1))

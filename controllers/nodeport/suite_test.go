@@ -19,8 +19,7 @@ const (
 )
 
 var (
-	env         *testenv.Env
-	stopManager func()
+	env *testenv.Env
 	// svcnet is told a narrower range than the API server's, as after a
 	// misconfiguration, so that out-of-range ports can exist.
 	managerOpts = controllers.Options{
@@ -38,16 +37,11 @@ func TestNodePort(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	var err error
-	env, err = testenv.Start(testenv.Options{NodePortRange: "30000-32767"})
-	Expect(err).NotTo(HaveOccurred())
-	stopManager, err = env.StartManager(managerOpts)
+	env, err = testenv.StartWithManager(testenv.Options{NodePortRange: "30000-32767"}, managerOpts)
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

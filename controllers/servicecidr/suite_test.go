@@ -18,10 +18,7 @@ const (
 	interval = 100 * time.Millisecond
 )
 
-var (
-	env         *testenv.Env
-	stopManager func()
-)
+var env *testenv.Env
 
 func TestServiceCIDR(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -32,18 +29,13 @@ func TestServiceCIDR(t *testing.T) {
 var _ = BeforeSuite(func() {
 	var err error
 	// A tiny default range (14 addresses), so that filling it is quick.
-	env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.100.0.0/28"})
-	Expect(err).NotTo(HaveOccurred())
-	stopManager, err = env.StartManager(controllers.Options{
+	env, err = testenv.StartWithManager(testenv.Options{ServiceCIDRs: "10.100.0.0/28"}, controllers.Options{
 		Controllers: []string{controllers.ServiceCIDRName, controllers.ClusterIPName, controllers.IPAddressName},
 	})
 	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

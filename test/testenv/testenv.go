@@ -49,6 +49,9 @@ type Env struct {
 	env    *envtest.Environment
 	// nodePortRange is the API server's, which the manager must share.
 	nodePortRange string
+	// The manager StartWithManager runs, for StopManager/RestartManager.
+	managerOpts controllers.Options
+	stopManager func()
 }
 
 // BinDir finds the folder of the Kubernetes binaries: $KUBEBUILDER_ASSETS,
@@ -120,8 +123,47 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env, nodePortRange: nodePorts}, nil
 }
 
-// Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+// StartWithManager starts the API server and svcnet's manager with m,
+// for suites that test controllers: Stop stops both, and StopManager and
+// RestartManager let a test see what happens while svcnet is down.
+func StartWithManager(opts Options, m controllers.Options) (*Env, error) {
+	e, err := Start(opts)
+	if err != nil {
+		return nil, err
+	}
+	e.managerOpts = m
+	if err := e.RestartManager(); err != nil {
+		_ = e.env.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// StopManager stops the manager StartWithManager started, if it runs.
+func (e *Env) StopManager() {
+	if e.stopManager != nil {
+		e.stopManager()
+		e.stopManager = nil
+	}
+}
+
+// RestartManager (re)starts the manager with StartWithManager's options.
+func (e *Env) RestartManager() error {
+	e.StopManager()
+	stop, err := e.StartManager(e.managerOpts)
+	if err != nil {
+		return err
+	}
+	e.stopManager = stop
+	return nil
+}
+
+// Stop stops the manager, if StartWithManager started one, the API server
+// and etcd.
+func (e *Env) Stop() error {
+	e.StopManager()
+	return e.env.Stop()
+}
 
 // Namespace creates a fresh namespace named after prefix.
 func (e *Env) Namespace(ctx context.Context, prefix string) (string, error) {
