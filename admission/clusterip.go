@@ -48,13 +48,11 @@ func (c *clusterIPs) trackFamilies(sc *networkingv1.ServiceCIDR, deleted bool) {
 		return
 	}
 	var fams []corev1.IPFamily
-	for _, s := range sc.Spec.CIDRs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			if p.Addr().Is4() {
-				fams = append(fams, corev1.IPv4Protocol)
-			} else {
-				fams = append(fams, corev1.IPv6Protocol)
-			}
+	for _, p := range ipamfeed.ToCIDR(sc).Prefixes {
+		if p.Addr().Is4() {
+			fams = append(fams, corev1.IPv4Protocol)
+		} else {
+			fams = append(fams, corev1.IPv6Protocol)
 		}
 	}
 	c.families[sc.Name] = fams

@@ -112,6 +112,34 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...), "patched"
 }
 
+// keepAllocated copies values an update leaves empty from the old object,
+// as kube-apiserver does before it validates (kubectl apply of a manifest
+// without them must not change them).
+func keepAllocated(svc, old *corev1.Service) {
+	if old == nil {
+		return
+	}
+	if needsClusterIP(svc) && needsClusterIP(old) && svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, append([]string(nil), old.Spec.ClusterIPs...)
+	}
+	if needsNodePorts(svc) && needsNodePorts(old) {
+		for i := range svc.Spec.Ports {
+			p := &svc.Spec.Ports[i]
+			if p.NodePort != 0 {
+				continue
+			}
+			for _, o := range old.Spec.Ports {
+				if o.Port == p.Port && o.Protocol == p.Protocol {
+					p.NodePort = o.NodePort
+				}
+			}
+		}
+	}
+	if needsHealthCheckNodePort(svc) && needsHealthCheckNodePort(old) && svc.Spec.HealthCheckNodePort == 0 {
+		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
+	}
+}
+
 // allocationPatch writes the JSON patch for the fields the allocators set
 // directly, without marshalling and diffing the whole Service; ok is false
 // when anything else changed.

@@ -26,34 +26,6 @@ func needsHealthCheckNodePort(svc *corev1.Service) bool {
 		svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 }
 
-// keepAllocated copies values an update leaves empty from the old object,
-// as kube-apiserver does before it validates (kubectl apply of a manifest
-// without them must not change them).
-func keepAllocated(svc, old *corev1.Service) {
-	if old == nil {
-		return
-	}
-	if needsClusterIP(svc) && needsClusterIP(old) && svc.Spec.ClusterIP == "" && len(svc.Spec.ClusterIPs) == 0 {
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, append([]string(nil), old.Spec.ClusterIPs...)
-	}
-	if needsNodePorts(svc) && needsNodePorts(old) {
-		for i := range svc.Spec.Ports {
-			p := &svc.Spec.Ports[i]
-			if p.NodePort != 0 {
-				continue
-			}
-			for _, o := range old.Spec.Ports {
-				if o.Port == p.Port && o.Protocol == p.Protocol {
-					p.NodePort = o.NodePort
-				}
-			}
-		}
-	}
-	if needsHealthCheckNodePort(svc) && needsHealthCheckNodePort(old) && svc.Spec.HealthCheckNodePort == 0 {
-		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
-	}
-}
-
 // assign fills missing nodePorts and the healthCheckNodePort, and checks the
 // explicit ones, with kube-apiserver's rules: ports of one Service with the
 // same number and different protocols share a nodePort;

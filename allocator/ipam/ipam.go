@@ -408,11 +408,12 @@ func (a *Allocator) Reserve(addr netip.Addr, req Request) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expirePending(a.opts.Clock.Now())
-	cidrs, denied := a.allUsable(addr)
-	if d, bad := inAny(addr, denied(req)); bad {
-		return fmt.Errorf("%s: %w (ServiceCIDR range %s is bound exclusively)", addr, ErrDenied, d)
+	for _, name := range req.Denied {
+		if p, bad := inAny(addr, a.cidrs[name].Prefixes); bad {
+			return fmt.Errorf("%s: %w (ServiceCIDR range %s is bound exclusively)", addr, ErrDenied, p)
+		}
 	}
-	if !cidrs {
+	if !a.allocatable(addr) {
 		return fmt.Errorf("%s is %w; allowed ranges: %s", addr, ErrNotInRange, a.rangesLocked(addr.Is4()))
 	}
 	if st, ok := a.used[addr]; ok {
@@ -427,27 +428,19 @@ func (a *Allocator) Reserve(addr netip.Addr, req Request) error {
 	return nil
 }
 
-// allUsable reports whether a usable ServiceCIDR can allocate addr, and a
-// function giving the prefixes denied to a request.
-func (a *Allocator) allUsable(addr netip.Addr) (bool, func(Request) []netip.Prefix) {
-	ok := false
+// allocatable reports whether a usable ServiceCIDR can give addr.
+func (a *Allocator) allocatable(addr netip.Addr) bool {
 	for _, c := range a.cidrs {
 		if !c.Usable {
 			continue
 		}
 		for _, p := range c.Prefixes {
 			if _, in := a.prefixes[p].index(addr); in {
-				ok = true
+				return true
 			}
 		}
 	}
-	return ok, func(req Request) []netip.Prefix {
-		var out []netip.Prefix
-		for _, name := range req.Denied {
-			out = append(out, a.cidrs[name].Prefixes...)
-		}
-		return out
-	}
+	return false
 }
 
 // Ranges lists the usable prefixes of one family, for messages.

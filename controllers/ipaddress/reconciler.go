@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/svcnet-io/svcnet/allocator/ipam"
@@ -32,7 +34,7 @@ const ControllerName = "ipaddress"
 const clusterIPIndex = "svcnet.io/clusterip"
 
 // ManagedBy is the IPAddress label value of kube-apiserver's allocator.
-const ManagedBy = "ipallocator.k8s.io"
+const ManagedBy = ipamfeed.ManagedBy
 
 // DefaultLeakGracePeriod is how old an IPAddress without its Service must
 // be to be called leaked, as in kube-apiserver: it creates the IPAddress
@@ -161,8 +163,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		Watches(&networkingv1.IPAddress{}, addressAndServices).
 		Watches(&corev1.Service{}, services).
-		Watches(&svcnetv1alpha1.ServiceCIDRBinding{}, handler.EnqueueRequestsFromMapFunc(r.allServices)).
-		Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(r.allServices)).
+		Watches(&svcnetv1alpha1.ServiceCIDRBinding{}, handler.EnqueueRequestsFromMapFunc(r.allServices),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Only a ServiceCIDR that appears, goes or changes its ranges can put
+		// a ClusterIP out of range; its status updates cannot.
+		Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(r.allServices),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 

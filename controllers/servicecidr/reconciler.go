@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
 // ControllerName is the --controllers name.
@@ -36,9 +38,6 @@ const (
 	ReasonTerminating  = networkingv1.ServiceCIDRReasonTerminating
 	MessageTerminating = "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR"
 )
-
-// managedBy is the IPAddress label value of kube-apiserver's allocator.
-const managedBy = "ipallocator.k8s.io"
 
 // Reconciler reconciles ServiceCIDRs.
 type Reconciler struct {
@@ -155,7 +154,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sc *networkingv1.Servi
 		return ctrl.Result{}, err
 	}
 	var ips networkingv1.IPAddressList
-	if err := r.client.List(ctx, &ips, client.MatchingLabels{networkingv1.LabelManagedBy: managedBy}); err != nil {
+	if err := r.client.List(ctx, &ips, client.MatchingLabels{networkingv1.LabelManagedBy: ipamfeed.ManagedBy}); err != nil {
 		return ctrl.Result{}, err
 	}
 	addrs := make([]netip.Addr, 0, len(ips.Items))

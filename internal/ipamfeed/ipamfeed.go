@@ -18,6 +18,10 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
 
+// ManagedBy is the label value kube-apiserver's allocator puts on the
+// IPAddress objects of the ClusterIPs it commits.
+const ManagedBy = "ipallocator.k8s.io"
+
 // ToCIDR converts a ServiceCIDR: usable when Ready (or not yet judged by a
 // controller) and not being deleted.
 func ToCIDR(sc *networkingv1.ServiceCIDR) ipam.CIDR {
