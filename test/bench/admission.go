@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -48,15 +47,6 @@ func admScenarios(scale int) []admScenario {
 	}
 }
 
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // runAdmission creates the scenario's Services against a fresh API server,
 // through svcnet's webhook (a separate `svcnet manager` process) when
 // withSvcnet, else with kube-apiserver allocating alone.
@@ -80,7 +70,7 @@ func runAdmission(ctx context.Context, root, workDir string, sc admScenario, wit
 		}
 		ports := make([]int, 3)
 		for i := range ports {
-			if ports[i], err = freeLocalPort(); err != nil {
+			if ports[i], err = testenv.FreePort(); err != nil {
 				return res, err
 			}
 		}
@@ -96,7 +86,7 @@ func runAdmission(ctx context.Context, root, workDir string, sc admScenario, wit
 			return res, err
 		}
 		defer p.stop()
-		if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute); err != nil {
+		if err := testenv.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute); err != nil {
 			return res, fmt.Errorf("svcnet manager not ready: %w (log: %s)", err, filepath.Join(workDir, "svcnet.log"))
 		}
 		metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
@@ -140,21 +130,6 @@ func runAdmission(ctx context.Context, root, workDir string, sc admScenario, wit
 		}
 	}
 	return res, nil
-}
-
-func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not OK after %v", url, timeout)
 }
 
 // webhookQuantiles reads svcnet_admission_duration_seconds of the patched

@@ -196,13 +196,13 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 	o.MetricsBindAddress = "0"
 	o.KubeAPIQPS, o.KubeAPIBurst = 1000, 2000
 	o.SkipNameValidation = true // suites restart managers in one process
-	healthPort, err := freePort()
+	healthPort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
 	if controllers.NeedsWebhook(opts.Controllers) {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -222,22 +222,28 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	var runErr error
+	exited := make(chan struct{}) // closed when the manager returns
+	go func() {
+		runErr = mgr.Start(ctx)
+		close(exited)
+	}()
 	stop = func() {
 		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: manager stopped with:", err)
+		<-exited
+		if runErr != nil {
+			fmt.Fprintln(os.Stderr, "testenv: manager stopped with:", runErr)
 		}
 	}
-	if err := waitReady(ctx, healthPort, done); err != nil {
+	if err := waitReady(ctx, healthPort, exited); err != nil {
 		stop()
 		return nil, err
 	}
 	return stop, nil
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -246,14 +252,29 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitReady(ctx context.Context, port int, done <-chan error) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+// waitReady waits for the manager's /readyz, giving up when it exits.
+func waitReady(ctx context.Context, port int, exited <-chan struct{}) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
-		case err := <-done:
-			return fmt.Errorf("manager stopped before it was ready: %w", err)
-		default:
+		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", port), 60*time.Second); err != nil {
+		return fmt.Errorf("manager not ready: %w", err)
+	}
+	return nil
+}
+
+// WaitHTTP polls url until it answers 200 OK, timeout passes or ctx ends.
+func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -264,7 +285,7 @@ func waitReady(ctx context.Context, port int, done <-chan error) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return errors.New("manager not ready after 60s")
+	return fmt.Errorf("%s not OK after %v", url, timeout)
 }
 
 func orDefault(v, def string) string {
