@@ -346,8 +346,10 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 		return err
 	}
 
+	rendered := time.Now()
 	var errs []error
 	anyFull := false
+	written := 0
 	for _, f := range a.families {
 		cfg := iptables.Config{MasqueradeAll: a.opts.MasqueradeAll}
 		for _, ip := range nodePortIPs {
@@ -369,6 +371,7 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 			continue
 		}
 		metricRulesWritten.Add(float64(res.Rules))
+		written += res.Rules
 	}
 
 	health := map[int32]healthEntry{}
@@ -395,6 +398,8 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 		kind = "full"
 	}
 	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
+	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", written,
+		"render", rendered.Sub(start), "apply", now.Sub(rendered))
 	for _, t := range triggers {
 		metricProgrammingLatency.Observe(now.Sub(t).Seconds())
 	}

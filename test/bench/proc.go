@@ -34,7 +34,8 @@ func startProc(logPath string, argv ...string) (*proc, error) {
 	return p, nil
 }
 
-// cpuSeconds is the user+system CPU time the process used so far.
+// cpuSeconds is the user+system CPU time the process used so far,
+// including that of the children it waited for (iptables-restore).
 func (p *proc) cpuSeconds() float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
@@ -44,7 +45,9 @@ func (p *proc) cpuSeconds() float64 {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // USER_HZ
+	cutime, _ := strconv.ParseFloat(fields[13], 64)
+	cstime, _ := strconv.ParseFloat(fields[14], 64)
+	return (utime + stime + cutime + cstime) / 100 // USER_HZ
 }
 
 // peakRSSMiB is the process's high-water resident set size.

@@ -316,8 +316,12 @@ func TestAgent(t *testing.T) {
 		g.Expect(svc.Spec.HealthCheckNodePort).NotTo(BeZero())
 		outside := netlab.Client(c.client, 2*time.Second)
 		g.Eventually(func() (string, error) {
-			return netlab.Get(ctx, outside, fmt.Sprintf("http://%s:%d/", c.nodes[0].IP, svc.Spec.Ports[0].NodePort))
-		}).WithTimeout(converge).WithPolling(poll).Should(HaveSuffix(" "+clientIP), "the Pod must see the client's own address")
+			body, err := netlab.Get(ctx, outside, fmt.Sprintf("http://%s:%d/", c.nodes[0].IP, svc.Spec.Ports[0].NodePort))
+			if f := strings.Fields(body); len(f) > 1 {
+				return f[1], err
+			}
+			return body, err
+		}).WithTimeout(converge).WithPolling(poll).Should(Equal(clientIP), "the Pod must see the client's own address")
 
 		health := func(n *netlab.Node) (int, error) {
 			resp, err := outside.Get(fmt.Sprintf("http://%s:%d/", n.IP, svc.Spec.HealthCheckNodePort))

@@ -1,7 +1,8 @@
 // Package netlab builds small networks of network namespaces for kernel
 // tests: a fabric bridge, nodes attached to it (each routing its own Pod
 // CIDR to the others), Pods wired to their node by veth with an HTTP
-// server that answers with the Pod's name and the client's address, and
+// server that answers with the Pod's name, the client's address and the
+// address it was reached on, and
 // clients outside the nodes. It only ever creates namespaces, links and
 // routes inside the namespaces it made, and removes them on Close.
 package netlab
@@ -134,6 +135,22 @@ func (l *Lab) attach(ns, iface string, addr netip.Prefix) error {
 	return l.run(ns, "ip", "addr", "add", addr.String(), "dev", iface)
 }
 
+// RefuseUnserved makes the fabric itself own ranges (with addr on its
+// bridge, so that it answers ARP): a connection a node sends there because
+// no rule of its own caught it is refused at once instead of timing out.
+// Benchmarks use it to notice the first moment a node serves a ClusterIP.
+func (l *Lab) RefuseUnserved(addr netip.Prefix, ranges ...netip.Prefix) error {
+	if err := l.run(l.fabric, "ip", "addr", "add", addr.String(), "dev", "br0"); err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		if err := l.run(l.fabric, "ip", "route", "add", "local", r.String(), "dev", "lo"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Node is a simulated node: a namespace on the fabric that routes its Pod
 // CIDR and forwards.
 type Node struct {
@@ -191,10 +208,12 @@ type Pod struct {
 	NetNS string
 	IP    netip.Addr
 	Node  *Node
+	// hostIface is the node's end of the Pod's veth.
+	hostIface string
 }
 
 // AddPod creates a Pod on n with the next address of its CIDR, serving
-// HTTP on port: every answer is "<pod name> <client ip>".
+// HTTP on port: every answer is "<pod name> <client ip> <local ip>".
 func (n *Node) AddPod(name string, port int) (*Pod, error) {
 	l := n.lab
 	l.mu.Lock()
@@ -235,7 +254,11 @@ func (n *Node) AddPod(name string, port int) (*Pod, error) {
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			host, _, _ := net.SplitHostPort(r.RemoteAddr)
-			fmt.Fprintf(w, "%s %s", name, host)
+			local := "-"
+			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+				local, _, _ = net.SplitHostPort(a.String())
+			}
+			fmt.Fprintf(w, "%s %s %s", name, host, local)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
@@ -243,7 +266,19 @@ func (n *Node) AddPod(name string, port int) (*Pod, error) {
 	l.mu.Lock()
 	l.servers = append(l.servers, srv)
 	l.mu.Unlock()
-	return &Pod{Name: name, NetNS: ns, IP: ip, Node: n}, nil
+	return &Pod{Name: name, NetNS: ns, IP: ip, Node: n, hostIface: hostSide}, nil
+}
+
+// AddRange makes every address of prefix belong to the Pod (a local route,
+// so no address is configured one by one) and routes it from the node: one
+// namespace then stands for as many endpoints as a benchmark needs, and its
+// answers name the address each connection reached.
+func (p *Pod) AddRange(prefix netip.Prefix) error {
+	l := p.Node.lab
+	if err := l.run(p.NetNS, "ip", "route", "add", "local", prefix.String(), "dev", "lo"); err != nil {
+		return err
+	}
+	return l.run(p.Node.NetNS, "ip", "route", "add", prefix.String(), "dev", p.hostIface)
 }
 
 // AddClient creates a namespace on the fabric outside every node.

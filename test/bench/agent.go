@@ -1,0 +1,422 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/test/netlab"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+// The node agent benchmark: svcnet agent and kube-proxy each program their
+// own node (a network namespace) from the same Services and EndpointSlices,
+// and every latency is measured with real connections: from the moment the
+// EndpointSlice write is sent until a connection from the node to the
+// ClusterIP reaches the new endpoint. One backend namespace owns every
+// endpoint address (a local route for the whole range) and answers with the
+// address a connection reached.
+const (
+	agentClusterCIDR = "10.224.0.0/11"
+	agentServiceCIDR = "10.96.0.0/16"
+	agentTimeout     = 20 * time.Minute
+	agentPort        = 8080
+)
+
+// Endpoint addresses come from 10.240.0.0/12, inside the cluster CIDR.
+var agentEndpointRange = netip.MustParsePrefix("10.240.0.0/12")
+
+type agentImpl struct {
+	name string
+	argv func(root, kubeconfig, node string) []string
+}
+
+func agentImpls() []agentImpl {
+	kubeProxy := func(extra ...string) func(root, kc, node string) []string {
+		return func(root, kc, node string) []string {
+			return append([]string{filepath.Join(root, "bin/k8s/kube-proxy"), "--kubeconfig=" + kc, "--proxy-mode=iptables",
+				"--hostname-override=" + node, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2"}, extra...)
+		}
+	}
+	return []agentImpl{
+		{name: "svcnet agent", argv: func(root, kc, node string) []string {
+			return []string{filepath.Join(root, "bin/svcnet"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
+				"--cluster-cidr=" + agentClusterCIDR, "--v=2"}
+		}},
+		{name: "kube-proxy", argv: kubeProxy()},
+		{name: "kube-proxy --iptables-min-sync-period=0", argv: kubeProxy("--iptables-min-sync-period=0")},
+	}
+}
+
+type agentScenario struct {
+	letter   byte
+	services int // background Services, 10 endpoints each
+	changes  int // endpoint changes of the probe Service
+	// gap is the pause after one change converged before the next; a
+	// random pause up to gap when random is set.
+	gap    time.Duration
+	random bool
+}
+
+type agentResult struct {
+	coldSync  time.Duration
+	latencies []time.Duration
+	cpu       float64
+	rssMiB    float64
+}
+
+// agentWorld is one API server with its Services and EndpointSlices, and
+// the fabric the nodes plug into.
+type agentWorld struct {
+	env   *testenv.Env
+	lab   *netlab.Lab
+	ns    string
+	next  int // endpoint address counter
+	nodes int
+	probe *corev1.Service
+}
+
+func (w *agentWorld) endpointIP() string {
+	w.next++
+	a := agentEndpointRange.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) + uint32(w.next)
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}).String()
+}
+
+func agentSlice(svc *corev1.Service, ips []string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "bench.svcnet.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](agentPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return s
+}
+
+// addService creates a Service without selector and its one slice.
+func (w *agentWorld) addService(ctx context.Context, name string, ips []string) (*corev1.Service, error) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(agentPort)}}},
+	}
+	if err := w.env.Client.Create(ctx, svc); err != nil {
+		return nil, err
+	}
+	return svc, w.env.Client.Create(ctx, agentSlice(svc, ips))
+}
+
+func newAgentWorld(ctx context.Context, services int) (*agentWorld, error) {
+	env, err := testenv.Start(testenv.Options{ServiceCIDRs: agentServiceCIDR})
+	if err != nil {
+		return nil, err
+	}
+	w := &agentWorld{env: env}
+	if w.lab, err = netlab.New(fmt.Sprintf("svcnet-bench%04d", rand.IntN(10000))); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	if err := w.lab.RefuseUnserved(netip.MustParsePrefix("192.168.60.1/24"), netip.MustParsePrefix(agentServiceCIDR)); err != nil {
+		w.close()
+		return nil, err
+	}
+	if w.ns, err = env.Namespace(ctx, "bench"); err != nil {
+		w.close()
+		return nil, err
+	}
+	ips := make([][]string, services)
+	for i := range ips {
+		for range 10 {
+			ips[i] = append(ips[i], w.endpointIP())
+		}
+	}
+	err = testenv.Parallel(services, func(i int) error {
+		_, err := w.addService(ctx, fmt.Sprintf("svc%d", i), ips[i])
+		return err
+	})
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	// The probe Service is created last, so a proxy that serves it has
+	// synced everything before it.
+	if w.probe, err = w.addService(ctx, "probe", []string{w.endpointIP()}); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *agentWorld) close() {
+	w.lab.Close()
+	_ = w.env.Stop()
+}
+
+// node is one proxy's node: a namespace with a backend Pod owning every
+// endpoint address and a forwarder to the API server on the same loopback
+// address and port as outside, so the kubeconfig is the same.
+type benchNode struct {
+	node    *netlab.Node
+	fwd     net.Listener
+	client  *http.Client
+	probeIP string
+	last    string
+}
+
+func (w *agentWorld) addNode(ctx context.Context) (*benchNode, error) {
+	w.nodes++
+	i := w.nodes
+	n, err := w.lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.60.%d/24", 10+i)),
+		netip.MustParsePrefix(fmt.Sprintf("10.239.%d.0/24", i)), netip.MustParsePrefix(agentServiceCIDR))
+	if err != nil {
+		return nil, err
+	}
+	pod, err := n.AddPod(fmt.Sprintf("backend%d", i), agentPort)
+	if err != nil {
+		return nil, err
+	}
+	if err := pod.AddRange(agentEndpointRange); err != nil {
+		return nil, err
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}},
+	}
+	if err := w.env.Client.Create(ctx, node); err != nil {
+		return nil, err
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}
+	if err := w.env.Client.Status().Update(ctx, node); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(w.env.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	host := u.Host
+	fwd, err := netns.Listen(netlab.Path(n.NetNS), host)
+	if err != nil {
+		return nil, err
+	}
+	go forward(fwd, host)
+	return &benchNode{node: n, fwd: fwd, client: netlab.Client(n.NetNS, time.Second),
+		probeIP: w.probe.Spec.ClusterIP}, nil
+}
+
+// forward copies every connection accepted by l to target.
+func forward(l net.Listener, target string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{})
+			go func() { _, _ = io.Copy(up, c); close(done) }()
+			_, _ = io.Copy(c, up)
+			<-done
+		}()
+	}
+}
+
+// reached is the endpoint address a new connection to the probe Service
+// reaches from the node, or "" when none answers.
+func (n *benchNode) reached(ctx context.Context) string {
+	body, err := netlab.Get(ctx, n.client, "http://"+n.probeIP+"/")
+	if err != nil {
+		return ""
+	}
+	if f := strings.Fields(body); len(f) == 3 {
+		return f[2]
+	}
+	return ""
+}
+
+// waitFor probes every millisecond until the probe Service leads to want
+// ("" = to any endpoint) and returns the time it took since start.
+func (n *benchNode) waitFor(ctx context.Context, want string, start time.Time) (time.Duration, error) {
+	deadline := start.Add(agentTimeout)
+	for {
+		got := n.reached(ctx)
+		if got != "" && (want == "" || got == want) {
+			n.last = got
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the probe Service still leads to %q after %s, want %q", got, agentTimeout, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// change points the probe Service at a fresh endpoint and measures until a
+// connection from the node reaches it.
+func (w *agentWorld) change(ctx context.Context, n *benchNode) (time.Duration, error) {
+	ip := w.endpointIP()
+	var s discoveryv1.EndpointSlice
+	if err := w.env.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "probe"}, &s); err != nil {
+		return 0, err
+	}
+	s.Endpoints = agentSlice(w.probe, []string{ip}).Endpoints
+	start := time.Now()
+	if err := w.env.Client.Update(ctx, &s); err != nil {
+		return 0, err
+	}
+	return n.waitFor(ctx, ip, start)
+}
+
+func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl agentImpl, sc agentScenario) (agentResult, error) {
+	var res agentResult
+	n, err := w.addNode(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer n.fwd.Close()
+	kc := filepath.Join(workDir, "kubeconfig")
+	if err := w.env.WriteKubeconfig(kc); err != nil {
+		return res, err
+	}
+	argv := append([]string{"ip", "netns", "exec", n.node.NetNS}, impl.argv(root, kc, n.node.Name)...)
+	logPath := filepath.Join(workDir, strings.Fields(impl.name)[0]+".log")
+	p, err := startProc(logPath, argv...)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	if res.coldSync, err = n.waitFor(ctx, "", p.started); err != nil {
+		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
+	}
+	time.Sleep(sc.gap + time.Second) // out of any minimum sync interval
+	rng := rand.New(rand.NewPCG(uint64(sc.letter), 1))
+	for range sc.changes {
+		d, err := w.change(ctx, n)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w (log: %s)", impl.name, err, logPath)
+		}
+		res.latencies = append(res.latencies, d)
+		pause := sc.gap
+		if sc.random {
+			pause = time.Duration(rng.Int64N(int64(sc.gap) + 1))
+		}
+		time.Sleep(pause)
+	}
+	res.cpu = p.cpuSeconds()
+	res.rssMiB = p.peakRSSMiB()
+	return res, nil
+}
+
+func agentReport(ctx context.Context, root string, scale int, only string, skip string) (string, error) {
+	scenarios := []agentScenario{
+		{letter: 'g', services: 1000 / scale, changes: 200 / scale, gap: 500 * time.Millisecond, random: true},
+		{letter: 'h', services: 10000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
+	}
+	var b strings.Builder
+	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables mode)\n\n")
+	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
+		"kube-apiserver through a forwarder) and programs real iptables there (iptables %s). Services have no selector; the benchmark "+
+		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
+		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
+		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
+		"The cold sync is from process start until the probe Service (created after all others) answers. kube-proxy runs at its "+
+		"defaults (--iptables-min-sync-period=1s) and with --iptables-min-sync-period=0. CPU is the process's user+system time for the "+
+		"whole run including the iptables-restore children it waited for; RSS its peak.\n\n", iptablesVersion())
+	var pending []agentScenario
+	for _, sc := range scenarios {
+		if selected(only, string(sc.letter)) || (sc.letter == 'h' && selected(only, "i")) {
+			pending = append(pending, sc)
+		}
+	}
+	if len(pending) == 0 {
+		return "", nil
+	}
+	if skip != "" {
+		fmt.Fprintf(&b, "Not run: %s.\n", skip)
+		return b.String(), nil
+	}
+	fmt.Fprintf(&b, "| scenario | proxy | cold sync | change p50 | change p99 | change max | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
+	for _, sc := range pending {
+		var title string
+		if sc.letter == 'g' {
+			title = fmt.Sprintf("(g) %d endpoint changes at %d Services", sc.changes, sc.services)
+		} else {
+			title = fmt.Sprintf("(h) cold sync, (i) %d single endpoint changes at %d Services x 10 endpoints", sc.changes, sc.services)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: creating the objects\n", title)
+		w, err := newAgentWorld(ctx, sc.services)
+		if err != nil {
+			return "", err
+		}
+		var results []agentResult
+		for _, impl := range agentImpls() {
+			fmt.Fprintf(os.Stderr, "bench: %s with %s\n", title, impl.name)
+			dir, err := os.MkdirTemp("", "svcnet-bench-")
+			if err != nil {
+				w.close()
+				return "", err
+			}
+			r, err := runAgent(ctx, root, dir, w, impl, sc)
+			if err != nil {
+				w.close()
+				return "", fmt.Errorf("%s, %s: %w", title, impl.name, err)
+			}
+			if os.Getenv("SVCNET_BENCH_KEEP") == "" {
+				os.RemoveAll(dir)
+			} else {
+				fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", dir)
+			}
+			results = append(results, r)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.0f |\n", title, impl.name, r.coldSync.Round(time.Millisecond),
+				ms(percentile(r.latencies, 0.5)), ms(percentile(r.latencies, 0.99)), ms(slices.Max(r.latencies)), r.cpu, r.rssMiB)
+		}
+		w.close()
+		s := results[0]
+		for i, u := range results[1:] {
+			fmt.Fprintf(&b, "| %s | **svcnet / %s** | **%.2fx** | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", title, agentImpls()[i+1].name,
+				ratio(s.coldSync.Seconds(), u.coldSync.Seconds()),
+				ratio(percentile(s.latencies, 0.5).Seconds(), percentile(u.latencies, 0.5).Seconds()),
+				ratio(percentile(s.latencies, 0.99).Seconds(), percentile(u.latencies, 0.99).Seconds()),
+				ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
+		}
+	}
+	return b.String(), nil
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+func iptablesVersion() string {
+	out, err := exec.Command("iptables", "--version").Output()
+	if err != nil {
+		return "version unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
