@@ -120,7 +120,7 @@ func agentSlice(svc *corev1.Service, ips []string) *discoveryv1.EndpointSlice {
 func (w *agentWorld) addService(ctx context.Context, name string, ips []string) (*corev1.Service, error) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(agentPort)}}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(agentPort)}}},
 	}
 	if err := w.env.Client.Create(ctx, svc); err != nil {
 		return nil, err
