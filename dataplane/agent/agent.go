@@ -33,8 +33,11 @@ import (
 
 // Backoff bounds for retrying a failed sync.
 const (
-	retryMin = 100 * time.Millisecond
-	retryMax = 10 * time.Second
+	// fullSyncPeriod is how often a periodic resync rewrites every chain
+	// (kube-proxy's FullSyncPeriod).
+	fullSyncPeriod = time.Hour
+	retryMin       = 100 * time.Millisecond
+	retryMax       = 10 * time.Second
 )
 
 // Agent is one node's proxy.
@@ -51,6 +54,7 @@ type Agent struct {
 	mu          sync.Mutex
 	lastSuccess time.Time
 	lastErr     error
+	lastFull    time.Time
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
@@ -285,12 +289,19 @@ func (a *Agent) Loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-resync.C:
-			for _, f := range a.families {
-				f.syncer.ForceFull()
-			}
+			// Re-render everything; rewrite every chain only once per
+			// fullSyncPeriod, as kube-proxy does: on iptables-nft a full
+			// restore of 10,000 Services takes minutes, and a periodic one
+			// would hold every change back that long.
 			a.mu.Lock()
 			a.allDirty = true
+			full := time.Since(a.lastFull) >= fullSyncPeriod
 			a.mu.Unlock()
+			if full {
+				for _, f := range a.families {
+					f.syncer.ForceFull()
+				}
+			}
 		case <-a.trigger:
 		case <-retry:
 		}
@@ -396,6 +407,9 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	kind := "partial"
 	if anyFull {
 		kind = "full"
+		a.mu.Lock()
+		a.lastFull = now
+		a.mu.Unlock()
 	}
 	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
 	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", written,

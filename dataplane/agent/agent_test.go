@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
@@ -157,6 +158,53 @@ func chainsOf(dump string) map[string][]string {
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPeriodicResyncIsPartial checks that a periodic resync rewrites
+// nothing when nothing changed, and everything once fullSyncPeriod passed:
+// at 10,000 Services a full restore takes minutes on iptables-nft.
+func TestPeriodicResyncIsPartial(t *testing.T) {
+	c := newFakeClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Create(ctx, svc("web", "10.96.0.10", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, epSlice("web", "web-1", "10.244.1.2")); err != nil {
+		t.Fatal(err)
+	}
+	a, fk := testAgent(t, c)
+	a.opts.SyncPeriod = 10 * time.Millisecond
+	done := make(chan error)
+	go func() { done <- a.Loop(ctx) }()
+	restores := func() int {
+		fk.Lock()
+		defer fk.Unlock()
+		return fk.Restores
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the first sync", func() bool { return restores() == 1 })
+	time.Sleep(100 * time.Millisecond) // ten resyncs
+	if n := restores(); n != 1 {
+		t.Fatalf("periodic resyncs of unchanged rules restored %d times, want none", n-1)
+	}
+	a.mu.Lock()
+	a.lastFull = time.Now().Add(-2 * fullSyncPeriod)
+	a.mu.Unlock()
+	waitFor("the hourly full resync", func() bool { return restores() == 2 })
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }

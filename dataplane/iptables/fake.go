@@ -44,6 +44,10 @@ func NewFake() *Fake {
 	return f
 }
 
+// Lock and Unlock guard the counters for readers on other goroutines.
+func (f *Fake) Lock()   { f.mu.Lock() }
+func (f *Fake) Unlock() { f.mu.Unlock() }
+
 // Restore implements Interface.
 func (f *Fake) Restore(_ context.Context, data []byte) error {
 	f.mu.Lock()
