@@ -12,6 +12,7 @@ import (
 	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/controllers/nodeport"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
 )
@@ -23,7 +24,16 @@ const (
 	NodePortName    = nodeport.ControllerName
 	ServiceCIDRName = servicecidr.ControllerName
 	IPAddressName   = ipaddress.ControllerName
+	// LoadBalancerName gives LoadBalancer Services addresses from pools.
+	LoadBalancerName = loadbalancer.ControllerName
 )
+
+// LoadBalancerOptions configures the loadbalancer controller; it shares
+// the ipaddress audit's leak grace period and Event quiet period.
+type LoadBalancerOptions struct {
+	// Class is the spec.loadBalancerClass served, besides none.
+	Class string
+}
 
 // ClusterIPOptions configures ClusterIP allocation at admission.
 type ClusterIPOptions struct {
@@ -98,6 +108,20 @@ func setupNodePortAudit(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return r.SetupWithManager(mgr)
+}
+
+func setupLoadBalancer(mgr ctrl.Manager, opts Options) error {
+	lopts := loadbalancer.DefaultOptions()
+	if opts.LoadBalancer.Class != "" {
+		lopts.Class = opts.LoadBalancer.Class
+	}
+	if opts.IPAddress.LeakGracePeriod > 0 {
+		lopts.LeakGracePeriod = opts.IPAddress.LeakGracePeriod
+	}
+	if opts.IPAddress.EventQuietPeriod > 0 {
+		lopts.EventQuietPeriod = opts.IPAddress.EventQuietPeriod
+	}
+	return loadbalancer.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-"+loadbalancer.ControllerName), lopts).SetupWithManager(mgr)
 }
 
 // setupAdmission runs once for the controllers that allocate at admission.

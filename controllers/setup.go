@@ -25,6 +25,8 @@ type Options struct {
 	IPAddress IPAddressOptions
 	// NodePort configures nodePort allocation and the nodeport audit.
 	NodePort NodePortOptions
+	// LoadBalancer configures the loadbalancer controller.
+	LoadBalancer LoadBalancerOptions
 }
 
 // controller is one entry of the registry.
@@ -47,6 +49,7 @@ var registry = []controller{
 	{name: ClusterIPName, onDefault: true, admission: true},
 	// nodeport: allocation at admission, and the audit.
 	{name: NodePortName, onDefault: true, setup: setupNodePortAudit, admission: true},
+	{name: LoadBalancerName, onDefault: true, setup: setupLoadBalancer},
 }
 
 // Names returns the names of every controller, sorted.

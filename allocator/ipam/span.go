@@ -96,14 +96,15 @@ func (s span) lastIndexWithin(q netip.Prefix) uint64 {
 	if q.Bits() <= s.prefix.Bits() {
 		return s.size - 1
 	}
-	last := lastAddr(q)
+	last := LastAddr(q)
 	if i, ok := s.index(last); ok {
 		return i
 	}
 	return s.size - 1 // q's last address is s's broadcast address
 }
 
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr is the last address of p.
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	host := len(b)*8 - p.Bits()
 	for i := len(b) - 1; i >= 0 && host > 0; i-- {

@@ -21,7 +21,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ServiceCIDRBinding{}, &ServiceCIDRBindingList{})
+	s.AddKnownTypes(GroupVersion, &ServiceCIDRBinding{}, &ServiceCIDRBindingList{},
+		&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/internal/certs"
 	"github.com/svcnet-io/svcnet/internal/version"
 )
@@ -91,8 +92,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Controllers.NodePort.Range, "service-node-port-range", o.Controllers.NodePort.Range, "nodeport: the node port range; must match kube-apiserver's flag of the same name.")
 	fs.StringSliceVar(&o.Controllers.NodePort.Exclude, "nodeport-exclude", o.Controllers.NodePort.Exclude, "nodeport: port ranges never handed out dynamically, e.g. 32000-32767 or the nodes' ephemeral range; users may still ask for them explicitly (the audit reports it).")
 	fs.DurationVar(&o.Controllers.NodePort.ReuseDelay, "nodeport-reuse-delay", o.Controllers.NodePort.ReuseDelay, "nodeport: how long a released nodePort stays out of use (a re-created Service still gets it back); 0 reuses at once.")
-	fs.DurationVar(&o.Controllers.IPAddress.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.IPAddress.LeakGracePeriod, "ipaddress: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s).")
-	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress, nodeport: an audit Event repeats for the same object and reason at most this often.")
+	fs.DurationVar(&o.Controllers.IPAddress.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.IPAddress.LeakGracePeriod, "ipaddress, loadbalancer: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s).")
+	fs.StringVar(&o.Controllers.LoadBalancer.Class, "load-balancer-class", loadbalancer.DefaultClass, "loadbalancer: the spec.loadBalancerClass served, besides Services without a class.")
+	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
 	es := &o.Controllers.EndpointSlice

@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/textlogger"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
@@ -35,7 +37,12 @@ const (
 	clientIP = "192.168.50.100"
 )
 
-var serviceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+var (
+	serviceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+	// lbPool is the LoadBalancerIPPool's range, routed by the client to
+	// node1.
+	lbPool = netip.MustParsePrefix("192.168.77.0/28")
+)
 
 // cluster is the shared fixture: API server, controllers, two nodes with
 // agents, and a client outside the nodes.
@@ -58,7 +65,7 @@ func startCluster(t *testing.T) *cluster {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
 	stopMgr, err := env.StartManager(controllers.Options{
-		Controllers: []string{endpointslice.ControllerName}, EndpointSlice: endpointslice.DefaultOptions(),
+		Controllers: []string{endpointslice.ControllerName, controllers.LoadBalancerName}, EndpointSlice: endpointslice.DefaultOptions(),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(stopMgr)
@@ -78,6 +85,8 @@ func startCluster(t *testing.T) *cluster {
 	g.Expect(c.nodes[0].Route(c.nodes[1])).To(Succeed())
 	g.Expect(c.nodes[1].Route(c.nodes[0])).To(Succeed())
 	c.client, err = lab.AddClient("client", netip.MustParsePrefix(clientIP+"/24"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = lab.Run(c.client, "ip", "route", "add", lbPool.String(), "via", c.nodes[0].IP.String())
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, n := range c.nodes {
 		c.startAgent(t, n)
@@ -355,6 +364,51 @@ func TestAgent(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).NotTo(ContainSubstring(ns + "/hl"))
 		g.Expect(out).NotTo(ContainSubstring(ns + "/ext"))
+	})
+
+	t.Run("a LoadBalancer IP from a pool is served, and only to loadBalancerSourceRanges", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		pool := &svcnetv1alpha1.LoadBalancerIPPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "kernel-" + ns},
+			Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{lbPool.String()},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		}
+		g.Expect(c.env.Client.Create(ctx, pool)).To(Succeed())
+		t.Cleanup(func() { _ = c.env.Client.Delete(context.Background(), pool) })
+		c.addPods(t, ns, "lb", c.nodes[1], 1)
+		svc := webService(ns, "lb")
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+		svc = c.service(t, svc)
+		var ip string
+		g.Eventually(func() ([]corev1.LoadBalancerIngress, error) {
+			err := c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)
+			return svc.Status.LoadBalancer.Ingress, err
+		}).WithTimeout(converge).WithPolling(poll).Should(HaveLen(1))
+		ip = svc.Status.LoadBalancer.Ingress[0].IP
+		g.Expect(lbPool.Contains(netip.MustParseAddr(ip))).To(BeTrue(), "%s from pool %s", ip, lbPool)
+		// The fabric routes the pool to node1, as a router announcing it
+		// would; node1 forwards to the Pod on node2.
+		outside := netlab.Client(c.client, time.Second)
+		url := fmt.Sprintf("http://%s/", ip)
+		g.Eventually(func() (string, error) { return netlab.Get(ctx, outside, url) }).
+			WithTimeout(converge).WithPolling(poll).Should(MatchRegexp(`^p\d+ `))
+
+		// A source range without the client shuts it out.
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+		svc.Spec.LoadBalancerSourceRanges = []string{"10.99.0.0/16"}
+		g.Expect(c.env.Client.Update(ctx, svc)).To(Succeed())
+		g.Eventually(func() error { _, err := netlab.Get(ctx, outside, url); return err }).
+			WithTimeout(converge).WithPolling(poll).Should(HaveOccurred())
+		g.Consistently(func() error { _, err := netlab.Get(ctx, outside, url); return err }).
+			WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(HaveOccurred())
+
+		// A source range with the client lets it in again.
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+		svc.Spec.LoadBalancerSourceRanges = []string{clientIP + "/32"}
+		g.Expect(c.env.Client.Update(ctx, svc)).To(Succeed())
+		g.Eventually(func() (string, error) { return netlab.Get(ctx, outside, url) }).
+			WithTimeout(converge).WithPolling(poll).Should(MatchRegexp(`^p\d+ `))
 	})
 
 	t.Run("restarting the agent drops no request", func(t *testing.T) {

@@ -1,0 +1,546 @@
+// Package loadbalancer gives LoadBalancer Services addresses from
+// LoadBalancerIPPools on clusters without a cloud load balancer. An address
+// is committed by creating the networking.k8s.io/v1 IPAddress object named by
+// it (kube-apiserver accepts each name once, so two Services never get one
+// address), with the Service as parentRef, and only then written to
+// status.loadBalancer.ingress, where svcnet's agent (or kube-proxy) serves it.
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/svcnet-io/svcnet/allocator/lbipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/auditevents"
+)
+
+// ControllerName is the --controllers name.
+const ControllerName = "loadbalancer"
+
+const (
+	// ManagedBy is the IPAddress label value of the addresses svcnet gives
+	// to LoadBalancer Services.
+	ManagedBy = "ipallocator.svcnet.io"
+	// DefaultClass is the spec.loadBalancerClass svcnet serves, besides
+	// Services without a class.
+	DefaultClass = "svcnet.io/loadbalancer"
+	// AnnotationIPs requests specific addresses (comma separated, at most
+	// one per family).
+	AnnotationIPs = "svcnet.io/load-balancer-ips"
+	// AnnotationSharingKey lets Services with the same key share one
+	// address when their ports do not clash.
+	AnnotationSharingKey = "svcnet.io/sharing-key"
+	// LabelPool names, on an IPAddress, the pool its address came from.
+	LabelPool = "svcnet.io/load-balancer-ip-pool"
+)
+
+// Event reasons.
+const (
+	ReasonAllocated        = "IPAllocated"
+	ReasonReleased         = "IPReleased"
+	ReasonAllocationFailed = "AllocationFailed"
+	ReasonInvalidRequest   = "InvalidLoadBalancerIPs"
+	ReasonSharingConflict  = "SharingConflict"
+	ReasonNotInPool        = "IPNotInPool"
+
+	action = "LoadBalancerIPAllocation"
+)
+
+// Field indexes.
+const (
+	parentIndex  = "svcnet.io/lb-parent"     // IPAddress (ours): namespace/name of the Service
+	ingressIndex = "svcnet.io/lb-ingress"    // Service: status.loadBalancer.ingress IPs
+	sharingIndex = "svcnet.io/lb-sharingkey" // Service: the sharing key
+)
+
+// Options configure the controller.
+type Options struct {
+	// Class is the spec.loadBalancerClass served, besides none.
+	Class string
+	// LeakGracePeriod: an IPAddress of svcnet's whose Service is gone is
+	// deleted once it is this old.
+	LeakGracePeriod time.Duration
+	// EventQuietPeriod: a Warning Event repeats for the same Service and
+	// reason no more often than this.
+	EventQuietPeriod time.Duration
+}
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() Options {
+	return Options{Class: DefaultClass, LeakGracePeriod: time.Minute, EventQuietPeriod: 10 * time.Minute}
+}
+
+// Reconciler allocates and releases the addresses of one Service per
+// reconcile.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	warn      *auditevents.Recorder
+	alloc     *lbipam.Allocator
+	opts      Options
+	clock     clock.PassiveClock
+}
+
+// New returns a Reconciler. apiReader confirms that a Service is gone
+// before its address is released.
+func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options) *Reconciler {
+	clk := clock.RealClock{}
+	return &Reconciler{
+		client: c, apiReader: apiReader, recorder: recorder, opts: opts, clock: clk,
+		warn:  auditevents.New(recorder, clk, opts.EventQuietPeriod),
+		alloc: lbipam.New(),
+	}
+}
+
+// wants reports whether the Service is a LoadBalancer svcnet serves.
+func (r *Reconciler) wants(svc *corev1.Service) bool {
+	if svc == nil || svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return false
+	}
+	class := ptr.Deref(svc.Spec.LoadBalancerClass, "")
+	return class == "" || class == r.opts.Class
+}
+
+func owner(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
+
+// Reconcile gives a LoadBalancer Service one address per family, or
+// releases what a Service that no longer needs them holds.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		svc = nil
+	}
+	if !r.wants(svc) {
+		return r.release(ctx, req.NamespacedName, svc)
+	}
+	return r.allocate(ctx, svc)
+}
+
+// held returns svcnet's IPAddresses whose parent is the Service.
+func (r *Reconciler) held(ctx context.Context, key types.NamespacedName) ([]networkingv1.IPAddress, error) {
+	var list networkingv1.IPAddressList
+	if err := r.client.List(ctx, &list, client.MatchingFields{parentIndex: owner(key)}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(svc)
+	me := owner(key)
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	states, err := r.judge(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pools := eligible(states, svc, ns.Labels)
+	requested, err := parseRequested(svc.Annotations[AnnotationIPs])
+	if err != nil {
+		r.warn.Warn(svc, ReasonInvalidRequest, action, "annotation %s: %v", AnnotationIPs, err)
+		return ctrl.Result{}, nil
+	}
+	held, err := r.held(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	heldBy := map[bool]netip.Addr{}
+	for _, ipa := range held {
+		if a, err := netip.ParseAddr(ipa.Name); err == nil {
+			heldBy[a.Is4()] = a
+		}
+	}
+	var ingress []corev1.LoadBalancerIngress
+	for _, fam := range families(svc) {
+		v4 := fam == corev1.IPv4Protocol
+		want, asked := requested[v4]
+		addr, ok := heldBy[v4]
+		if !ok {
+			// Chosen by an earlier reconcile whose IPAddress the cache
+			// does not show yet.
+			addr, ok = r.alloc.Owned(me, v4)
+		}
+		if ok && asked && addr != want {
+			if err := r.releaseAddr(ctx, svc, addr, me); err != nil {
+				return ctrl.Result{}, err
+			}
+			ok = false
+		}
+		if ok {
+			if err := r.commit(ctx, svc, addr, ""); err != nil {
+				return ctrl.Result{}, err
+			}
+			if !slices.ContainsFunc(pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
+				r.warn.Warn(svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
+					"it keeps the address until it is released", addr, orNone(pools))
+			}
+			ingress = append(ingress, vip(addr))
+			continue
+		}
+		if shared, found, err := r.share(ctx, svc, v4, want, asked, pools); err != nil {
+			return ctrl.Result{}, err
+		} else if found {
+			ingress = append(ingress, vip(shared))
+			continue
+		}
+		addr, pool, err := r.choose(ctx, svc, v4, want, asked, pools)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !addr.IsValid() {
+			continue // an Event says why
+		}
+		ingress = append(ingress, vip(addr))
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAllocated, action, "Assigned %s from LoadBalancerIPPool %s", addr, pool)
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, svc, ingress)
+}
+
+// choose takes a new address (the requested one, or the first free one of
+// the pools) and commits it. It returns an invalid address when none can be
+// had; a Warning Event then says why.
+func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, want netip.Addr, asked bool, pools []string) (netip.Addr, string, error) {
+	me := owner(client.ObjectKeyFromObject(svc))
+	for range 16 { // each round learns of one address taken behind svcnet's back
+		var addr netip.Addr
+		var pool string
+		var err error
+		if asked {
+			addr = want
+			pool, err = r.alloc.Reserve(want, me, pools)
+		} else {
+			addr, pool, err = r.alloc.Allocate(v4, me, pools)
+		}
+		if err != nil {
+			if errors.Is(err, lbipam.ErrFull) {
+				for _, p := range pools {
+					metricExhausted.WithLabelValues(p).Inc()
+				}
+			}
+			r.warn.Warn(svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %v", err)
+			return netip.Addr{}, "", nil
+		}
+		err = r.commit(ctx, svc, addr, pool)
+		var taken *takenError
+		if errors.As(err, &taken) {
+			r.alloc.Observe(addr, taken.owner)
+			if asked {
+				r.warn.Warn(svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %s is already allocated to %s", addr, taken.owner)
+				return netip.Addr{}, "", nil
+			}
+			continue
+		}
+		if err != nil {
+			r.alloc.Forget(addr)
+			return netip.Addr{}, "", err
+		}
+		return addr, pool, nil
+	}
+	return netip.Addr{}, "", fmt.Errorf("could not commit a LoadBalancer IP for %s: every choice was taken meanwhile", me)
+}
+
+type takenError struct{ owner string }
+
+func (e *takenError) Error() string { return "taken by " + e.owner }
+
+// commit creates the IPAddress of addr for svc; one that exists already
+// for svc is fine, one of anybody else's is a *takenError.
+func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip.Addr, pool string) error {
+	fam := corev1.IPv6Protocol
+	if addr.Is4() {
+		fam = corev1.IPv4Protocol
+	}
+	ipa := &networkingv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: addr.String(), Labels: map[string]string{
+			networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: string(fam),
+		}},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{
+			Group: "", Resource: "services", Namespace: svc.Namespace, Name: svc.Name,
+		}},
+	}
+	if pool != "" {
+		ipa.Labels[LabelPool] = pool
+	}
+	err := r.client.Create(ctx, ipa)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating IPAddress %s: %w", addr, err)
+	}
+	var existing networkingv1.IPAddress
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Name: addr.String()}, &existing); err != nil {
+		return fmt.Errorf("reading IPAddress %s: %w", addr, err)
+	}
+	ref := existing.Spec.ParentRef
+	if ref != nil && ref.Resource == "services" && ref.Namespace == svc.Namespace && ref.Name == svc.Name &&
+		existing.Labels[networkingv1.LabelManagedBy] == ManagedBy {
+		return nil
+	}
+	who := "an IPAddress without parent"
+	if ref != nil {
+		who = fmt.Sprintf("%s %s/%s", strings.TrimSuffix(ref.Resource, "s"), ref.Namespace, ref.Name)
+	}
+	return &takenError{owner: who}
+}
+
+// share finds an address of the family that Services with svc's sharing
+// key hold and whose ports do not clash with svc's.
+func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, want netip.Addr, asked bool, pools []string) (netip.Addr, bool, error) {
+	sharingKey := svc.Annotations[AnnotationSharingKey]
+	if sharingKey == "" {
+		return netip.Addr{}, false, nil
+	}
+	var group corev1.ServiceList
+	if err := r.client.List(ctx, &group, client.MatchingFields{sharingIndex: sharingKey}); err != nil {
+		return netip.Addr{}, false, err
+	}
+	seen := map[netip.Addr]bool{}
+	for i := range group.Items {
+		other := &group.Items[i]
+		if other.UID == svc.UID || !r.wants(other) {
+			continue
+		}
+		for _, ing := range other.Status.LoadBalancer.Ingress {
+			addr, err := netip.ParseAddr(ing.IP)
+			if err != nil || addr.Is4() != v4 || seen[addr] || (asked && addr != want) {
+				continue
+			}
+			seen[addr] = true
+			if !slices.ContainsFunc(r.alloc.PoolsOf(addr), func(p string) bool { return slices.Contains(pools, p) }) {
+				continue
+			}
+			clash, err := r.clash(ctx, svc, addr)
+			if err != nil {
+				return netip.Addr{}, false, err
+			}
+			if clash != "" {
+				r.warn.Warn(svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, clash)
+				continue
+			}
+			return addr, true, nil
+		}
+	}
+	return netip.Addr{}, false, nil
+}
+
+// clash describes the first port of svc that a Service already using addr
+// also uses, or "".
+func (r *Reconciler) clash(ctx context.Context, svc *corev1.Service, addr netip.Addr) (string, error) {
+	var users corev1.ServiceList
+	if err := r.client.List(ctx, &users, client.MatchingFields{ingressIndex: addr.String()}); err != nil {
+		return "", err
+	}
+	for i := range users.Items {
+		u := &users.Items[i]
+		if u.UID == svc.UID || !r.wants(u) {
+			continue
+		}
+		if u.Annotations[AnnotationSharingKey] != svc.Annotations[AnnotationSharingKey] {
+			return fmt.Sprintf("Service %s/%s uses it without the same sharing key", u.Namespace, u.Name), nil
+		}
+		for _, p := range svc.Spec.Ports {
+			for _, q := range u.Spec.Ports {
+				if p.Port == q.Port && p.Protocol == q.Protocol {
+					return fmt.Sprintf("port %d/%s is used by Service %s/%s", p.Port, p.Protocol, u.Namespace, u.Name), nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// release gives back what a Service that is gone, or is no longer a
+// LoadBalancer svcnet serves, holds.
+func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service) (ctrl.Result, error) {
+	held, err := r.held(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var requeue time.Duration
+	for i := range held {
+		ipa := &held[i]
+		if svc == nil {
+			// The cache may lag: confirm, and leave young addresses alone.
+			var live corev1.Service
+			err := r.apiReader.Get(ctx, key, &live)
+			if err == nil && r.wants(&live) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			if age := r.clock.Since(ipa.CreationTimestamp.Time); age < r.opts.LeakGracePeriod {
+				requeue = max(requeue, r.opts.LeakGracePeriod-age)
+				continue
+			}
+		}
+		addr, err := netip.ParseAddr(ipa.Name)
+		if err != nil {
+			continue
+		}
+		if err := r.releaseAddr(ctx, svc, addr, owner(key)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, addr := range r.ownedAll(owner(key)) {
+		r.alloc.Forget(addr)
+	}
+	if svc != nil && svc.Spec.Type != corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		if err := r.writeStatus(ctx, svc, nil); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *Reconciler) ownedAll(me string) []netip.Addr {
+	var out []netip.Addr
+	for _, v4 := range []bool{true, false} {
+		if a, ok := r.alloc.Owned(me, v4); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// releaseAddr deletes the IPAddress of addr that me holds, handing the
+// address over to a Service that shares it, if there is one.
+func (r *Reconciler) releaseAddr(ctx context.Context, svc *corev1.Service, addr netip.Addr, me string) error {
+	heir, err := r.heir(ctx, addr, me)
+	if err != nil {
+		return err
+	}
+	if heir != nil {
+		r.alloc.Observe(addr, owner(client.ObjectKeyFromObject(heir)))
+	}
+	ipa := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr.String()}}
+	if err := r.client.Delete(ctx, ipa); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting IPAddress %s: %w", addr, err)
+	}
+	if heir != nil {
+		pools := r.alloc.PoolsOf(addr)
+		pool := ""
+		if len(pools) > 0 {
+			pool = pools[0]
+		}
+		if err := r.commit(ctx, heir, addr, pool); err != nil {
+			return err
+		}
+	} else {
+		r.alloc.Forget(addr)
+	}
+	log.FromContext(ctx).V(2).Info("Released LoadBalancer IP", "ip", addr, "heir", heir != nil)
+	if svc != nil {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonReleased, action, "Released %s", addr)
+	}
+	return nil
+}
+
+// heir is a Service other than me that shares addr and keeps it.
+func (r *Reconciler) heir(ctx context.Context, addr netip.Addr, me string) (*corev1.Service, error) {
+	var users corev1.ServiceList
+	if err := r.client.List(ctx, &users, client.MatchingFields{ingressIndex: addr.String()}); err != nil {
+		return nil, err
+	}
+	for i := range users.Items {
+		u := &users.Items[i]
+		if owner(client.ObjectKeyFromObject(u)) != me && r.wants(u) && u.Annotations[AnnotationSharingKey] != "" {
+			return u, nil
+		}
+	}
+	return nil, nil
+}
+
+// writeStatus sets status.loadBalancer.ingress when it differs.
+func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ingress []corev1.LoadBalancerIngress) error {
+	if equalIngress(svc.Status.LoadBalancer.Ingress, ingress) {
+		return nil
+	}
+	patch := client.MergeFrom(svc.DeepCopy())
+	svc.Status.LoadBalancer.Ingress = ingress
+	if err := r.client.Status().Patch(ctx, svc, patch); err != nil {
+		return fmt.Errorf("writing status.loadBalancer of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+func equalIngress(a, b []corev1.LoadBalancerIngress) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.LoadBalancerIngress) bool {
+		return x.IP == y.IP && x.Hostname == y.Hostname && ptr.Equal(x.IPMode, y.IPMode) && len(x.Ports) == len(y.Ports)
+	})
+}
+
+func vip(a netip.Addr) corev1.LoadBalancerIngress {
+	return corev1.LoadBalancerIngress{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}
+}
+
+// families are the Service's IP families, IPv4 when it names none.
+func families(svc *corev1.Service) []corev1.IPFamily {
+	if len(svc.Spec.IPFamilies) == 0 {
+		return []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	return svc.Spec.IPFamilies
+}
+
+// parseRequested reads the requested-addresses annotation: at most one
+// address per family.
+func parseRequested(v string) (map[bool]netip.Addr, error) {
+	out := map[bool]netip.Addr{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	for _, s := range strings.Split(v, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", strings.TrimSpace(s))
+		}
+		a = a.Unmap()
+		if _, dup := out[a.Is4()]; dup {
+			return nil, fmt.Errorf("more than one address of the same family in %q", v)
+		}
+		out[a.Is4()] = a
+	}
+	return out, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// judge reads the pools and ServiceCIDRs and decides which pools are Ready.
+func (r *Reconciler) judge(ctx context.Context) (map[string]*poolState, error) {
+	var pools svcnetv1alpha1.LoadBalancerIPPoolList
+	if err := r.client.List(ctx, &pools); err != nil {
+		return nil, err
+	}
+	var cidrs networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &cidrs); err != nil {
+		return nil, err
+	}
+	return judgePools(pools.Items, cidrs.Items), nil
+}
