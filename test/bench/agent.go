@@ -341,7 +341,7 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 	var b strings.Builder
 	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables mode)\n\n")
 	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
-		"kube-apiserver through a forwarder) and programs real iptables there (iptables %s). Services have no selector; the benchmark "+
+		"kube-apiserver through a forwarder) and programs real iptables there (%s). Services have no selector; the benchmark "+
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
 		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
 		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
