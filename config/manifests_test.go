@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,8 @@ func render(t *testing.T, kubectl string) rendered {
 	out, err := exec.Command(kubectl, "kustomize", "default").Output()
 	if err != nil {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr)
@@ -41,7 +43,7 @@ func render(t *testing.T, kubectl string) rendered {
 	r := utilyaml.NewYAMLReader(bufioReader(out))
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -44,8 +44,10 @@ func NewFake() *Fake {
 	return f
 }
 
-// Lock and Unlock guard the counters for readers on other goroutines.
-func (f *Fake) Lock()   { f.mu.Lock() }
+// Lock guards the counters for a reader on another goroutine.
+func (f *Fake) Lock() { f.mu.Lock() }
+
+// Unlock releases Lock.
 func (f *Fake) Unlock() { f.mu.Unlock() }
 
 // Restore implements Interface.
