@@ -179,10 +179,12 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 		v4 := fam == corev1.IPv4Protocol
 		want, asked := requested[v4]
 		addr, ok := heldBy[v4]
+		uncached := false
 		if !ok {
 			// Chosen by an earlier reconcile whose IPAddress the cache
 			// does not show yet.
 			addr, ok = r.alloc.Owned(me, v4)
+			uncached = ok
 		}
 		if ok && asked && addr != want {
 			if err := r.releaseAddr(ctx, svc, addr, me); err != nil {
@@ -191,8 +193,10 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 			ok = false
 		}
 		if ok {
-			if err := r.commit(ctx, svc, addr, ""); err != nil {
-				return ctrl.Result{}, err
+			if uncached {
+				if err := r.commit(ctx, svc, addr, ""); err != nil {
+					return ctrl.Result{}, err
+				}
 			}
 			if !slices.ContainsFunc(pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
 				r.warn.Warn(svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
@@ -404,8 +408,12 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 			return ctrl.Result{}, err
 		}
 	}
-	for _, addr := range r.ownedAll(owner(key)) {
-		r.alloc.Forget(addr)
+	if requeue == 0 {
+		// Choices never committed (a failed create) are free again; the
+		// young IPAddresses left for later still hold theirs.
+		for _, addr := range r.ownedAll(owner(key)) {
+			r.alloc.Forget(addr)
+		}
 	}
 	if svc != nil && svc.Spec.Type != corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		if err := r.writeStatus(ctx, svc, nil); err != nil {
