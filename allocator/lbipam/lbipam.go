@@ -286,14 +286,6 @@ func (a *Allocator) Owned(owner string, ipv4 bool) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Owner returns who holds addr.
-func (a *Allocator) Owner(addr netip.Addr) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	o, ok := a.used[addr]
-	return o, ok
-}
-
 // Allocate takes the lowest free address of the family (ipv4 or not) from
 // the first of pools that has one, for owner. It returns the address and
 // the pool it came from.

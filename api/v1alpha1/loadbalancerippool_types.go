@@ -64,11 +64,10 @@ type LoadBalancerIPPoolSpec struct {
 
 // Condition reasons of a LoadBalancerIPPool (its Ready condition).
 const (
-	ReasonPoolReady     = "Ready"
-	ReasonPoolDisabled  = "Disabled"
-	ReasonPoolOverlap   = "Overlap"
-	ReasonPoolInvalid   = "InvalidSpec"
-	ReasonPoolExhausted = "Exhausted"
+	ReasonPoolReady    = "Ready"
+	ReasonPoolDisabled = "Disabled"
+	ReasonPoolOverlap  = "Overlap"
+	ReasonPoolInvalid  = "InvalidSpec"
 )
 
 // LoadBalancerIPPoolStatus is what svcnet observed of a pool.

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -385,16 +386,18 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if svc == nil && len(held) > 0 {
+		// The cache may lag: confirm before releasing anything.
+		var live corev1.Service
+		if err := r.apiReader.Get(ctx, key, &live); err == nil && r.wants(&live) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+	}
 	var requeue time.Duration
 	for i := range held {
 		ipa := &held[i]
 		if svc == nil {
-			// The cache may lag: confirm, and leave young addresses alone.
-			var live corev1.Service
-			err := r.apiReader.Get(ctx, key, &live)
-			if err == nil && r.wants(&live) {
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			}
+			// Leave young addresses alone: a Service may be on its way.
 			if age := r.clock.Since(ipa.CreationTimestamp.Time); age < r.opts.LeakGracePeriod {
 				requeue = max(requeue, r.opts.LeakGracePeriod-age)
 				continue
@@ -495,9 +498,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ingre
 }
 
 func equalIngress(a, b []corev1.LoadBalancerIngress) bool {
-	return slices.EqualFunc(a, b, func(x, y corev1.LoadBalancerIngress) bool {
-		return x.IP == y.IP && x.Hostname == y.Hostname && ptr.Equal(x.IPMode, y.IPMode) && len(x.Ports) == len(y.Ports)
-	})
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 func vip(a netip.Addr) corev1.LoadBalancerIngress {

@@ -188,7 +188,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&corev1.Service{}, builder.WithPredicates(services)).
 		Watches(&networkingv1.IPAddress{}, parent).
-		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allLoadBalancers).
+		// Only spec changes: a pool's status moves with every allocation.
+		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allLoadBalancers, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&networkingv1.ServiceCIDR{}, allLoadBalancers).
 		Watches(&corev1.Namespace{}, allLoadBalancers, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r); err != nil {
@@ -196,8 +197,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName+"-pool").
-		For(&svcnetv1alpha1.LoadBalancerIPPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allPools(r.client)).
+		// A pool's spec change can end or start another's overlap.
+		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allPools(r.client), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&networkingv1.ServiceCIDR{}, allPools(r.client)).
 		Watches(&networkingv1.IPAddress{}, allPools(r.client), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetLabels()[networkingv1.LabelManagedBy] == ManagedBy

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -98,8 +99,8 @@ type agentWorld struct {
 func (w *agentWorld) endpointIP() string {
 	w.next++
 	a := agentEndpointRange.Addr().As4()
-	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) + uint32(w.next)
-	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}).String()
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(a[:])+uint32(w.next))
+	return netip.AddrFrom4(a).String()
 }
 
 func agentSlice(svc *corev1.Service, ips []string) *discoveryv1.EndpointSlice {
@@ -200,13 +201,11 @@ func (w *agentWorld) addNode(ctx context.Context) (*benchNode, error) {
 	if err := pod.AddRange(agentEndpointRange); err != nil {
 		return nil, err
 	}
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name},
-		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}},
-	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
 	if err := w.env.Client.Create(ctx, node); err != nil {
 		return nil, err
 	}
+	// Status is not written by a create. kube-proxy needs the InternalIP.
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}
 	if err := w.env.Client.Status().Update(ctx, node); err != nil {
 		return nil, err
