@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/netns"
-	"github.com/svcnet-io/svcnet/test/netlab"
+	"github.com/svcnet-io/svcnet/internal/netlab"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/svcnet-io/svcnet/test/netlab"
+	"github.com/svcnet-io/svcnet/internal/netlab"
 )
 
 func main() {
