@@ -59,3 +59,14 @@ func isServiceChain(name string) bool {
 	}
 	return false
 }
+
+// ServiceChain is the KUBE-SVC- chain of a Service's port (portName empty
+// for an unnamed port), as kube-proxy names it: operators and tools look
+// up a Service's rules with it.
+func ServiceChain(namespace, service, portName string, proto corev1.Protocol) string {
+	name := namespace + "/" + service
+	if portName != "" {
+		name += ":" + portName
+	}
+	return svcChain(name, proto)
+}

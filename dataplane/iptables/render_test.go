@@ -29,6 +29,16 @@ func TestChainNamesMatchKubeProxy(t *testing.T) {
 	if got := svcChain("kube-system/kube-dns:dns-tcp", corev1.ProtocolTCP); got != "KUBE-SVC-ERIFXISQEP7F7OF4" {
 		t.Errorf("svcChain(kube-dns tcp) = %s, want KUBE-SVC-ERIFXISQEP7F7OF4", got)
 	}
+	if got := ServiceChain("kube-system", "kube-dns", "dns", corev1.ProtocolUDP); got != "KUBE-SVC-TCOU7JCQXEZGVUNU" {
+		t.Errorf("ServiceChain(kube-dns) = %s, want KUBE-SVC-TCOU7JCQXEZGVUNU", got)
+	}
+	// The default/kubernetes Service's port is named https.
+	if got := ServiceChain("default", "kubernetes", "https", corev1.ProtocolTCP); got != "KUBE-SVC-NPX46M4PTMTKRN6Y" {
+		t.Errorf("ServiceChain(kubernetes) = %s, want KUBE-SVC-NPX46M4PTMTKRN6Y", got)
+	}
+	if got, want := ServiceChain("demo", "web", "", corev1.ProtocolTCP), svcChain("demo/web", corev1.ProtocolTCP); got != want {
+		t.Errorf("ServiceChain of an unnamed port = %s, want %s", got, want)
+	}
 }
 
 const node = "node-a"

@@ -27,7 +27,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/allocator/portrange"
@@ -45,6 +47,16 @@ type Config struct {
 	EtcdPeerPort   int
 	ServiceCIDRs   string
 	Verbosity      int
+	// Nodes is how many simulated nodes to run (0: the control plane
+	// alone, no root needed).
+	Nodes int
+	// ClusterCIDR is split into one /24 Pod CIDR per node.
+	ClusterCIDR string
+	// LoadBalancerRange backs a default LoadBalancerIPPool and is routed
+	// from the client namespace through the nodes; empty: neither.
+	LoadBalancerRange string
+	// Demo runs the walkthrough once everything is up.
+	Demo bool
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -57,13 +69,16 @@ func DefaultConfig() Config {
 	m.MetricsBindAddress = "0"
 	m.HealthProbeBindAddress = "0"
 	return Config{
-		DataDir:        ".svcnet",
-		APIServerPort:  6443,
-		EtcdClientPort: 2379,
-		EtcdPeerPort:   2380,
-		ServiceCIDRs:   "10.96.0.0/16",
-		Manager:        m,
-		Out:            os.Stdout,
+		DataDir:           ".svcnet",
+		APIServerPort:     6443,
+		EtcdClientPort:    2379,
+		EtcdPeerPort:      2380,
+		ServiceCIDRs:      "10.96.0.0/16",
+		Nodes:             3,
+		ClusterCIDR:       "10.244.0.0/16",
+		LoadBalancerRange: "192.168.240.0/24",
+		Manager:           m,
+		Out:               os.Stdout,
 	}
 }
 
@@ -75,6 +90,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
 	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
 	fs.StringVar(&c.ServiceCIDRs, "service-cluster-ip-range", c.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
+	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
+	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
 
@@ -98,7 +117,57 @@ func (c *Config) Validate() error {
 	if err := c.Manager.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateNodes()...)
 	return errors.Join(errs...)
+}
+
+// validateNodes checks the simulated cluster's flags and that its ranges
+// do not overlap each other or the Service ranges.
+func (c *Config) validateNodes() []error {
+	var errs []error
+	if c.Nodes < 0 || c.Nodes > 50 {
+		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", c.Nodes))
+	}
+	if c.Demo && c.Nodes < 1 {
+		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
+	}
+	ranges := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
+	if svcs, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil {
+		for _, p := range svcs {
+			ranges["--service-cluster-ip-range "+p.String()] = p
+		}
+	}
+	cluster, err := netip.ParsePrefix(c.ClusterCIDR)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q: %w", c.ClusterCIDR, err))
+	case !cluster.Addr().Is4() || cluster.Bits() > 23:
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q must be an IPv4 range of /23 or larger", c.ClusterCIDR))
+	case c.Nodes >= 1<<(24-cluster.Bits()):
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", c.ClusterCIDR, 1<<(24-cluster.Bits())-1, c.Nodes))
+	default:
+		errs = append(errs, overlaps("--cluster-cidr", cluster.Masked(), ranges)...)
+		ranges["--cluster-cidr"] = cluster.Masked()
+	}
+	if c.LoadBalancerRange != "" {
+		lb, err := netip.ParsePrefix(c.LoadBalancerRange)
+		if err != nil || !lb.Addr().Is4() {
+			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", c.LoadBalancerRange))
+		} else {
+			errs = append(errs, overlaps("--load-balancer-ip-range", lb.Masked(), ranges)...)
+		}
+	}
+	return errs
+}
+
+func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []error {
+	var errs []error
+	for name, o := range others {
+		if p.Overlaps(o) {
+			errs = append(errs, fmt.Errorf("%s %s overlaps %s (%s)", flag, p, name, o))
+		}
+	}
+	return errs
 }
 
 func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
@@ -164,6 +233,11 @@ func Run(ctx context.Context, c Config) error {
 	binDir, err := c.findBinDir()
 	if err != nil {
 		return err
+	}
+	if c.Nodes > 0 {
+		if err := checkNetnsSupport(); err != nil {
+			return err
+		}
 	}
 	dataDir, err := prepareDataDir(c.DataDir)
 	if err != nil {
@@ -285,6 +359,10 @@ func Run(ctx context.Context, c Config) error {
 	defer mlog.Close()
 	mopts := c.Manager
 	mopts.Logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(mlog), textlogger.Verbosity(c.Verbosity)))
+	// Components that log through klog or controller-runtime's global
+	// logger write to the same file, not over the tour on stdout.
+	klog.SetLogger(mopts.Logger)
+	ctrl.SetLogger(mopts.Logger)
 	// The API server calls the webhook on loopback, with svcnet's own
 	// certificates kept in kube-system and the data dir.
 	mopts.Webhook.Host = "127.0.0.1"
@@ -316,8 +394,35 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	fmt.Fprintf(out, "svcnet manager started (logs in %s)\n\n", logs)
-	printTour(out, kubeconfig)
+	fmt.Fprintf(out, "svcnet manager started (logs in %s)\n", logs)
+	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); c.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
+		if err := ensureDefaultPool(ctx, admin, c.LoadBalancerRange); err != nil {
+			return err
+		}
+	}
+
+	var agentFailed <-chan *process
+	var cl *cluster
+	if c.Nodes > 0 {
+		cl, err = startCluster(logr.NewContext(ctx, mopts.Logger), c, restCfg, kubeconfig, logs, out)
+		if err != nil {
+			stopMgr()
+			<-mgrDone
+			return fmt.Errorf("starting the simulated nodes: %w", err)
+		}
+		defer cl.stop()
+		agentFailed = cl.failed()
+		fmt.Fprintf(out, "%d nodes up, each with a svcnet agent (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.prefix, cl.client)
+	}
+	fmt.Fprintln(out)
+	printTour(out, binDir, kubeconfig, cl)
+	if c.Demo {
+		if err := runDemo(ctx, out, binDir, kubeconfig, admin, cl); err != nil && ctx.Err() == nil {
+			stopMgr()
+			<-mgrDone
+			return fmt.Errorf("the walkthrough failed: %w", err)
+		}
+	}
 
 	select {
 	case <-ctx.Done():
@@ -327,6 +432,10 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("svcnet manager: %w", err)
 		}
 		return nil
+	case p := <-agentFailed:
+		stopMgr()
+		<-mgrDone
+		return p.failure()
 	case p := <-failed:
 		stopMgr()
 		if err := <-mgrDone; err != nil {
@@ -341,16 +450,23 @@ func Run(ctx context.Context, c Config) error {
 	}
 }
 
-func printTour(out io.Writer, kubeconfig string) {
+func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
 	fmt.Fprintf(out, `The control plane is up. Try:
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get servicecidrs,ipaddresses
-  kubectl create deployment web --image=nginx --replicas=3
+  kubectl create deployment web --image=nginx --replicas=3 --port=80
   kubectl expose deployment web --port=80
   kubectl get ipaddresses
   kubectl get endpointslices -l kubernetes.io/service-name=web
-(kubectl is in bin/k8s/ after make k8s-bins.) Ctrl-C stops everything.
-`, kubeconfig)
+`, kubeconfig, binDir)
+	if cl != nil {
+		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
+  ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
+  ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services
+  ip netns exec %[3]s iptables-save -t nat | grep KUBE-SVC
+`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS)
+	}
+	fmt.Fprintln(out, "Ctrl-C stops everything.")
 }
 
 // prepareDataDir creates the data dir and proves it is writable.

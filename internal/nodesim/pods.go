@@ -1,0 +1,501 @@
+package nodesim
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/svcnet-io/svcnet/internal/netlab"
+)
+
+// DefaultPort is served by a Pod that declares no containerPort, as the
+// web server images a walkthrough uses (nginx, httpd) would.
+const DefaultPort = 80
+
+// Options configure the simulator.
+type Options struct {
+	Nodes []Node
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Add registers the Node keeper and the Pod reconciler with mgr.
+func Add(mgr manager.Manager, opts Options) error {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	log := mgr.GetLogger().WithName("node-simulator")
+	if err := mgr.Add(&nodeKeeper{c: mgr.GetClient(), r: mgr.GetAPIReader(), nodes: opts.Nodes, log: log, now: now}); err != nil {
+		return err
+	}
+	r := &podReconciler{
+		c: mgr.GetClient(), recorder: mgr.GetEventRecorder("svcnet-node-simulator"), log: log, now: now,
+		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{},
+	}
+	for _, n := range opts.Nodes {
+		r.nodes[n.Name] = &nodeState{Node: n, used: map[netip.Addr]bool{}}
+		r.order = append(r.order, n.Name)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("node-simulator").
+		For(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		Complete(r)
+}
+
+type nodeState struct {
+	Node
+	used  map[netip.Addr]bool
+	count int // Pods bound here and not yet gone
+}
+
+// runningPod is a Pod with a namespace.
+type runningPod struct {
+	uid     types.UID
+	node    string
+	net     *netlab.Pod
+	started time.Time
+}
+
+type podReconciler struct {
+	c        client.Client
+	recorder events.EventRecorder
+	log      logr.Logger
+	now      func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*nodeState
+	order []string
+	pods  map[types.NamespacedName]*runningPod
+	// bound remembers which node each known Pod is on, for spreading.
+	bound map[types.NamespacedName]string
+}
+
+func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pod corev1.Pod
+	if err := r.c.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.stop(req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	if pod.Spec.NodeName == "" {
+		return ctrl.Result{}, r.bind(ctx, &pod)
+	}
+	r.mu.Lock()
+	node := r.nodes[pod.Spec.NodeName]
+	r.remember(req.NamespacedName, pod.Spec.NodeName)
+	r.mu.Unlock()
+	if node == nil {
+		return ctrl.Result{}, nil // not a simulated node
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return ctrl.Result{}, r.stop(req.NamespacedName)
+	}
+	if pod.DeletionTimestamp != nil {
+		return r.terminate(ctx, &pod)
+	}
+	run, err := r.start(&pod, node)
+	if err != nil {
+		r.recorder.Eventf(&pod, nil, corev1.EventTypeWarning, "FailedCreatePodSandBox", "CreateSandbox", "Simulated Pod network: %v", err)
+		return ctrl.Result{}, err
+	}
+	return r.writeStatus(ctx, &pod, node, run)
+}
+
+// remember records pod's node for spreading; r.mu is held.
+func (r *podReconciler) remember(key types.NamespacedName, node string) {
+	if r.bound == nil {
+		r.bound = map[types.NamespacedName]string{}
+	}
+	if old, ok := r.bound[key]; ok {
+		if old == node {
+			return
+		}
+		if s := r.nodes[old]; s != nil {
+			s.count--
+		}
+	}
+	r.bound[key] = node
+	if s := r.nodes[node]; s != nil {
+		s.count++
+	}
+}
+
+// forget drops a Pod from the spreading counts; r.mu is held.
+func (r *podReconciler) forget(key types.NamespacedName) {
+	if old, ok := r.bound[key]; ok {
+		if s := r.nodes[old]; s != nil {
+			s.count--
+		}
+		delete(r.bound, key)
+	}
+}
+
+// bind schedules pod on the simulated node with the fewest Pods among
+// those its nodeSelector accepts, as the scheduler's spreading would.
+func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
+		return nil // another scheduler's Pod
+	}
+	key := client.ObjectKeyFromObject(pod)
+	r.mu.Lock()
+	best := ""
+	for _, name := range r.order {
+		n := r.nodes[name]
+		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(nodeObject(n.Node).Labels)) {
+			continue
+		}
+		if best == "" || n.count < r.nodes[best].count {
+			best = name
+		}
+	}
+	if best != "" {
+		r.remember(key, best)
+	}
+	r.mu.Unlock()
+	if best == "" {
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "No simulated node matches the Pod's nodeSelector %v", pod.Spec.NodeSelector)
+		return nil
+	}
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: best},
+	}
+	if err := r.c.SubResource("binding").Create(ctx, pod, binding); err != nil {
+		r.mu.Lock()
+		r.forget(key)
+		r.mu.Unlock()
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // bound meanwhile, or gone: the next event tells
+		}
+		return fmt.Errorf("binding Pod %s to %s: %w", key, best, err)
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, best)
+	return nil
+}
+
+// start gives pod its namespace and servers, once per Pod UID.
+func (r *podReconciler) start(pod *corev1.Pod, node *nodeState) (*runningPod, error) {
+	key := client.ObjectKeyFromObject(pod)
+	r.mu.Lock()
+	run := r.pods[key]
+	r.mu.Unlock()
+	if run != nil && run.uid == pod.UID {
+		return run, nil
+	}
+	if run != nil {
+		// Same name, new Pod (a StatefulSet replacement): start over.
+		if err := r.stop(key); err != nil {
+			return nil, err
+		}
+	}
+	if pod.Spec.HostNetwork {
+		run = &runningPod{uid: pod.UID, node: node.Name, started: r.now()}
+		r.mu.Lock()
+		r.pods[key] = run
+		r.mu.Unlock()
+		return run, nil
+	}
+	ip, err := r.takeIP(node, pod)
+	if err != nil {
+		return nil, err
+	}
+	np, err := node.Net.NewPod(podRole(pod), ip)
+	if err != nil {
+		r.releaseIP(node.Name, ip)
+		return nil, err
+	}
+	name := []byte(pod.Name + "\n")
+	for _, p := range servedPorts(pod) {
+		switch p.Protocol {
+		case corev1.ProtocolUDP:
+			err = np.ServeUDP(int(p.ContainerPort), func(net.Addr) []byte { return name })
+		default:
+			err = np.ServeHTTP(int(p.ContainerPort), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(name) }))
+		}
+		if err != nil {
+			_ = np.Remove()
+			r.releaseIP(node.Name, ip)
+			return nil, fmt.Errorf("serving %s port %d: %w", p.Protocol, p.ContainerPort, err)
+		}
+	}
+	run = &runningPod{uid: pod.UID, node: node.Name, net: np, started: r.now()}
+	r.mu.Lock()
+	r.pods[key] = run
+	r.mu.Unlock()
+	r.log.V(1).Info("Started Pod", "pod", key, "node", node.Name, "ip", ip)
+	return run, nil
+}
+
+// podRole names the Pod's namespace: "pod-<namespace>-<name>", cut with a
+// hash to stay a valid file name.
+func podRole(pod *corev1.Pod) string {
+	role := "pod-" + pod.Namespace + "-" + pod.Name
+	if len(role) > 200 {
+		role = fmt.Sprintf("%s-%s", role[:180], string(pod.UID)[:8])
+	}
+	return role
+}
+
+// servedPorts are the Pod's TCP and UDP containerPorts (restartable init
+// containers included), each once; DefaultPort when it declares none.
+func servedPorts(pod *corev1.Pod) []corev1.ContainerPort {
+	var out []corev1.ContainerPort
+	seen := map[string]bool{}
+	add := func(c corev1.Container) {
+		for _, p := range c.Ports {
+			proto := p.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			k := fmt.Sprintf("%s/%d", proto, p.ContainerPort)
+			if proto == corev1.ProtocolSCTP || seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, corev1.ContainerPort{ContainerPort: p.ContainerPort, Protocol: proto})
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		add(c)
+	}
+	if len(out) == 0 {
+		out = append(out, corev1.ContainerPort{ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP})
+	}
+	return out
+}
+
+// takeIP picks the Pod's address: the one it already reports, if it is in
+// the node's CIDR and free (a restart of svcnet up keeps addresses), else
+// the lowest free one (the network address and .1 are never used).
+func (r *podReconciler) takeIP(node *nodeState, pod *corev1.Pod) (netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cidr := node.Net.PodCIDR
+	if prev, err := netip.ParseAddr(pod.Status.PodIP); err == nil && cidr.Contains(prev) && prev != cidr.Addr() && prev != cidr.Addr().Next() && !node.used[prev] && !isBroadcast(cidr, prev) {
+		node.used[prev] = true
+		return prev, nil
+	}
+	for a := cidr.Addr().Next().Next(); cidr.Contains(a); a = a.Next() {
+		if isBroadcast(cidr, a) {
+			break
+		}
+		if !node.used[a] {
+			node.used[a] = true
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("node %s has no free address left in its Pod CIDR %s", node.Name, cidr)
+}
+
+func isBroadcast(cidr netip.Prefix, a netip.Addr) bool {
+	return a.Is4() && !cidr.Contains(a.Next())
+}
+
+func (r *podReconciler) releaseIP(node string, ip netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.nodes[node]; n != nil {
+		delete(n.used, ip)
+	}
+}
+
+// stop removes a Pod's namespace, if it has one.
+func (r *podReconciler) stop(key types.NamespacedName) error {
+	r.mu.Lock()
+	run := r.pods[key]
+	delete(r.pods, key)
+	r.forget(key)
+	r.mu.Unlock()
+	if run == nil || run.net == nil {
+		return nil
+	}
+	err := run.net.Remove()
+	r.releaseIP(run.node, run.net.IP)
+	r.log.V(1).Info("Stopped Pod", "pod", key, "node", run.node)
+	return err
+}
+
+// terminate keeps a deleted Pod serving for its preStop sleep (at most its
+// grace period, the time the kubelet would give it), then removes its
+// namespace and finishes the deletion, as the kubelet does.
+func (r *podReconciler) terminate(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) {
+	grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
+	deletedAt := pod.DeletionTimestamp.Add(-grace)
+	stopAt := deletedAt.Add(min(grace, preStopSleep(pod)))
+	if wait := stopAt.Sub(r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err := r.stop(client.ObjectKeyFromObject(pod)); err != nil {
+		return ctrl.Result{}, err
+	}
+	err := r.c.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// preStopSleep is how long the Pod's containers keep serving after
+// SIGTERM: the longest preStop sleep (the sleep action or an exec of
+// `sleep N`).
+func preStopSleep(pod *corev1.Pod) time.Duration {
+	var longest time.Duration
+	for _, c := range pod.Spec.Containers {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+			continue
+		}
+		h := c.Lifecycle.PreStop
+		var d time.Duration
+		switch {
+		case h.Sleep != nil:
+			d = time.Duration(h.Sleep.Seconds) * time.Second
+		case h.Exec != nil:
+			d = execSleep(h.Exec.Command)
+		}
+		longest = max(longest, d)
+	}
+	return longest
+}
+
+// execSleep reads N out of a `sleep N` command (also inside `sh -c`).
+func execSleep(cmd []string) time.Duration {
+	words := strings.Fields(strings.Join(cmd, " "))
+	for i, w := range words {
+		if (w == "sleep" || strings.HasSuffix(w, "/sleep")) && i+1 < len(words) {
+			if d, err := time.ParseDuration(strings.Trim(words[i+1], `"';`) + "s"); err == nil {
+				return d
+			}
+		}
+	}
+	return 0
+}
+
+// readinessDelay is the longest readinessProbe initialDelaySeconds: the
+// Pod turns Ready that long after it started.
+func readinessDelay(pod *corev1.Pod) time.Duration {
+	var d time.Duration
+	for _, c := range pod.Spec.Containers {
+		if c.ReadinessProbe != nil {
+			d = max(d, time.Duration(c.ReadinessProbe.InitialDelaySeconds)*time.Second)
+		}
+	}
+	return d
+}
+
+// writeStatus reports the Pod Running with its address, and Ready once
+// its readiness delay has passed.
+func (r *podReconciler) writeStatus(ctx context.Context, pod *corev1.Pod, node *nodeState, run *runningPod) (ctrl.Result, error) {
+	readyAt := run.started.Add(readinessDelay(pod))
+	now := r.now()
+	ready := !now.Before(readyAt)
+	ip := node.Net.IP
+	if run.net != nil {
+		ip = run.net.IP
+	}
+	want := podStatus(pod, node, ip, metav1.NewTime(run.started), ready, metav1.NewTime(now))
+	var res ctrl.Result
+	if !ready {
+		res.RequeueAfter = readyAt.Sub(now)
+	}
+	if statusEqual(pod.Status, want) {
+		return res, nil
+	}
+	orig := pod.DeepCopy()
+	pod.Status = want
+	if err := r.c.Status().Patch(ctx, pod, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return res, nil
+}
+
+// podStatus is what a kubelet would report for a running Pod.
+func podStatus(pod *corev1.Pod, node *nodeState, ip netip.Addr, started metav1.Time, ready bool, now metav1.Time) corev1.PodStatus {
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
+	cond := func(t corev1.PodConditionType, s corev1.ConditionStatus) corev1.PodCondition {
+		c := corev1.PodCondition{Type: t, Status: s, LastTransitionTime: now}
+		for _, old := range pod.Status.Conditions {
+			if old.Type == t && old.Status == s {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		return c
+	}
+	st := corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{
+			cond(corev1.PodReadyToStartContainers, corev1.ConditionTrue),
+			cond(corev1.PodInitialized, corev1.ConditionTrue),
+			cond(corev1.ContainersReady, readyStatus),
+			cond(corev1.PodReady, readyStatus),
+			cond(corev1.PodScheduled, corev1.ConditionTrue),
+		},
+		HostIP:    node.Net.IP.String(),
+		HostIPs:   []corev1.HostIP{{IP: node.Net.IP.String()}},
+		PodIP:     ip.String(),
+		PodIPs:    []corev1.PodIP{{IP: ip.String()}},
+		StartTime: &started,
+		QOSClass:  pod.Status.QOSClass,
+	}
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: ready, Started: ptr.To(true),
+			ContainerID: "svcnet://" + string(pod.UID)[:8] + "-" + c.Name,
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		})
+	}
+	return st
+}
+
+// statusEqual compares what writeStatus decides: phase, addresses,
+// readiness and the number of containers reported.
+func statusEqual(a, b corev1.PodStatus) bool {
+	if a.Phase != b.Phase || a.PodIP != b.PodIP || a.HostIP != b.HostIP || len(a.ContainerStatuses) != len(b.ContainerStatuses) {
+		return false
+	}
+	cond := func(s corev1.PodStatus, t corev1.PodConditionType) corev1.ConditionStatus {
+		i := slices.IndexFunc(s.Conditions, func(c corev1.PodCondition) bool { return c.Type == t })
+		if i < 0 {
+			return ""
+		}
+		return s.Conditions[i].Status
+	}
+	for _, t := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled, corev1.PodInitialized} {
+		if cond(a, t) != cond(b, t) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,428 @@
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/internal/netlab"
+)
+
+// demoNamespace holds the walkthrough's objects; it is recreated on every
+// --demo run.
+const demoNamespace = "demo"
+
+// demo is the walkthrough: real kubectl commands against the control
+// plane, real iptables-save in the node namespaces, real requests from the
+// client namespace. Each step checks what it shows and fails otherwise.
+type demo struct {
+	out     io.Writer
+	kubectl string
+	env     []string
+	c       client.Client
+	cl      *cluster
+	http    *http.Client
+	steps   int
+}
+
+func runDemo(ctx context.Context, out io.Writer, binDir, kubeconfig string, c client.Client, cl *cluster) error {
+	d := &demo{
+		out: out, kubectl: filepath.Join(binDir, "kubectl"), c: c, cl: cl,
+		env:  append(os.Environ(), "KUBECONFIG="+kubeconfig),
+		http: netlab.Client(cl.client, 2*time.Second),
+	}
+	if _, err := os.Stat(d.kubectl); err != nil {
+		return fmt.Errorf("the walkthrough runs kubectl from %s: %w", binDir, err)
+	}
+	fmt.Fprintf(out, "\n===== The walkthrough (namespace %s) =====\n", demoNamespace)
+	if err := d.freshNamespace(ctx); err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context) error{d.clusterIP, d.scale, d.nodePort, d.headless, d.externalName, d.loadBalancer} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\n===== Walkthrough complete: every step above was checked. svcnet keeps running; explore with the commands above. =====\n")
+	return nil
+}
+
+func (d *demo) title(s string) {
+	d.steps++
+	fmt.Fprintf(d.out, "\n--- %d. %s\n", d.steps, s)
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, "    "+format+"\n", args...)
+}
+
+// show prints a command and its output, indented.
+func (d *demo) show(cmd, output string) {
+	fmt.Fprintf(d.out, "$ %s\n", cmd)
+	for _, l := range strings.Split(strings.TrimRight(output, "\n"), "\n") {
+		if l != "" {
+			fmt.Fprintf(d.out, "  %s\n", l)
+		}
+	}
+}
+
+// k runs kubectl in the demo namespace and shows it.
+func (d *demo) k(ctx context.Context, args ...string) (string, error) {
+	args = append([]string{"-n", demoNamespace}, args...)
+	cmd := exec.CommandContext(ctx, d.kubectl, args...)
+	cmd.Env = d.env
+	b, err := cmd.CombinedOutput()
+	d.show("kubectl "+strings.Join(args, " "), string(b))
+	if err != nil {
+		return string(b), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(b), nil
+}
+
+// inNode runs a shell pipeline in a node's namespace and shows it.
+func (d *demo) inNode(ctx context.Context, netns, pipeline string) string {
+	b, _ := exec.CommandContext(ctx, "ip", "netns", "exec", netns, "sh", "-c", pipeline).CombinedOutput()
+	d.show(fmt.Sprintf("ip netns exec %s sh -c '%s'", netns, pipeline), string(b))
+	return string(b)
+}
+
+func (d *demo) freshNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{}
+	ns.Name = demoNamespace
+	if err := d.c.Delete(ctx, ns); err == nil {
+		fmt.Fprintf(d.out, "(removing the namespace %s left by an earlier walkthrough)\n", demoNamespace)
+	}
+	err := waitFor(ctx, 120*time.Second, "namespace "+demoNamespace+" to be gone", func() (bool, error) {
+		err := d.c.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return err
+	}
+	return d.c.Create(ctx, &corev1.Namespace{ObjectMeta: ns.ObjectMeta})
+}
+
+// waitFor polls cond every 50 ms until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("waiting %s for %s: %w", timeout, what, last)
+			}
+			return fmt.Errorf("waited %s for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (d *demo) service(ctx context.Context, name string) (*corev1.Service, error) {
+	var svc corev1.Service
+	err := d.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: name}, &svc)
+	return &svc, err
+}
+
+// readyEndpoints counts the ready addresses published for a Service.
+func (d *demo) readyEndpoints(ctx context.Context, name string) (int, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := d.c.List(ctx, &list, client.InNamespace(demoNamespace), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				n += len(e.Addresses)
+			}
+		}
+	}
+	return n, nil
+}
+
+// endpointsInRules counts the KUBE-SEP jumps of a Service's KUBE-SVC chain
+// in every node, in parallel.
+func (d *demo) endpointsInRules(ctx context.Context, name string) []int {
+	chain := iptables.ServiceChain(demoNamespace, name, "", corev1.ProtocolTCP)
+	counts := make([]int, len(d.cl.nodes))
+	var wg sync.WaitGroup
+	for i, n := range d.cl.nodes {
+		wg.Go(func() {
+			b, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.Net.NetNS, "iptables", "-w", "-t", "nat", "-S", chain).Output()
+			if err == nil {
+				counts[i] = strings.Count(string(b), "-j KUBE-SEP-")
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+func allEqual(counts []int, want int) bool {
+	for _, c := range counts {
+		if c != want {
+			return false
+		}
+	}
+	return len(counts) > 0
+}
+
+// tally sends requests to url from the client namespace until want
+// distinct Pods answered (at least n requests, at most 20x n), and shows
+// the answers as `sort | uniq -c` would.
+func (d *demo) tally(ctx context.Context, url string, n, want int) (map[string]int, error) {
+	seen := map[string]int{}
+	var errs int
+	for i := 0; i < 20*n && (i < n || len(seen) < want); i++ {
+		body, err := netlab.Get(ctx, d.http, url)
+		if err != nil {
+			errs++
+			continue
+		}
+		seen[strings.TrimSpace(body)]++
+	}
+	total := 0
+	for _, c := range seen {
+		total += c
+	}
+	var lines []string
+	for _, pod := range slices.Sorted(maps.Keys(seen)) {
+		lines = append(lines, fmt.Sprintf("%4d %s", seen[pod], pod))
+	}
+	d.show(fmt.Sprintf("for i in $(seq %d); do ip netns exec %s curl -s %s; done | sort | uniq -c", total+errs, d.cl.client, url), strings.Join(lines, "\n"))
+	if errs > 0 {
+		return seen, fmt.Errorf("%d of %d requests to %s failed", errs, total+errs, url)
+	}
+	if len(seen) < want {
+		return seen, fmt.Errorf("requests to %s reached %d Pods, want %d", url, len(seen), want)
+	}
+	return seen, nil
+}
+
+func (d *demo) clusterIP(ctx context.Context) error {
+	d.title("A Deployment of 3 Pods and a ClusterIP Service")
+	if _, err := d.k(ctx, "create", "deployment", "web", "--image=nginx", "--replicas=3", "--port=80"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--port=80"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "rollout", "status", "deployment/web", "--timeout=90s"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "pods", "-o", "wide"); err != nil {
+		return err
+	}
+	svc, err := d.service(ctx, "web")
+	if err != nil {
+		return err
+	}
+
+	d.title("The ClusterIP is an IPAddress object whose parent is the Service")
+	out, err := d.k(ctx, "get", "ipaddresses")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, svc.Spec.ClusterIP) || !strings.Contains(out, "services/"+demoNamespace+"/web") {
+		return fmt.Errorf("kubectl get ipaddresses does not show %s with parent services/%s/web", svc.Spec.ClusterIP, demoNamespace)
+	}
+
+	d.title("The EndpointSlice lists the 3 Pod IPs")
+	if err := waitFor(ctx, 30*time.Second, "3 ready endpoints of web", func() (bool, error) {
+		n, err := d.readyEndpoints(ctx, "web")
+		return n == 3, err
+	}); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web"); err != nil {
+		return err
+	}
+
+	d.title("Every node's agent programmed KUBE-SERVICES -> KUBE-SVC -> KUBE-SEP (DNAT)")
+	if err := waitFor(ctx, 30*time.Second, "web's rules on every node", func() (bool, error) {
+		return allEqual(d.endpointsInRules(ctx, "web"), 3), nil
+	}); err != nil {
+		return err
+	}
+	rules := d.inNode(ctx, d.cl.nodes[0].Net.NetNS, "iptables-save -t nat | grep demo/web")
+	for _, want := range []string{"-A KUBE-SERVICES", "-j KUBE-SVC-", "--mode random --probability", "-j KUBE-SEP-", "-j DNAT"} {
+		if !strings.Contains(rules, want) {
+			return fmt.Errorf("the node's rules for demo/web lack %q", want)
+		}
+	}
+
+	d.title("Requests from the client namespace reach all 3 Pods")
+	_, err = d.tally(ctx, "http://"+svc.Spec.ClusterIP+"/", 30, 3)
+	return err
+}
+
+func (d *demo) scale(ctx context.Context) error {
+	d.title("Scale to 10: the slice and every node's rules follow")
+	start := time.Now()
+	if _, err := d.k(ctx, "scale", "deployment", "web", "--replicas=10"); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules", func() (bool, error) {
+		return allEqual(d.endpointsInRules(ctx, "web"), 10), nil
+	}); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	d.say("all %d nodes were reprogrammed with 10 endpoints %d ms after `kubectl scale` started", len(d.cl.nodes), took.Milliseconds())
+	d.say("(kubectl itself, the Deployment and ReplicaSet controllers, Pod start-up, the EndpointSlice write and the agents' iptables-restore included)")
+	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web"); err != nil {
+		return err
+	}
+	svc, err := d.service(ctx, "web")
+	if err != nil {
+		return err
+	}
+	_, err = d.tally(ctx, "http://"+svc.Spec.ClusterIP+"/", 100, 10)
+	return err
+}
+
+func (d *demo) nodePort(ctx context.Context) error {
+	d.title("NodePort: reached on every node's address")
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-nodeport", "--type=NodePort", "--port=80"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "service", "web-nodeport"); err != nil {
+		return err
+	}
+	svc, err := d.service(ctx, "web-nodeport")
+	if err != nil {
+		return err
+	}
+	port := svc.Spec.Ports[0].NodePort
+	if port == 0 {
+		return errors.New("web-nodeport has no nodePort")
+	}
+	for _, n := range d.cl.nodes {
+		url := fmt.Sprintf("http://%s:%d/", n.Net.IP, port)
+		var body string
+		err := waitFor(ctx, 30*time.Second, url+" to answer", func() (bool, error) {
+			var err error
+			body, err = netlab.Get(ctx, d.http, url)
+			return err == nil, err
+		})
+		d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.client, url), body)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) headless(ctx context.Context) error {
+	d.title("Headless (clusterIP: None): no IP and no rules, but slices")
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-headless", "--cluster-ip=None", "--port=80"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "service", "web-headless"); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 30*time.Second, "10 ready endpoints of web-headless", func() (bool, error) {
+		n, err := d.readyEndpoints(ctx, "web-headless")
+		return n == 10, err
+	}); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web-headless"); err != nil {
+		return err
+	}
+	return d.noRules(ctx, "web-headless")
+}
+
+// noRules shows and checks that no node has a rule for a Service.
+func (d *demo) noRules(ctx context.Context, name string) error {
+	for _, n := range d.cl.nodes {
+		out := d.inNode(ctx, n.Net.NetNS, "iptables-save | grep -c demo/"+name+"[^-]")
+		if strings.TrimSpace(out) != "0" {
+			return fmt.Errorf("node %s has rules for demo/%s", n.Name, name)
+		}
+	}
+	return nil
+}
+
+func (d *demo) externalName(ctx context.Context) error {
+	d.title("ExternalName: no IP, no slices, no rules")
+	if _, err := d.k(ctx, "create", "service", "externalname", "web-external", "--external-name=example.com"); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "service", "web-external"); err != nil {
+		return err
+	}
+	// Give the controllers the time they would need to (wrongly) act.
+	time.Sleep(500 * time.Millisecond)
+	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web-external"); err != nil {
+		return err
+	}
+	var list discoveryv1.EndpointSliceList
+	if err := d.c.List(ctx, &list, client.InNamespace(demoNamespace), client.MatchingLabels{discoveryv1.LabelServiceName: "web-external"}); err != nil {
+		return err
+	}
+	if len(list.Items) > 0 {
+		return fmt.Errorf("ExternalName Service web-external has %d EndpointSlices", len(list.Items))
+	}
+	return d.noRules(ctx, "web-external")
+}
+
+func (d *demo) loadBalancer(ctx context.Context) error {
+	d.title("LoadBalancer: an IP from the pool, reached from the client through the nodes")
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80"); err != nil {
+		return err
+	}
+	var ip string
+	err := waitFor(ctx, 15*time.Second, "web-lb's load-balancer IP", func() (bool, error) {
+		svc, err := d.service(ctx, "web-lb")
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
+		ip = svc.Status.LoadBalancer.Ingress[0].IP
+		return true, nil
+	})
+	if _, kerr := d.k(ctx, "get", "service", "web-lb"); kerr != nil {
+		return kerr
+	}
+	if err != nil {
+		var pools svcnetv1alpha1.LoadBalancerIPPoolList
+		if perr := d.c.List(ctx, &pools); perr == nil && len(pools.Items) == 0 {
+			d.say("EXTERNAL-IP stays <pending>: there is no LoadBalancerIPPool (svcnet up --load-balancer-ip-range was empty)")
+			return nil
+		}
+		return err
+	}
+	if _, err := d.k(ctx, "get", "ipaddresses", ip); err != nil {
+		return err
+	}
+	_, err = d.tally(ctx, "http://"+ip+"/", 30, 2)
+	return err
+}

@@ -1,0 +1,328 @@
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/nodesim"
+)
+
+// Addresses of the simulated network. The fabric is a private bridge that
+// only the namespaces `svcnet up` makes are plugged into.
+var (
+	fabricCIDR = netip.MustParsePrefix("172.30.0.0/24")
+	clientAddr = netip.MustParsePrefix("172.30.0.100/24")
+)
+
+// nodeAddr is node i's (1-based) address on the fabric.
+func nodeAddr(i int) netip.Prefix {
+	a := fabricCIDR.Addr().As4()
+	a[3] = byte(10 + i)
+	return netip.PrefixFrom(netip.AddrFrom4(a), fabricCIDR.Bits())
+}
+
+// zones spread the nodes over three zones, as a small real cluster would.
+var zones = []string{"zone-a", "zone-b", "zone-c"}
+
+// cluster is the simulated part of `svcnet up`: the network namespaces,
+// the node simulator and one agent per node.
+type cluster struct {
+	prefix  string
+	unlock  func()
+	lab     *netlab.Lab
+	nodes   []nodesim.Node
+	client  string
+	agents  []*process
+	stopSim context.CancelFunc
+	simDone chan struct{} // closed when the simulator's manager returned
+	simErr  error
+}
+
+// netnsLockDir holds one lock file per namespace prefix in use.
+const netnsLockDir = "/run/svcnet"
+
+// claimPrefix picks the namespace prefix for this run: "svcnet", or
+// "svcnet-2" ... when another `svcnet up` holds it. The prefix is held by
+// a lock for the life of the process, so leftovers of a crashed run under
+// a free prefix are removed here.
+func claimPrefix() (string, func(), []string, error) {
+	if err := os.MkdirAll(netnsLockDir, 0o755); err != nil {
+		return "", nil, nil, err
+	}
+	for i := 1; i <= 9; i++ {
+		prefix := "svcnet"
+		if i > 1 {
+			prefix = fmt.Sprintf("svcnet-%d", i)
+		}
+		f, err := os.OpenFile(filepath.Join(netnsLockDir, prefix+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		unlock := func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
+		removed, err := netlab.CleanStale(prefix)
+		if err != nil {
+			unlock()
+			return "", nil, nil, fmt.Errorf("removing namespaces left by an earlier svcnet up: %w", err)
+		}
+		return prefix, unlock, removed, nil
+	}
+	return "", nil, nil, errors.New("nine svcnet up are already running on this machine")
+}
+
+// checkNetnsSupport fails early, with the reason, when this process cannot
+// create network namespaces.
+func checkNetnsSupport() error {
+	for _, tool := range []string{"ip", "iptables-restore", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("--nodes needs %s (packages iproute2, iptables, util-linux); use --nodes=0 for the control plane alone", tool)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("--nodes needs root to create network namespaces; run as root, or use --nodes=0 for the control plane alone")
+	}
+	return nil
+}
+
+// startCluster builds the network, registers and runs the nodes, and
+// starts an agent in each. On error, what was made is removed.
+func startCluster(ctx context.Context, c Config, restCfg *rest.Config, kubeconfig, logs string, out io.Writer) (_ *cluster, err error) {
+	prefix, unlock, removed, err := claimPrefix()
+	if err != nil {
+		return nil, err
+	}
+	if len(removed) > 0 {
+		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
+	}
+	cl := &cluster{prefix: prefix, unlock: unlock}
+	defer func() {
+		if err != nil {
+			cl.stop()
+		}
+	}()
+	if cl.lab, err = netlab.New(prefix); err != nil {
+		return nil, err
+	}
+	clusterCIDR, _ := netip.ParsePrefix(c.ClusterCIDR)
+	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
+	var v4Services []netip.Prefix
+	for _, s := range services {
+		if s.Addr().Is4() {
+			v4Services = append(v4Services, s)
+		}
+	}
+	var nodeIPs []netip.Addr
+	for i := 1; i <= c.Nodes; i++ {
+		podCIDR, err := nodesim.PodCIDR(clusterCIDR, i)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		name := fmt.Sprintf("node-%d", i)
+		n, err := cl.lab.AddNode(name, nodeAddr(i), podCIDR, v4Services...)
+		if err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", name, err)
+		}
+		cl.nodes = append(cl.nodes, nodesim.Node{Name: name, Zone: zones[(i-1)%len(zones)], Net: n})
+		nodeIPs = append(nodeIPs, n.IP)
+	}
+	for _, a := range cl.nodes {
+		for _, b := range cl.nodes {
+			if a.Name != b.Name {
+				if err := a.Net.Route(b.Net); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
+		return nil, err
+	}
+	// The client reaches Pods through their node, and Service and
+	// LoadBalancer addresses through any node (one route, every node a
+	// next hop), as a router that learned them would.
+	for _, n := range cl.nodes {
+		if err := cl.lab.RouteVia(cl.client, n.Net.PodCIDR, n.Net.IP); err != nil {
+			return nil, err
+		}
+	}
+	anyNode := append(v4Services, lbPrefixes(c.LoadBalancerRange)...)
+	for _, p := range anyNode {
+		if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
+			return nil, err
+		}
+	}
+
+	// The node simulator: its own controller-runtime manager, no leader
+	// election (it is the nodes' kubelets and the scheduler).
+	// Each kubelet has its own client (50 QPS by default); the simulator
+	// stands for all of them.
+	simCfg := rest.CopyConfig(restCfg)
+	simCfg.QPS, simCfg.Burst = float32(50*c.Nodes), 100*c.Nodes
+	mgr, err := ctrlmanager.New(simCfg, ctrlmanager.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.FromContextOrDiscard(ctx).WithName("node-simulator"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := nodesim.Add(mgr, nodesim.Options{Nodes: cl.nodes}); err != nil {
+		return nil, err
+	}
+	simCtx, stopSim := context.WithCancel(ctx)
+	cl.stopSim, cl.simDone = stopSim, make(chan struct{})
+	go func() {
+		cl.simErr = mgr.Start(simCtx)
+		close(cl.simDone)
+	}()
+	if err := cl.waitNodes(ctx, mgr.GetAPIReader()); err != nil {
+		return nil, err
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the svcnet binary for the agents: %w", err)
+	}
+	for _, n := range cl.nodes {
+		health, err := freeLoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		metrics, err := freeLoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
+			"--netns=" + netlab.Path(n.Net.NetNS), "--cluster-cidr=" + c.ClusterCIDR,
+			"--healthz-bind-address=127.0.0.1:" + strconv.Itoa(health),
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
+			"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
+		p, err := startProcess("svcnet agent on "+n.Name, self, args, filepath.Join(logs, "agent-"+n.Name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		cl.agents = append(cl.agents, p)
+		if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", health), nil, "", 60*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+// waitNodes waits until the simulator registered every Node.
+func (cl *cluster) waitNodes(ctx context.Context, r client.Reader) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range cl.nodes {
+		for {
+			var obj metav1.PartialObjectMetadata
+			obj.SetGroupVersionKind(nodeGVK)
+			err := r.Get(ctx, client.ObjectKey{Name: n.Name}, &obj)
+			if err == nil {
+				break
+			}
+			if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+				return fmt.Errorf("Node %s not registered: %w", n.Name, err)
+			}
+			select {
+			case <-cl.simDone:
+				return fmt.Errorf("node simulator stopped: %w", cl.simErr)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// stop ends the agents and the simulator, then removes every namespace.
+func (cl *cluster) stop() {
+	for _, p := range cl.agents {
+		p.stop(10 * time.Second)
+	}
+	if cl.stopSim != nil {
+		cl.stopSim()
+		<-cl.simDone
+	}
+	if cl.lab != nil {
+		cl.lab.Close()
+	}
+	cl.unlock()
+}
+
+// failed returns a channel that yields the first agent that stopped.
+func (cl *cluster) failed() <-chan *process {
+	ch := make(chan *process, len(cl.agents))
+	for _, p := range cl.agents {
+		go func() {
+			<-p.done
+			ch <- p
+		}()
+	}
+	return ch
+}
+
+func lbPrefixes(s string) []netip.Prefix {
+	if s == "" {
+		return nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() {
+		return nil
+	}
+	return []netip.Prefix{p.Masked()}
+}
+
+// defaultPoolName is the LoadBalancerIPPool `svcnet up` creates from
+// --load-balancer-ip-range.
+const defaultPoolName = "svcnet-up"
+
+// ensureDefaultPool creates the pool once; later edits by the user stay.
+func ensureDefaultPool(ctx context.Context, c client.Client, cidr string) error {
+	pool := &svcnetv1alpha1.LoadBalancerIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: defaultPoolName},
+		Spec:       svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{cidr}, AvoidBuggyIPs: true},
+	}
+	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating LoadBalancerIPPool %s: %w", defaultPoolName, err)
+	}
+	return nil
+}
+
+var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")
+
+// freeLoopbackPort asks the kernel for a free port on 127.0.0.1.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

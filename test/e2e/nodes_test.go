@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/internal/netlab"
+)
+
+const walkthroughTimeout = 4 * time.Minute
+
+// waitOutput waits until svcnet up printed want.
+func waitOutput(t *testing.T, up *upProcess, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(up.out.String(), want) {
+		select {
+		case err := <-up.exited:
+			t.Fatalf("svcnet up exited (%v) before printing %q:\n%s", err, want, up.out)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("svcnet up did not print %q within %s:\n%s", want, timeout, up.out)
+		}
+	}
+}
+
+// namespaces lists the named network namespaces starting with prefix.
+func namespaces(t *testing.T, prefix string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(netlab.Dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// fromClient fetches url from the client namespace.
+func fromClient(ctx context.Context, ns, url string) (string, error) {
+	body, err := netlab.Get(ctx, netlab.Client(ns, 2*time.Second), url)
+	return strings.TrimSpace(body), err
+}
+
+// reachAll sends requests to url until every Pod in want answered.
+func reachAll(t *testing.T, ns, url string, want map[string]bool) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i := 0; i < 30*len(want) && len(seen) < len(want); i++ {
+		body, err := fromClient(context.Background(), ns, url)
+		if err != nil {
+			t.Fatalf("request %d to %s from %s: %v", i, url, ns, err)
+		}
+		if !want[body] {
+			t.Fatalf("%s answered %q, not one of the Service's Pods", url, body)
+		}
+		seen[body] = true
+	}
+	if len(seen) < len(want) {
+		t.Fatalf("requests to %s reached %d of %d Pods", url, len(seen), len(want))
+	}
+}
+
+// TestUpNodes runs `svcnet up --nodes=2 --demo` as a user would and checks
+// the walkthrough's facts on its own: nodes, Pods with namespaces, IPs,
+// slices, rules and traffic for every Service type; then a clean stop, a
+// crash, and the restart that cleans up after the crash.
+func TestUpNodes(t *testing.T) {
+	requireNetns(t)
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	args := upArgs(t, dataDir)
+	args[1] = "--nodes=2"
+	up := startUp(t, append(args, "--demo"))
+	waitOutput(t, up, "Walkthrough complete", walkthroughTimeout)
+	out := up.out.String()
+	for _, want := range []string{"2 nodes up", "kubectl -n demo get ipaddresses", "nodes were reprogrammed with 10 endpoints", "KUBE-SVC-", "-j DNAT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walkthrough's output lacks %q", want)
+		}
+	}
+	c := kubeClient(t, dataDir)
+
+	// Nodes: registered, Ready, each with a Pod CIDR and a zone.
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("want 2 Nodes, got %d", len(nodes.Items))
+	}
+	for _, n := range nodes.Items {
+		ready := false
+		for _, cond := range n.Status.Conditions {
+			ready = ready || cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue
+		}
+		if !ready || n.Spec.PodCIDR == "" || n.Labels[corev1.LabelTopologyZone] == "" {
+			t.Errorf("Node %s: ready=%v podCIDR=%q zone=%q", n.Name, ready, n.Spec.PodCIDR, n.Labels[corev1.LabelTopologyZone])
+		}
+	}
+
+	// Pods: 10 Running and Ready, spread, each with its own namespace.
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("demo")); err != nil {
+		t.Fatal(err)
+	}
+	podNames := map[string]bool{}
+	perNode := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			t.Errorf("Pod %s: phase %s, IP %q", p.Name, p.Status.Phase, p.Status.PodIP)
+		}
+		podNames[p.Name] = true
+		perNode[p.Spec.NodeName]++
+	}
+	if len(podNames) != 10 || perNode["node-1"] != 5 || perNode["node-2"] != 5 {
+		t.Errorf("want 10 Pods, 5 per node; got %d: %v", len(podNames), perNode)
+	}
+	all := namespaces(t, "svcnet-")
+	for _, want := range []string{"svcnet-fabric", "svcnet-node-1", "svcnet-node-2", "svcnet-client"} {
+		if !strings.Contains(strings.Join(all, " ")+" ", want+" ") {
+			t.Errorf("no network namespace %s in %v", want, all)
+		}
+	}
+	if got := len(namespaces(t, "svcnet-pod-demo-")); got != 10 {
+		t.Errorf("want a namespace per Pod (10), got %d", got)
+	}
+
+	// ClusterIP: an IPAddress with the Service as parent; rules on every
+	// node; the client reaches all 10 Pods.
+	var web corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, &web); err != nil {
+		t.Fatal(err)
+	}
+	var ipa networkingv1.IPAddress
+	if err := c.Get(ctx, client.ObjectKey{Name: web.Spec.ClusterIP}, &ipa); err != nil {
+		t.Fatalf("IPAddress %s: %v", web.Spec.ClusterIP, err)
+	}
+	if ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Name != "web" || ipa.Spec.ParentRef.Namespace != "demo" {
+		t.Errorf("IPAddress %s parent %+v, want services demo/web", ipa.Name, ipa.Spec.ParentRef)
+	}
+	chain := iptables.ServiceChain("demo", "web", "", corev1.ProtocolTCP)
+	for _, n := range []string{"svcnet-node-1", "svcnet-node-2"} {
+		b, err := exec.Command("ip", "netns", "exec", n, "iptables", "-t", "nat", "-S", chain).CombinedOutput()
+		if err != nil || strings.Count(string(b), "-j KUBE-SEP-") != 10 {
+			t.Errorf("%s: %s should jump to 10 KUBE-SEP chains (%v):\n%s", n, chain, err, b)
+		}
+	}
+	reachAll(t, "svcnet-client", "http://"+web.Spec.ClusterIP+"/", podNames)
+
+	// NodePort on both nodes' addresses.
+	var np corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web-nodeport"}, &np); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		url := fmt.Sprintf("http://%s:%d/", n.Status.Addresses[0].Address, np.Spec.Ports[0].NodePort)
+		if body, err := fromClient(ctx, "svcnet-client", url); err != nil || !podNames[body] {
+			t.Errorf("NodePort %s: %q, %v", url, body, err)
+		}
+	}
+
+	// Headless: no IP, slices with all 10; ExternalName: no slices.
+	var headless corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web-headless"}, &headless); err != nil {
+		t.Fatal(err)
+	}
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("headless Service has ClusterIP %q", headless.Spec.ClusterIP)
+	}
+	for name, want := range map[string]int{"web-headless": 10, "web-external": 0} {
+		var slices discoveryv1.EndpointSliceList
+		if err := c.List(ctx, &slices, client.InNamespace("demo"), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, s := range slices.Items {
+			got += len(s.Endpoints)
+		}
+		if got != want || (want == 0) != (len(slices.Items) == 0) {
+			t.Errorf("%s: %d slices with %d endpoints, want %d endpoints", name, len(slices.Items), got, want)
+		}
+	}
+
+	// LoadBalancer: an IP from svcnet up's pool, reached from the client
+	// through the nodes.
+	var lb corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web-lb"}, &lb); err != nil {
+		t.Fatal(err)
+	}
+	if len(lb.Status.LoadBalancer.Ingress) != 1 || !strings.HasPrefix(lb.Status.LoadBalancer.Ingress[0].IP, "192.168.240.") {
+		t.Fatalf("web-lb ingress %+v, want one IP of 192.168.240.0/24", lb.Status.LoadBalancer.Ingress)
+	}
+	reachAll(t, "svcnet-client", "http://"+lb.Status.LoadBalancer.Ingress[0].IP+"/", podNames)
+
+	// A second svcnet up at the same time gets namespaces of its own.
+	secondArgs := upArgs(t, t.TempDir())
+	secondArgs[1] = "--nodes=1"
+	second := startUp(t, secondArgs)
+	if got := namespaces(t, "svcnet-2-node-"); len(got) != 1 {
+		t.Errorf("second svcnet up: want namespace svcnet-2-node-1, got %v", got)
+	}
+	stopUp(t, second)
+	if got := namespaces(t, "svcnet-2-"); len(got) != 0 {
+		t.Errorf("the second svcnet up left namespaces behind: %v", got)
+	}
+
+	// SIGTERM: every process and namespace goes.
+	stopUp(t, up)
+	if got := namespaces(t, "svcnet"); len(got) != 0 {
+		t.Errorf("namespaces left after svcnet up stopped: %v", got)
+	}
+
+	// A crash leaves namespaces; the next start removes them and brings
+	// the Pods back, serving.
+	up = startUp(t, args)
+	waitOutput(t, up, "nodes up", time.Minute)
+	kids := descendants(up.cmd.Process.Pid)
+	if err := up.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-up.exited
+	waitGone(t, kids)
+	if got := namespaces(t, "svcnet-node-"); len(got) != 2 {
+		t.Fatalf("after SIGKILL the node namespaces should still be there for the next start to clean, got %v", got)
+	}
+	up = startUp(t, args)
+	waitOutput(t, up, "network namespaces left by an earlier run", time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		body, err := fromClient(ctx, "svcnet-client", "http://"+web.Spec.ClusterIP+"/")
+		if err == nil && podNames[body] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart, %s does not answer from a Pod: %q %v", web.Spec.ClusterIP, body, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stopUp(t, up)
+	if got := namespaces(t, "svcnet"); len(got) != 0 {
+		t.Errorf("namespaces left after svcnet up stopped: %v", got)
+	}
+	// Nothing was added to the namespace the test runs in.
+	ifaces, _ := net.Interfaces()
+	if len(ifaces) != 1 {
+		t.Errorf("svcnet up touched the caller's network namespace: interfaces %v", ifaces)
+	}
+}
+
+// stopUp sends SIGTERM and waits for svcnet up and all its children.
+func stopUp(t *testing.T, up *upProcess) {
+	t.Helper()
+	kids := descendants(up.cmd.Process.Pid)
+	if err := up.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-up.exited:
+		if err != nil {
+			t.Errorf("svcnet up exited with %v after SIGTERM:\n%s", err, up.out)
+		}
+	case <-time.After(stopTimeout):
+		t.Fatalf("svcnet up did not stop after SIGTERM:\n%s", up.out)
+	}
+	waitGone(t, kids)
+}
