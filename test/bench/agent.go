@@ -24,8 +24,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/internal/netns"
 	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/netns"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
