@@ -75,6 +75,8 @@ type runningPod struct {
 	node    string
 	net     *netlab.Pod
 	started time.Time
+	// stopping is when the deletion was first seen.
+	stopping time.Time
 }
 
 type podReconciler struct {
@@ -347,12 +349,23 @@ func (r *podReconciler) stop(key types.NamespacedName) error {
 // namespace and finishes the deletion, as the kubelet does.
 func (r *podReconciler) terminate(ctx context.Context, pod *corev1.Pod) (ctrl.Result, error) {
 	grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
-	deletedAt := pod.DeletionTimestamp.Add(-grace)
-	stopAt := deletedAt.Add(min(grace, preStopSleep(pod)))
+	// The grace period runs from when the kubelet saw the deletion (the
+	// deletion timestamp has only seconds).
+	key := client.ObjectKeyFromObject(pod)
+	r.mu.Lock()
+	run := r.pods[key]
+	if run != nil && run.stopping.IsZero() {
+		run.stopping = r.now()
+	}
+	r.mu.Unlock()
+	if run == nil {
+		run = &runningPod{stopping: r.now()}
+	}
+	stopAt := run.stopping.Add(min(grace, preStopSleep(pod)))
 	if wait := stopAt.Sub(r.now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if err := r.stop(client.ObjectKeyFromObject(pod)); err != nil {
+	if err := r.stop(key); err != nil {
 		return ctrl.Result{}, err
 	}
 	err := r.c.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
