@@ -144,3 +144,14 @@ func InstallWebhook(ctx context.Context, c client.Client, url string) error {
 	have.Webhooks = want.Webhooks
 	return c.Update(ctx, have)
 }
+
+// RemoveWebhook deletes svcnet's MutatingWebhookConfiguration, if any:
+// `svcnet up --pipeline=upstream` on a data dir that svcnet's pipeline used
+// must not send Services to a webhook nobody serves.
+func RemoveWebhook(ctx context.Context, c client.Client) error {
+	want, err := MutatingWebhookConfiguration("https://127.0.0.1")
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(c.Delete(ctx, want))
+}

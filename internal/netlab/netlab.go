@@ -37,6 +37,7 @@ type Lab struct {
 	mu         sync.Mutex
 	namespaces []string
 	pods       []*Pod
+	listeners  []net.Listener
 }
 
 // New creates the fabric: a namespace with a bridge that nodes and clients
@@ -470,12 +471,65 @@ func Get(ctx context.Context, c *http.Client, url string) (string, error) {
 	return string(b), nil
 }
 
-// Close stops the Pods' servers and deletes every namespace of the lab.
+// Forward listens on addr inside namespace ns and copies every connection
+// to target, dialled from the caller's namespace: a node's processes reach
+// the API server on the caller's loopback at the same address. It stops
+// on Close.
+func (l *Lab) Forward(ns, addr, target string) error {
+	ln, err := netns.Listen(Path(ns), addr)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.listeners = append(l.listeners, ln)
+	l.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go pipe(c, target)
+		}
+	}()
+	return nil
+}
+
+// pipe copies c to a new connection to target and back until either ends.
+func pipe(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, c)
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(c, up)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	<-done
+}
+
+// Close stops the Pods' servers and forwarders and deletes every namespace
+// of the lab.
 func (l *Lab) Close() {
 	l.mu.Lock()
 	pods := l.pods
 	l.pods = nil
+	listeners := l.listeners
+	l.listeners = nil
 	l.mu.Unlock()
+	for _, ln := range listeners {
+		_ = ln.Close()
+	}
 	for _, p := range pods {
 		p.mu.Lock()
 		p.removed = true

@@ -415,7 +415,7 @@ func (d *demo) loadBalancer(ctx context.Context) error {
 	if err != nil {
 		var pools svcnetv1alpha1.LoadBalancerIPPoolList
 		if perr := d.c.List(ctx, &pools); perr == nil && len(pools.Items) == 0 {
-			d.say("EXTERNAL-IP stays <pending>: there is no LoadBalancerIPPool (svcnet up --load-balancer-ip-range was empty)")
+			d.say("EXTERNAL-IP stays <pending>: there is no LoadBalancerIPPool (none is made with --load-balancer-ip-range empty or --pipeline=upstream)")
 			return nil
 		}
 		return err

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +28,7 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/netns"
 	"github.com/svcnet-io/svcnet/internal/nodesim"
 )
 
@@ -49,15 +52,17 @@ var zones = []string{"zone-a", "zone-b", "zone-c"}
 // cluster is the simulated part of `svcnet up`: the network namespaces,
 // the node simulator and one agent per node.
 type cluster struct {
-	prefix  string
-	unlock  func()
-	lab     *netlab.Lab
-	nodes   []nodesim.Node
-	client  string
-	agents  []*process
-	stopSim context.CancelFunc
-	simDone chan struct{} // closed when the simulator's manager returned
-	simErr  error
+	prefix string
+	unlock func()
+	lab    *netlab.Lab
+	nodes  []nodesim.Node
+	client string
+	// proxyName names what programs each node: svcnet agent or kube-proxy.
+	proxyName string
+	agents    []*process
+	stopSim   context.CancelFunc
+	simDone   chan struct{} // closed when the simulator's manager returned
+	simErr    error
 }
 
 // netnsLockDir holds one lock file per namespace prefix in use.
@@ -111,7 +116,7 @@ func checkNetnsSupport() error {
 
 // startCluster builds the network, registers and runs the nodes, and
 // starts an agent in each. On error, what was made is removed.
-func startCluster(ctx context.Context, c Config, restCfg *rest.Config, kubeconfig, logs string, out io.Writer) (_ *cluster, err error) {
+func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, kubeconfig, logs string, out io.Writer) (_ *cluster, err error) {
 	prefix, unlock, removed, err := claimPrefix()
 	if err != nil {
 		return nil, err
@@ -205,34 +210,73 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, kubeconfi
 		return nil, err
 	}
 
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding the svcnet binary for the agents: %w", err)
-	}
 	for _, n := range cl.nodes {
-		health, err := freeLoopbackPort()
-		if err != nil {
-			return nil, err
+		if c.Pipeline == PipelineUpstream {
+			err = cl.startKubeProxy(ctx, c, n, binDir, restCfg.Host, kubeconfig, logs)
+		} else {
+			err = cl.startAgent(ctx, c, n, kubeconfig, logs)
 		}
-		metrics, err := freeLoopbackPort()
 		if err != nil {
-			return nil, err
-		}
-		args := []string{"agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
-			"--netns=" + netlab.Path(n.Net.NetNS), "--cluster-cidr=" + c.ClusterCIDR,
-			"--healthz-bind-address=127.0.0.1:" + strconv.Itoa(health),
-			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
-			"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
-		p, err := startProcess("svcnet agent on "+n.Name, self, args, filepath.Join(logs, "agent-"+n.Name+".log"))
-		if err != nil {
-			return nil, err
-		}
-		cl.agents = append(cl.agents, p)
-		if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", health), nil, "", 60*time.Second); err != nil {
 			return nil, err
 		}
 	}
 	return cl, nil
+}
+
+// startAgent runs `svcnet agent` for node n: from this namespace (it
+// reaches the API server on loopback), programming n's (--netns).
+func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, kubeconfig, logs string) error {
+	cl.proxyName = "a svcnet agent"
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the svcnet binary for the agents: %w", err)
+	}
+	health, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	args := []string{"agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
+		"--netns=" + netlab.Path(n.Net.NetNS), "--cluster-cidr=" + c.ClusterCIDR,
+		"--healthz-bind-address=127.0.0.1:" + strconv.Itoa(health),
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
+		"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
+	p, err := startProcess("svcnet agent on "+n.Name, self, args, filepath.Join(logs, "agent-"+n.Name+".log"))
+	if err != nil {
+		return err
+	}
+	cl.agents = append(cl.agents, p)
+	return waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", health), nil, "", 60*time.Second)
+}
+
+// startKubeProxy runs kube-proxy inside node n's namespace, as on a real
+// node, reaching the API server through a forwarder at the same loopback
+// address (UPSTREAM-NOTES: conntrack-max-per-core=0 in a namespace).
+func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node, binDir, apiURL, kubeconfig, logs string) error {
+	cl.proxyName = "kube-proxy"
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return err
+	}
+	if err := cl.lab.Forward(n.Net.NetNS, u.Host, u.Host); err != nil {
+		return fmt.Errorf("forwarding the API server into %s: %w", n.Net.NetNS, err)
+	}
+	const healthz = "127.0.0.1:10256"
+	args := []string{"netns", "exec", n.Net.NetNS, filepath.Join(binDir, upstreamNodeBinary),
+		"--kubeconfig=" + kubeconfig, "--proxy-mode=iptables", "--hostname-override=" + n.Name,
+		"--cluster-cidr=" + c.ClusterCIDR, "--conntrack-max-per-core=0",
+		"--healthz-bind-address=" + healthz, "--metrics-bind-address=127.0.0.1:10249",
+		"--v=" + strconv.Itoa(max(c.Verbosity, 2))}
+	p, err := startProcess("kube-proxy on "+n.Name, "ip", args, filepath.Join(logs, "kube-proxy-"+n.Name+".log"))
+	if err != nil {
+		return err
+	}
+	cl.agents = append(cl.agents, p)
+	tr := &http.Transport{DialContext: netns.DialContext(netlab.Path(n.Net.NetNS))}
+	return waitReadyVia(ctx, p, "http://"+healthz+"/healthz", tr, "", 60*time.Second)
 }
 
 // waitNodes waits until the simulator registered every Node.

@@ -57,6 +57,10 @@ type Config struct {
 	LoadBalancerRange string
 	// Demo runs the walkthrough once everything is up.
 	Demo bool
+	// Pipeline is PipelineSvcnet, or PipelineUpstream to run
+	// kube-controller-manager's own controllers and kube-proxy instead of
+	// svcnet's, for side-by-side comparisons.
+	Pipeline string
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -93,6 +97,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
 	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -127,6 +132,9 @@ func (c *Config) validateNodes() []error {
 	var errs []error
 	if c.Nodes < 0 || c.Nodes > 50 {
 		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", c.Nodes))
+	}
+	if c.Pipeline != PipelineSvcnet && c.Pipeline != PipelineUpstream {
+		errs = append(errs, fmt.Errorf("--pipeline %q is not valid; valid values: %s, %s", c.Pipeline, PipelineSvcnet, PipelineUpstream))
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -185,8 +193,17 @@ func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// Pipelines (--pipeline).
+const (
+	PipelineSvcnet   = "svcnet"
+	PipelineUpstream = "upstream"
+)
+
 // binaries are the upstream programs `svcnet up` runs.
 var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+
+// upstreamNodeBinary runs on every node with --pipeline=upstream.
+const upstreamNodeBinary = "kube-proxy"
 
 // findBinDir resolves the folder holding the Kubernetes binaries and checks
 // that each one is there.
@@ -237,6 +254,13 @@ func Run(ctx context.Context, c Config) error {
 	if c.Nodes > 0 {
 		if err := checkNetnsSupport(); err != nil {
 			return err
+		}
+	}
+	upstream := c.Pipeline == PipelineUpstream
+	if upstream && c.Nodes > 0 {
+		p := filepath.Join(binDir, upstreamNodeBinary)
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
 		}
 	}
 	dataDir, err := prepareDataDir(c.DataDir)
@@ -334,9 +358,13 @@ func Run(ctx context.Context, c Config) error {
 	}
 	fmt.Fprintf(out, "kube-apiserver ready on %s\n", apiURL)
 
+	kcmControllers, kcmNote := "*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller", "its endpointslice, endpointslice-mirroring and service-cidr controllers off"
+	if upstream {
+		kcmControllers, kcmNote = "*", "all its controllers: --pipeline=upstream"
+	}
 	kcm, err := startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller",
+		"--controllers=" + kcmControllers,
 		"--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file=" + pk.saKey, "--root-ca-file=" + pk.caCert,
 		"--use-service-account-credentials=false",
@@ -346,7 +374,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	watch(kcm)
-	fmt.Fprintln(out, "kube-controller-manager started (its endpointslice, endpointslice-mirroring and service-cidr controllers off)")
+	fmt.Fprintf(out, "kube-controller-manager started (%s)\n", kcmNote)
 
 	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -381,30 +409,38 @@ func Run(ctx context.Context, c Config) error {
 	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
 		return err
 	}
-	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
-		if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
-			return fmt.Errorf("installing the admission webhook: %w", err)
-		}
-	}
 	mgrCtx, stopMgr := context.WithCancel(logr.NewContext(ctx, mopts.Logger))
 	defer stopMgr()
 	mgrDone := make(chan error, 1)
-	mgr, err := manager.New(restCfg, mopts)
-	if err != nil {
-		return err
-	}
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	fmt.Fprintf(out, "svcnet manager started (logs in %s)\n", logs)
-	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); c.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
-		if err := ensureDefaultPool(ctx, admin, c.LoadBalancerRange); err != nil {
+	if upstream {
+		// No svcnet manager: mgrDone yields only once stopMgr was called.
+		go func() { <-mgrCtx.Done(); mgrDone <- nil }()
+		if err := svcnetconfig.RemoveWebhook(ctx, admin); err != nil {
 			return err
+		}
+	} else {
+		if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
+			if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
+				return fmt.Errorf("installing the admission webhook: %w", err)
+			}
+		}
+		mgr, err := manager.New(restCfg, mopts)
+		if err != nil {
+			return err
+		}
+		go func() { mgrDone <- mgr.Start(mgrCtx) }()
+		fmt.Fprintf(out, "svcnet manager started (logs in %s)\n", logs)
+		if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); c.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
+			if err := ensureDefaultPool(ctx, admin, c.LoadBalancerRange); err != nil {
+				return err
+			}
 		}
 	}
 
 	var agentFailed <-chan *process
 	var cl *cluster
 	if c.Nodes > 0 {
-		cl, err = startCluster(logr.NewContext(ctx, mopts.Logger), c, restCfg, kubeconfig, logs, out)
+		cl, err = startCluster(logr.NewContext(ctx, mopts.Logger), c, restCfg, binDir, kubeconfig, logs, out)
 		if err != nil {
 			stopMgr()
 			<-mgrDone
@@ -412,7 +448,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 		defer cl.stop()
 		agentFailed = cl.failed()
-		fmt.Fprintf(out, "%d nodes up, each with a svcnet agent (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.prefix, cl.client)
+		fmt.Fprintf(out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
 	}
 	fmt.Fprintln(out)
 	printTour(out, binDir, kubeconfig, cl)
@@ -516,6 +552,12 @@ func waitReady(ctx context.Context, p *process, url string, caPEM []byte, token 
 		pool.AppendCertsFromPEM(caPEM)
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
+	return waitReadyVia(ctx, p, url, tr, token, timeout)
+}
+
+// waitReadyVia is waitReady with the caller's transport (e.g. one that
+// dials inside a node's namespace).
+func waitReadyVia(ctx context.Context, p *process, url string, tr *http.Transport, token string, timeout time.Duration) error {
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
 	deadline := time.Now().Add(timeout)
 	for {

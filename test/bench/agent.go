@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -25,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/netlab"
-	"github.com/svcnet-io/svcnet/internal/netns"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -180,7 +177,6 @@ func (w *agentWorld) close() {
 // address and port as outside, so the kubeconfig is the same.
 type benchNode struct {
 	node    *netlab.Node
-	fwd     net.Listener
 	client  *http.Client
 	probeIP string
 	last    string
@@ -215,35 +211,11 @@ func (w *agentWorld) addNode(ctx context.Context) (*benchNode, error) {
 		return nil, err
 	}
 	host := u.Host
-	fwd, err := netns.Listen(netlab.Path(n.NetNS), host)
-	if err != nil {
+	if err := w.lab.Forward(n.NetNS, host, host); err != nil {
 		return nil, err
 	}
-	go forward(fwd, host)
-	return &benchNode{node: n, fwd: fwd, client: netlab.Client(n.NetNS, time.Second),
+	return &benchNode{node: n, client: netlab.Client(n.NetNS, time.Second),
 		probeIP: w.probe.Spec.ClusterIP}, nil
-}
-
-// forward copies every connection accepted by l to target.
-func forward(l net.Listener, target string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{})
-			go func() { _, _ = io.Copy(up, c); close(done) }()
-			_, _ = io.Copy(c, up)
-			<-done
-		}()
-	}
 }
 
 // reached is the endpoint address a new connection to the probe Service
@@ -298,7 +270,6 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 	if err != nil {
 		return res, err
 	}
-	defer n.fwd.Close()
 	kc := filepath.Join(workDir, "kubeconfig")
 	if err := w.env.WriteKubeconfig(kc); err != nil {
 		return res, err
