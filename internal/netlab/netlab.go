@@ -117,10 +117,7 @@ func (l *Lab) delNetns(name string) error {
 		}
 	}
 	l.mu.Unlock()
-	if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns del %s: %w: %s", name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return netns.Delete(Path(name))
 }
 
 // Run runs a command inside a namespace ("" = the current one) and
@@ -317,26 +314,32 @@ func (n *Node) NewPod(role string, ip netip.Addr) (*Pod, error) {
 	n.links++
 	hostSide := fmt.Sprintf("vp%d", n.links)
 	n.mu.Unlock()
-	ns, err := l.addNetns(role)
-	if err != nil {
+	// Pods come and go often: the namespace is made in-process and the
+	// wiring takes two `ip -batch` runs.
+	ns := l.prefix + "-" + role
+	if err := netns.Create(Path(ns)); err != nil {
 		return nil, err
 	}
 	p := &Pod{Name: role, NetNS: ns, IP: ip, Node: n, hostIface: hostSide}
 	l.mu.Lock()
+	l.namespaces = append(l.namespaces, ns)
 	l.pods = append(l.pods, p)
 	l.mu.Unlock()
 	fail := func(err error) (*Pod, error) { return nil, errors.Join(err, p.Remove()) }
-	if err := l.vethPair(n.NetNS, hostSide, ns, "eth0"); err != nil {
+	if err := l.batch(n.NetNS, [][]string{
+		{"link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"link", "set", hostSide, "up"},
+		{"route", "add", ip.String() + "/32", "dev", hostSide},
+	}); err != nil {
 		return fail(err)
 	}
 	if err := l.batch(ns, [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "set", "eth0", "up"},
 		{"addr", "add", ip.String() + "/32", "dev", "eth0"},
 		{"route", "add", gatewayIP, "dev", "eth0", "scope", "link"},
 		{"route", "add", "default", "via", gatewayIP, "dev", "eth0"},
 	}); err != nil {
-		return fail(err)
-	}
-	if err := l.batch(n.NetNS, [][]string{{"route", "add", ip.String() + "/32", "dev", hostSide}}); err != nil {
 		return fail(err)
 	}
 	return p, nil

@@ -6,9 +6,11 @@ package netns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -80,4 +82,52 @@ func DialContext(path string) func(ctx context.Context, network, addr string) (n
 		})
 		return c, err
 	}
+}
+
+// Create makes a new, empty network namespace and pins it at path (a file
+// under /run/netns, as `ip netns add` does) without running a process: the
+// calling thread enters a fresh namespace, bind-mounts it at path and
+// returns to its own.
+func Create(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	f.Close()
+	runtime.LockOSThread()
+	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		runtime.UnlockOSThread()
+		_ = os.Remove(path)
+		return fmt.Errorf("opening own network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		_ = os.Remove(path)
+		return fmt.Errorf("creating a network namespace: %w", err)
+	}
+	mountErr := unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), path, "none", unix.MS_BIND, "")
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread stays locked and is discarded with its goroutine.
+		return fmt.Errorf("returning from the new network namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	if mountErr != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("pinning the network namespace at %s: %w", path, mountErr)
+	}
+	return nil
+}
+
+// Delete unpins a namespace made by Create (or `ip netns add`); the kernel
+// frees it once no process or socket uses it.
+func Delete(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmounting %s: %w", path, err)
+	}
+	return os.Remove(path)
 }

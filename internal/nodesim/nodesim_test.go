@@ -140,7 +140,10 @@ func TestSimulator(t *testing.T) {
 		g := NewWithT(t)
 		for _, n := range nodes {
 			var node corev1.Node
-			g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node) }).Should(Succeed())
+			g.Eventually(func() ([]corev1.NodeAddress, error) {
+				err := env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node)
+				return node.Status.Addresses, err
+			}).ShouldNot(BeEmpty(), "the status is written right after the create")
 			g.Expect(node.Spec.PodCIDR).To(Equal(n.Net.PodCIDR.String()))
 			g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, n.Zone))
 			g.Expect(node.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Net.IP.String()}))

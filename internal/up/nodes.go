@@ -37,6 +37,7 @@ import (
 var (
 	fabricCIDR = netip.MustParsePrefix("172.30.0.0/24")
 	clientAddr = netip.MustParsePrefix("172.30.0.100/24")
+	fabricAddr = netip.MustParsePrefix("172.30.0.1/24")
 )
 
 // nodeAddr is node i's (1-based) address on the fabric.
@@ -140,6 +141,11 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 		if s.Addr().Is4() {
 			v4Services = append(v4Services, s)
 		}
+	}
+	// A Service address no node has rules for is refused at once by the
+	// fabric, not left to time out: a request shows the state at once.
+	if err := cl.lab.RefuseUnserved(fabricAddr, v4Services...); err != nil {
+		return nil, err
 	}
 	var nodeIPs []netip.Addr
 	for i := 1; i <= c.Nodes; i++ {

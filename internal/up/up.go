@@ -79,6 +79,7 @@ func DefaultConfig() Config {
 		EtcdPeerPort:      2380,
 		ServiceCIDRs:      "10.96.0.0/16",
 		Nodes:             3,
+		Pipeline:          PipelineSvcnet,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
 		Manager:           m,

@@ -68,6 +68,13 @@ func main() {
 	if ag != "" {
 		b.WriteString("\n" + ag)
 	}
+	if selected(*only, "j") {
+		pl, err := pipelineReport(ctx, root, *scale, skip)
+		if err != nil {
+			fail(err)
+		}
+		b.WriteString("\n" + pl)
+	}
 	b.WriteString(`
 How to read the EndpointSlice table: the times of (a) and (b) are dominated by process start, cache sync and the
 shared client rate limit, and on 2 shared cores they move by about 15% between runs, as does the write count of (c);

@@ -37,17 +37,7 @@ func startProc(logPath string, argv ...string) (*proc, error) {
 // cpuSeconds is the user+system CPU time the process used so far,
 // including that of the children it waited for (iptables-restore).
 func (p *proc) cpuSeconds() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	cutime, _ := strconv.ParseFloat(fields[13], 64)
-	cstime, _ := strconv.ParseFloat(fields[14], 64)
-	return (utime + stime + cutime + cstime) / 100 // USER_HZ
+	return pidCPUSeconds(p.cmd.Process.Pid)
 }
 
 // peakRSSMiB is the process's high-water resident set size.
@@ -76,4 +66,53 @@ func (p *proc) stop() {
 		<-done
 	}
 	p.log.Close()
+}
+
+// treeCPUSeconds is cpuSeconds summed over the process and every process
+// below it: the whole work of a process tree such as `svcnet up`.
+func (p *proc) treeCPUSeconds() float64 {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := statFields(pid); len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	total := 0.0
+	queue := []int{p.cmd.Process.Pid}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		total += pidCPUSeconds(pid)
+		queue = append(queue, children[pid]...)
+	}
+	return total
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+}
+
+func pidCPUSeconds(pid int) float64 {
+	fields := statFields(pid)
+	if len(fields) < 15 {
+		return 0
+	}
+	var sum float64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, _ := strconv.ParseFloat(fields[i], 64)
+		sum += v
+	}
+	return sum / 100 // USER_HZ
 }

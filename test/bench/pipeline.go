@@ -1,0 +1,377 @@
+package main
+
+// The end-to-end benchmark (j): `svcnet up --nodes 3` with svcnet's
+// pipeline (manager + agents) and with the upstream one (kube-controller-
+// manager's EndpointSlice controller + kube-proxy, --pipeline=upstream),
+// one after the other on the same machine. Each measures, from the API
+// request, the time until a client request through the Service succeeds
+// (reaches a new Pod, for a scale-up) and until every node's rules hold
+// the new endpoints.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+const (
+	pipelineNodes   = 3
+	pipelineNS      = "bench"
+	pipelineTimeout = 30 * time.Second
+	// rulePoll is how often every node's rules are read while waiting for
+	// a deleted Service's or a scale-down's rules to go (not measured).
+	rulePoll = 50 * time.Millisecond
+	// requestGap is the pause between two requests of one prober.
+	requestGap = 2 * time.Millisecond
+	// requestTimeout bounds one request attempt.
+	requestTimeout = 50 * time.Millisecond
+)
+
+type pipelineResult struct {
+	createReq, createProg, scaleReq, scaleProg []time.Duration
+	cpu                                        float64
+}
+
+// upCluster is a running `svcnet up`.
+type upCluster struct {
+	p      *proc
+	c      client.Client
+	nodes  []string // node namespaces
+	client string   // client namespace
+}
+
+var upNamespacesRE = regexp.MustCompile(`\(namespaces (\S+)-node-\*, client (\S+)\)`)
+
+func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster, error) {
+	var ports []string
+	for range 4 {
+		p, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, strconv.Itoa(p))
+	}
+	logPath := filepath.Join(dir, "svcnet-up.log")
+	p, err := startProc(logPath, filepath.Join(root, "bin/svcnet"), "up", "--nodes", strconv.Itoa(pipelineNodes), "--pipeline", pipeline,
+		"--data-dir", filepath.Join(dir, "data"), "--k8s-bin-dir", filepath.Join(root, "bin/k8s"),
+		"--apiserver-port", ports[0], "--etcd-client-port", ports[1], "--etcd-peer-port", ports[2], "--webhook-port", ports[3])
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	var m []string
+	for {
+		b, _ := os.ReadFile(logPath)
+		m = upNamespacesRE.FindStringSubmatch(string(b))
+		if m != nil && strings.Contains(string(b), "The control plane is up") {
+			break
+		}
+		if p.cmd.ProcessState != nil || time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("svcnet up --pipeline=%s not up; its output:\n%s", pipeline, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "data", "kubeconfig"))
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	u := &upCluster{p: p, c: c, client: m[2]}
+	for i := 1; i <= pipelineNodes; i++ {
+		u.nodes = append(u.nodes, fmt.Sprintf("%s-node-%d", m[1], i))
+	}
+	return u, nil
+}
+
+// endpointsInRules counts the KUBE-SEP jumps of a Service's chain in every
+// node, read in parallel.
+func (u *upCluster) endpointsInRules(ctx context.Context, svc string) []int {
+	chain := iptables.ServiceChain(pipelineNS, svc, "", corev1.ProtocolTCP)
+	counts := make([]int, len(u.nodes))
+	var wg sync.WaitGroup
+	for i, ns := range u.nodes {
+		wg.Go(func() {
+			b, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iptables", "-w", "-t", "nat", "-S", chain).Output()
+			if err == nil {
+				counts[i] = strings.Count(string(b), "-j KUBE-SEP-")
+			} else {
+				counts[i] = -1 // no chain
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+// waitRules polls until every node's chain for svc has want endpoints (-1:
+// no chain) and returns the time since start.
+func (u *upCluster) waitRules(ctx context.Context, svc string, want int, start time.Time) (time.Duration, error) {
+	for {
+		counts := u.endpointsInRules(ctx, svc)
+		done := true
+		for _, c := range counts {
+			done = done && c == want
+		}
+		if done {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > pipelineTimeout {
+			return 0, fmt.Errorf("rules for %s: %v endpoints per node after %s, want %d", svc, counts, pipelineTimeout, want)
+		}
+		time.Sleep(rulePoll)
+	}
+}
+
+// waitRequest sends requests from namespace ns until one reaches a Pod
+// accepted by ok, and returns the time since start.
+func (u *upCluster) waitRequest(ctx context.Context, ns, url string, ok func(pod string) bool, start time.Time) (time.Duration, error) {
+	// A SYN that met the Service in a half-programmed state (a REJECT
+	// whose ICMP answer does not reach a client outside the nodes) is not
+	// answered: a short attempt timeout bounds what that costs.
+	hc := netlab.Client(ns, requestTimeout)
+	for {
+		body, err := netlab.Get(ctx, hc, url)
+		if err == nil && ok(strings.TrimSpace(body)) {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > pipelineTimeout {
+			return 0, fmt.Errorf("no request to %s from %s succeeded within %s (last: %q, %v)", url, ns, pipelineTimeout, body, err)
+		}
+		time.Sleep(requestGap)
+	}
+}
+
+// waitEveryNode measures, from the client and from inside every node at
+// once, until a request to url reaches a Pod accepted by ok. A node's
+// answer from such a Pod means its rules were rewritten (a chain is
+// replaced atomically): the time for every node is the longest.
+func (u *upCluster) waitEveryNode(ctx context.Context, url string, ok func(pod string) bool, start time.Time) (client, nodes time.Duration, err error) {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		d, e := u.waitRequest(ctx, u.client, url, ok, start)
+		mu.Lock()
+		client, errs = d, append(errs, e)
+		mu.Unlock()
+	})
+	for _, ns := range u.nodes {
+		wg.Go(func() {
+			d, e := u.waitRequest(ctx, ns, url, ok, start)
+			mu.Lock()
+			nodes, errs = max(nodes, d), append(errs, e)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return client, nodes, errors.Join(errs...)
+}
+
+func (u *upCluster) readyPods(ctx context.Context) (map[string]bool, error) {
+	var pods corev1.PodList
+	if err := u.c.List(ctx, &pods, client.InNamespace(pipelineNS), client.MatchingLabels{"app": "web"}); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				out[p.Name] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+func (u *upCluster) waitPods(ctx context.Context, n int) (map[string]bool, error) {
+	deadline := time.Now().Add(pipelineTimeout)
+	for {
+		pods, err := u.readyPods(ctx)
+		if err == nil && len(pods) == n {
+			var all corev1.PodList
+			if err := u.c.List(ctx, &all, client.InNamespace(pipelineNS)); err == nil && len(all.Items) == n {
+				return pods, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("want %d ready Pods, have %d (%v)", n, len(pods), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (u *upCluster) scale(ctx context.Context, replicas int32) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+	return u.c.SubResource("scale").Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch))
+}
+
+func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipelineResult, error) {
+	var res pipelineResult
+	dir, err := os.MkdirTemp("", "svcnet-bench-pipeline-")
+	if err != nil {
+		return res, err
+	}
+	if os.Getenv("SVCNET_BENCH_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", dir)
+	}
+	u, err := startUpCluster(ctx, root, dir, pipeline)
+	if err != nil {
+		return res, err
+	}
+	defer u.p.stop()
+	if err := u.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pipelineNS}}); err != nil {
+		return res, err
+	}
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx",
+					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
+			},
+		},
+	}
+	if err := u.c.Create(ctx, dep); err != nil {
+		return res, err
+	}
+	pods, err := u.waitPods(ctx, 3)
+	if err != nil {
+		return res, err
+	}
+	cpuStart := u.p.treeCPUSeconds()
+
+	// Service creation: request through it, and every node programmed.
+	for i := range runs {
+		name := fmt.Sprintf("s%d", i)
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: name},
+			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+		}
+		start := time.Now()
+		if err := u.c.Create(ctx, svc); err != nil {
+			return res, err
+		}
+		req, prog, err := u.waitEveryNode(ctx, "http://"+svc.Spec.ClusterIP+"/", func(p string) bool { return pods[p] }, start)
+		if err != nil {
+			return res, fmt.Errorf("creating Service %s: %w", name, err)
+		}
+		res.createReq, res.createProg = append(res.createReq, req), append(res.createProg, prog)
+		if err := u.c.Delete(ctx, svc); err != nil {
+			return res, err
+		}
+		if _, err := u.waitRules(ctx, name, -1, time.Now()); err != nil {
+			return res, err
+		}
+	}
+
+	// Scale 3 -> 4: a request reaches the new Pod, every node programmed;
+	// then back to 3 (not measured) until the rules and Pods settled.
+	probe := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}
+	if err := u.c.Create(ctx, probe); err != nil {
+		return res, err
+	}
+	if _, err := u.waitRules(ctx, "web", 3, time.Now()); err != nil {
+		return res, err
+	}
+	for range runs {
+		before, err := u.waitPods(ctx, 3)
+		if err != nil {
+			return res, err
+		}
+		start := time.Now()
+		if err := u.scale(ctx, 4); err != nil {
+			return res, err
+		}
+		req, prog, err := u.waitEveryNode(ctx, "http://"+probe.Spec.ClusterIP+"/", func(p string) bool { return p != "" && !before[p] }, start)
+		if err != nil {
+			return res, fmt.Errorf("scaling to 4: %w", err)
+		}
+		res.scaleReq, res.scaleProg = append(res.scaleReq, req), append(res.scaleProg, prog)
+		if err := u.scale(ctx, 3); err != nil {
+			return res, err
+		}
+		if _, err := u.waitRules(ctx, "web", 3, time.Now()); err != nil {
+			return res, err
+		}
+	}
+	res.cpu = u.p.treeCPUSeconds() - cpuStart
+	return res, nil
+}
+
+// pipelineReport runs (j) for both pipelines.
+func pipelineReport(ctx context.Context, root string, scale int, skip string) (string, error) {
+	var b strings.Builder
+	runs := max(50/scale, 5)
+	fmt.Fprintf(&b, "## End to end: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+	fmt.Fprintf(&b, "`svcnet up --nodes %d` with svcnet's manager and agents, then `--pipeline=upstream` (kube-controller-manager's "+
+		"EndpointSlice controller, kube-apiserver's allocator and kube-proxy %s at its defaults in each node), on the same machine. "+
+		"The node simulator (shared by both) starts each Pod in a network namespace of its own. (j1) %d Services created for a "+
+		"Deployment of 3 Pods: from the create request until a request from the client namespace through the ClusterIP succeeds, "+
+		"and until a request from inside every node does. (j2) %d scale-ups 3 -> 4 (scale subresource, as `kubectl scale`): "+
+		"until a client request reaches the new Pod, and until a request from inside every node reaches it (its rules were rewritten with "+
+		"the 4 endpoints). Probers (the client and each node) send new connections one after another, %s apart, each given %s; "+
+		"reading the rules with iptables instead would load the 2 cores and slow what it measures.\n\n", pipelineNodes, iptablesVersion(), runs, runs, requestGap, requestTimeout)
+	if skip != "" {
+		fmt.Fprintf(&b, "Not run: %s.\n", skip)
+		return b.String(), nil
+	}
+	results := map[string]pipelineResult{}
+	for _, p := range []string{"svcnet", "upstream"} {
+		fmt.Fprintf(os.Stderr, "bench: (j) svcnet up --pipeline=%s, %d runs each\n", p, runs)
+		r, err := runPipeline(ctx, root, p, runs)
+		if err != nil {
+			return "", fmt.Errorf("(j) pipeline %s: %w", p, err)
+		}
+		results[p] = r
+	}
+	s, u := results["svcnet"], results["upstream"]
+	fmt.Fprintf(&b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
+	row := func(name string, a, c []time.Duration) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
+			ms(percentile(a, 0.5)), ms(percentile(a, 0.99)), ms(percentile(c, 0.5)), ms(percentile(c, 0.99)),
+			ratio(percentile(a, 0.5).Seconds(), percentile(c, 0.5).Seconds()), ratio(percentile(a, 0.99).Seconds(), percentile(c, 0.99).Seconds()))
+	}
+	row("(j1) create Service -> client request succeeds", s.createReq, u.createReq)
+	row("(j1) create Service -> every node serves it", s.createProg, u.createProg)
+	row("(j2) scale 3 -> 4 -> request reaches the new Pod", s.scaleReq, u.scaleReq)
+	row("(j2) scale 3 -> 4 -> all nodes reprogrammed", s.scaleProg, u.scaleProg)
+	fmt.Fprintf(&b, "\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node simulator, the agents or kube-proxies, iptables) during the runs: svcnet %.1f, upstream %.1f.\n", s.cpu, u.cpu)
+	return b.String(), nil
+}
