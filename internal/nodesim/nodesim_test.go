@@ -131,7 +131,12 @@ func TestSimulator(t *testing.T) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node simulator: %v", err)
+		}
+	})
 
 	ns, err := env.Namespace(ctx, "sim")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -297,7 +297,7 @@ func (cl *cluster) waitNodes(ctx context.Context, r client.Reader) error {
 				break
 			}
 			if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
-				return fmt.Errorf("Node %s not registered: %w", n.Name, err)
+				return fmt.Errorf("node %s not registered: %w", n.Name, err)
 			}
 			select {
 			case <-cl.simDone:

@@ -444,8 +444,7 @@ func Run(ctx context.Context, c Config) error {
 		cl, err = startCluster(logr.NewContext(ctx, mopts.Logger), c, restCfg, binDir, kubeconfig, logs, out)
 		if err != nil {
 			stopMgr()
-			<-mgrDone
-			return fmt.Errorf("starting the simulated nodes: %w", err)
+			return errors.Join(fmt.Errorf("starting the simulated nodes: %w", err), <-mgrDone)
 		}
 		defer cl.stop()
 		agentFailed = cl.failed()
@@ -456,8 +455,7 @@ func Run(ctx context.Context, c Config) error {
 	if c.Demo {
 		if err := runDemo(ctx, out, binDir, kubeconfig, admin, cl); err != nil && ctx.Err() == nil {
 			stopMgr()
-			<-mgrDone
-			return fmt.Errorf("the walkthrough failed: %w", err)
+			return errors.Join(fmt.Errorf("the walkthrough failed: %w", err), <-mgrDone)
 		}
 	}
 
@@ -471,8 +469,7 @@ func Run(ctx context.Context, c Config) error {
 		return nil
 	case p := <-agentFailed:
 		stopMgr()
-		<-mgrDone
-		return p.failure()
+		return errors.Join(p.failure(), <-mgrDone)
 	case p := <-failed:
 		stopMgr()
 		if err := <-mgrDone; err != nil {

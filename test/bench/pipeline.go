@@ -162,7 +162,7 @@ func (u *upCluster) waitRequest(ctx context.Context, ns, url string, ok func(pod
 			return time.Since(start), nil
 		}
 		if time.Since(start) > pipelineTimeout {
-			return 0, fmt.Errorf("no request to %s from %s succeeded within %s (last: %q, %v)", url, ns, pipelineTimeout, body, err)
+			return 0, fmt.Errorf("no request to %s from %s succeeded within %s (last: %q, %w)", url, ns, pipelineTimeout, body, err)
 		}
 		time.Sleep(requestGap)
 	}
@@ -221,7 +221,7 @@ func (u *upCluster) waitPods(ctx context.Context, n int) (map[string]bool, error
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("want %d ready Pods, have %d (%v)", n, len(pods), err)
+			return nil, fmt.Errorf("want %d ready Pods, have %d (%w)", n, len(pods), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -237,7 +237,9 @@ func TestUpNodes(t *testing.T) {
 	if err := up.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-up.exited
+	if err := <-up.exited; err == nil {
+		t.Error("svcnet up exited cleanly after SIGKILL")
+	}
 	waitGone(t, kids)
 	if got := namespaces(t, "svcnet-node-"); len(got) != 2 {
 		t.Fatalf("after SIGKILL the node namespaces should still be there for the next start to clean, got %v", got)
