@@ -200,9 +200,9 @@ func (k *nodeKeeper) ensureNode(ctx context.Context, n Node) error {
 	}
 	maps.Copy(cur.Labels, want.Labels)
 	cur.Spec.PodCIDR, cur.Spec.PodCIDRs = want.Spec.PodCIDR, want.Spec.PodCIDRs
-	// Taints the node lifecycle controller set while the node was
-	// offline go away once the heartbeats are back, as on a real node.
-	cur.Spec.Unschedulable = false
+	// A cordon (spec.unschedulable) stays, as on a real node; the taints
+	// the node lifecycle controller set while svcnet up was stopped go
+	// once the heartbeats are back.
 	return k.c.Patch(ctx, &cur, patch)
 }
 

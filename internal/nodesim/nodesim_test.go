@@ -267,6 +267,32 @@ func TestSimulator(t *testing.T) {
 		g.Expect(netlab.Path(nsName)).NotTo(BeAnExistingFile())
 	})
 
+	t.Run("a cordoned node takes no new Pods", func(t *testing.T) {
+		g := NewWithT(t)
+		var node corev1.Node
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "node-1"}, &node)).To(Succeed())
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Spec.Unschedulable = true
+		g.Expect(env.Client.Patch(ctx, &node, patch)).To(Succeed())
+		defer func() {
+			patch := client.MergeFrom(node.DeepCopy())
+			node.Spec.Unschedulable = false
+			g.Expect(env.Client.Patch(ctx, &node, patch)).To(Succeed())
+		}()
+		g.Eventually(func() bool {
+			var n corev1.Node
+			_ = mgr.GetClient().Get(ctx, client.ObjectKey{Name: "node-1"}, &n)
+			return n.Spec.Unschedulable
+		}).Should(BeTrue(), "the simulator's cache sees the cordon")
+		for i := range 3 {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cordon-%d", i)}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "web", Image: "nginx"}},
+			}}
+			g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
+			g.Expect(running(g, pod.Name).Spec.NodeName).To(Equal("node-2"))
+		}
+	})
+
 	t.Run("a Pod no node accepts stays Pending", func(t *testing.T) {
 		g := NewWithT(t)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nowhere"}, Spec: corev1.PodSpec{

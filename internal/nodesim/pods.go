@@ -50,7 +50,7 @@ func Add(mgr manager.Manager, opts Options) error {
 	}
 	r := &podReconciler{
 		c: mgr.GetClient(), recorder: mgr.GetEventRecorder("svcnet-node-simulator"), log: log, now: now,
-		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{},
+		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{},
 	}
 	for _, n := range opts.Nodes {
 		r.nodes[n.Name] = &nodeState{Node: n, used: map[netip.Addr]bool{}}
@@ -127,9 +127,6 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // remember records pod's node for spreading; r.mu is held.
 func (r *podReconciler) remember(key types.NamespacedName, node string) {
-	if r.bound == nil {
-		r.bound = map[types.NamespacedName]string{}
-	}
 	if old, ok := r.bound[key]; ok {
 		if old == node {
 			return
@@ -161,11 +158,19 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
 		return nil // another scheduler's Pod
 	}
 	key := client.ObjectKeyFromObject(pod)
+	// Cordoned nodes (kubectl cordon) take no new Pods.
+	cordoned := map[string]bool{}
+	for _, name := range r.order {
+		var node corev1.Node
+		if err := r.c.Get(ctx, client.ObjectKey{Name: name}, &node); err == nil && node.Spec.Unschedulable {
+			cordoned[name] = true
+		}
+	}
 	r.mu.Lock()
 	best := ""
 	for _, name := range r.order {
 		n := r.nodes[name]
-		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(nodeObject(n.Node).Labels)) {
+		if cordoned[name] || !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(nodeObject(n.Node).Labels)) {
 			continue
 		}
 		if best == "" || n.count < r.nodes[best].count {
@@ -177,7 +182,7 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
 	}
 	r.mu.Unlock()
 	if best == "" {
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "No simulated node matches the Pod's nodeSelector %v", pod.Spec.NodeSelector)
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "No schedulable simulated node matches the Pod's nodeSelector %v", pod.Spec.NodeSelector)
 		return nil
 	}
 	binding := &corev1.Binding{
