@@ -70,3 +70,24 @@ func ServiceChain(namespace, service, portName string, proto corev1.Protocol) st
 	}
 	return svcChain(name, proto)
 }
+
+// EndpointJumps counts the rules of chain that jump to a KUBE-SEP- chain in
+// the output of `iptables-save -t nat`: the endpoints a node's rules give a
+// service port. It is -1 when the chain is not there.
+func EndpointJumps(natSave []byte, chain string) int {
+	declared := []byte(":" + chain + " ")
+	rule := "-A " + chain + " "
+	n := -1
+	for _, line := range strings.Split(string(natSave), "\n") {
+		switch {
+		case strings.HasPrefix(line, string(declared)):
+			n = max(n, 0)
+		case strings.HasPrefix(line, rule):
+			n = max(n, 0)
+			if strings.Contains(line, "-j KUBE-SEP-") {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -41,6 +41,24 @@ func TestChainNamesMatchKubeProxy(t *testing.T) {
 	}
 }
 
+func TestEndpointJumps(t *testing.T) {
+	save := []byte(`*nat
+:KUBE-SVC-A - [0:0]
+:KUBE-SVC-AB - [0:0]
+:KUBE-SVC-EMPTY - [0:0]
+-A KUBE-SVC-A ! -s 10.244.0.0/16 -d 10.96.0.10/32 -j KUBE-MARK-MASQ
+-A KUBE-SVC-A -m statistic --mode random --probability 0.5 -j KUBE-SEP-X
+-A KUBE-SVC-A -j KUBE-SEP-Y
+-A KUBE-SVC-AB -j KUBE-SEP-Z
+COMMIT
+`)
+	for chain, want := range map[string]int{"KUBE-SVC-A": 2, "KUBE-SVC-AB": 1, "KUBE-SVC-EMPTY": 0, "KUBE-SVC-GONE": -1} {
+		if got := EndpointJumps(save, chain); got != want {
+			t.Errorf("EndpointJumps(%s) = %d, want %d", chain, got, want)
+		}
+	}
+}
+
 const node = "node-a"
 
 // ep is an endpoint for the slice builder.

@@ -84,8 +84,8 @@ func CleanStale(prefix string) ([]string, error) {
 		if !ok || !roleRE.MatchString(rest) {
 			continue
 		}
-		if out, err := exec.Command("ip", "netns", "del", e.Name()).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip netns del %s: %w: %s", e.Name(), err, strings.TrimSpace(string(out))))
+		if err := netns.Delete(Path(e.Name())); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		removed = append(removed, e.Name())
@@ -545,7 +545,7 @@ func (l *Lab) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := len(l.namespaces) - 1; i >= 0; i-- {
-		_ = exec.Command("ip", "netns", "del", l.namespaces[i]).Run()
+		_ = netns.Delete(Path(l.namespaces[i]))
 	}
 	l.namespaces = nil
 }

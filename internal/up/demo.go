@@ -169,16 +169,16 @@ func (d *demo) readyEndpoints(ctx context.Context, name string) (int, error) {
 }
 
 // endpointsInRules counts the KUBE-SEP jumps of a Service's KUBE-SVC chain
-// in every node, in parallel.
+// in every node (-1: no chain), read in parallel.
 func (d *demo) endpointsInRules(ctx context.Context, name string) []int {
 	chain := iptables.ServiceChain(demoNamespace, name, "", corev1.ProtocolTCP)
 	counts := make([]int, len(d.cl.nodes))
 	var wg sync.WaitGroup
 	for i, n := range d.cl.nodes {
 		wg.Go(func() {
-			b, err := exec.CommandContext(ctx, "ip", "netns", "exec", n.Net.NetNS, "iptables", "-w", "-t", "nat", "-S", chain).Output()
-			if err == nil {
-				counts[i] = strings.Count(string(b), "-j KUBE-SEP-")
+			counts[i] = -1
+			if save, err := iptables.NewExec(corev1.IPv4Protocol, netlab.Path(n.Net.NetNS)).Save(ctx, "nat"); err == nil {
+				counts[i] = iptables.EndpointJumps(save, chain)
 			}
 		})
 	}

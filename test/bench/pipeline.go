@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -111,18 +110,16 @@ func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster
 }
 
 // endpointsInRules counts the KUBE-SEP jumps of a Service's chain in every
-// node, read in parallel.
+// node (-1: no chain), read in parallel.
 func (u *upCluster) endpointsInRules(ctx context.Context, svc string) []int {
 	chain := iptables.ServiceChain(pipelineNS, svc, "", corev1.ProtocolTCP)
 	counts := make([]int, len(u.nodes))
 	var wg sync.WaitGroup
 	for i, ns := range u.nodes {
 		wg.Go(func() {
-			b, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iptables", "-w", "-t", "nat", "-S", chain).Output()
-			if err == nil {
-				counts[i] = strings.Count(string(b), "-j KUBE-SEP-")
-			} else {
-				counts[i] = -1 // no chain
+			counts[i] = -1
+			if save, err := iptables.NewExec(corev1.IPv4Protocol, netlab.Path(ns)).Save(ctx, "nat"); err == nil {
+				counts[i] = iptables.EndpointJumps(save, chain)
 			}
 		})
 	}

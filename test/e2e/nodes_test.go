@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,9 +158,9 @@ func TestUpNodes(t *testing.T) {
 	}
 	chain := iptables.ServiceChain("demo", "web", "", corev1.ProtocolTCP)
 	for _, n := range []string{"svcnet-node-1", "svcnet-node-2"} {
-		b, err := exec.Command("ip", "netns", "exec", n, "iptables", "-t", "nat", "-S", chain).CombinedOutput()
-		if err != nil || strings.Count(string(b), "-j KUBE-SEP-") != 10 {
-			t.Errorf("%s: %s should jump to 10 KUBE-SEP chains (%v):\n%s", n, chain, err, b)
+		save, err := iptables.NewExec(corev1.IPv4Protocol, netlab.Path(n)).Save(ctx, "nat")
+		if got := iptables.EndpointJumps(save, chain); err != nil || got != 10 {
+			t.Errorf("%s: %s jumps to %d KUBE-SEP chains, want 10 (%v)", n, chain, got, err)
 		}
 	}
 	reachAll(t, "svcnet-client", "http://"+web.Spec.ClusterIP+"/", podNames)
