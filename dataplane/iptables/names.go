@@ -71,6 +71,16 @@ func ServiceChain(namespace, service, portName string, proto corev1.Protocol) st
 	return svcChain(name, proto)
 }
 
+// EndpointChain is the KUBE-SEP- chain of one endpoint ("ip:port") of a
+// Service's port, as kube-proxy names it.
+func EndpointChain(namespace, service, portName string, proto corev1.Protocol, endpoint string) string {
+	name := namespace + "/" + service
+	if portName != "" {
+		name += ":" + portName
+	}
+	return sepChain(name, proto, endpoint)
+}
+
 // EndpointJumps counts the rules of chain that jump to a KUBE-SEP- chain in
 // the output of `iptables-save -t nat`: the endpoints a node's rules give a
 // service port. It is -1 when the chain is not there.

@@ -39,6 +39,10 @@ func TestChainNamesMatchKubeProxy(t *testing.T) {
 	if got, want := ServiceChain("demo", "web", "", corev1.ProtocolTCP), svcChain("demo/web", corev1.ProtocolTCP); got != want {
 		t.Errorf("ServiceChain of an unnamed port = %s, want %s", got, want)
 	}
+	// The endpoint chain kube-proxy's own tests name for ns1/svc1:p80.
+	if got := EndpointChain("ns1", "svc1", "p80", corev1.ProtocolTCP, "10.180.0.1:80"); got != "KUBE-SEP-SXIVWICOYRO3J4NJ" {
+		t.Errorf("EndpointChain(ns1/svc1:p80, 10.180.0.1:80) = %s, want KUBE-SEP-SXIVWICOYRO3J4NJ", got)
+	}
 }
 
 func TestEndpointJumps(t *testing.T) {
