@@ -316,7 +316,9 @@ func esReport(ctx context.Context, root string, scale int, only string) (string,
 				if err != nil {
 					return "", fmt.Errorf("%s, %s: %w", sc.name, impl.name, err)
 				}
-				os.RemoveAll(dir)
+				if os.Getenv("SVCNET_BENCH_KEEP") == "" {
+					os.RemoveAll(dir)
+				}
 				runs = append(runs, r)
 			}
 			slices.SortFunc(runs, func(a, b esResult) int { return cmp.Compare(a.converge, b.converge) })
