@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -54,8 +55,12 @@ func monitorRules(ctx context.Context, ns string) (*ruleMonitor, error) {
 			m.changed.Broadcast()
 			m.mu.Unlock()
 		}
+		err := cmd.Wait()
+		if err == nil {
+			err = errors.New("exited")
+		}
 		m.mu.Lock()
-		m.err = fmt.Errorf("nft monitor in %s ended: %v", ns, cmd.Wait())
+		m.err = fmt.Errorf("nft monitor in %s ended: %w", ns, err)
 		m.changed.Broadcast()
 		m.mu.Unlock()
 	}()
