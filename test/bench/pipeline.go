@@ -186,16 +186,11 @@ func (u *upCluster) nodesProgrammed(start time.Time, words ...string) (time.Dura
 		if err != nil {
 			return 0, fmt.Errorf("node %s: %w", u.nodes[i], err)
 		}
-		last = later(last, at)
+		if at.After(last) {
+			last = at
+		}
 	}
 	return last.Sub(start), nil
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // forgetRules drops what the monitors saw before t.
