@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,12 +111,7 @@ func (l *Lab) addNetns(role string) (string, error) {
 // delNetns deletes one namespace of the lab.
 func (l *Lab) delNetns(name string) error {
 	l.mu.Lock()
-	for i, n := range l.namespaces {
-		if n == name {
-			l.namespaces = append(l.namespaces[:i], l.namespaces[i+1:]...)
-			break
-		}
-	}
+	l.namespaces = slices.DeleteFunc(l.namespaces, func(n string) bool { return n == name })
 	l.mu.Unlock()
 	return netns.Delete(Path(name))
 }
@@ -410,12 +406,7 @@ func (p *Pod) Remove() error {
 	}
 	l := p.Node.lab
 	l.mu.Lock()
-	for i, q := range l.pods {
-		if q == p {
-			l.pods = append(l.pods[:i], l.pods[i+1:]...)
-			break
-		}
-	}
+	l.pods = slices.DeleteFunc(l.pods, func(q *Pod) bool { return q == p })
 	l.mu.Unlock()
 	return l.delNetns(p.NetNS)
 }
