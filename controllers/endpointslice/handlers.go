@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -68,11 +67,11 @@ func (x *selectorIndex) matching(namespace string, f func(name string), labelSet
 	}
 }
 
-// builderServicePredicates records Service changes for the trigger-time
+// servicePredicate records Service changes for the trigger-time
 // annotation, keeps the selector index, and drops updates that cannot
 // change any slice (status only).
-func builderServicePredicates(r *Reconciler) builder.Predicates {
-	return builder.WithPredicates(predicate.Funcs{
+func servicePredicate(r *Reconciler) predicate.Funcs {
+	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
 			if svc, ok := e.Object.(*corev1.Service); ok {
 				r.selectors.set(svc)
@@ -100,7 +99,7 @@ func builderServicePredicates(r *Reconciler) builder.Predicates {
 			return true
 		},
 		GenericFunc: func(event.GenericEvent) bool { return true },
-	})
+	}
 }
 
 // podHandler queues the Services whose selector matches a Pod, before and

@@ -28,6 +28,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
+	"github.com/svcnet-io/svcnet/internal/informersync"
 	"github.com/svcnet-io/svcnet/internal/netns"
 )
 
@@ -125,6 +126,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: healthAddr,
+		NewCache:               informersync.NewCache,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{

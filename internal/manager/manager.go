@@ -30,6 +30,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/internal/certs"
+	"github.com/svcnet-io/svcnet/internal/informersync"
 	"github.com/svcnet-io/svcnet/internal/version"
 )
 
@@ -194,6 +195,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       ns,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		NewCache:                      informersync.NewCache,
 		GracefulShutdownTimeout:       ptr.To(10 * time.Second),
 		Logger:                        o.Logger,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
