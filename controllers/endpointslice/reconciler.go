@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -353,58 +354,115 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 		}
 		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
 	}
-	wrote := false
-	var errs []error
+	// Creates and updates first, so that endpoints moving between slices
+	// are published in their new place before any slice holding them goes.
+	// Within each phase the writes are independent, and many go out in
+	// parallel: a Service of 5,000 endpoints is 50 slices, and one write at
+	// a time would wait 50 round trips.
+	type write struct {
+		slice  *discoveryv1.EndpointSlice
+		create bool
+	}
+	var writes []write
+	var deletes []*discoveryv1.EndpointSlice
 	for _, p := range plans {
 		for _, s := range p.create {
-			annotate(s)
-			if err := r.client.Create(ctx, s); err != nil {
-				errs = append(errs, fmt.Errorf("creating EndpointSlice for %s: %w", key, err))
-				continue
-			}
-			r.slices.record(key, s)
-			metricChanges.WithLabelValues("create").Inc()
-			log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
-			wrote = true
+			writes = append(writes, write{slice: s, create: true})
 		}
 		for _, s := range p.update {
-			annotate(s)
-			if err := r.client.Update(ctx, s); err != nil {
-				errs = append(errs, fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err))
-				continue
-			}
-			r.slices.record(key, s)
-			metricChanges.WithLabelValues("update").Inc()
-			log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
-			wrote = true
+			writes = append(writes, write{slice: s})
 		}
+		deletes = append(deletes, p.delete...)
 		metricEndpointsAdded.Observe(float64(p.added))
 		metricEndpointsRemoved.Observe(float64(p.removed))
 	}
+	var wrote atomic.Bool
+	errs := inParallel(writes, func(w write) error {
+		s := w.slice
+		annotate(s)
+		if w.create {
+			if err := r.client.Create(ctx, s); err != nil {
+				return fmt.Errorf("creating EndpointSlice for %s: %w", key, err)
+			}
+		} else if err := r.client.Update(ctx, s); err != nil {
+			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+		}
+		r.slices.record(key, s)
+		verb := "update"
+		if w.create {
+			verb = "create"
+		}
+		metricChanges.WithLabelValues(verb).Inc()
+		log.V(2).Info("Wrote EndpointSlice", "verb", verb, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+		wrote.Store(true)
+		return nil
+	})
 	if len(errs) > 0 {
 		// Deleting now could remove endpoints that a failed write was
 		// supposed to carry elsewhere.
 		return errors.Join(errs...)
 	}
-	for _, p := range plans {
-		for _, s := range p.delete {
-			err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				errs = append(errs, fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err))
-				continue
-			}
-			if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-				r.slices.recordDeleted(key, s)
-			}
-			metricChanges.WithLabelValues("delete").Inc()
-			log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
-			wrote = true
+	errs = inParallel(deletes, func(s *discoveryv1.EndpointSlice) error {
+		err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err)
 		}
-	}
-	if wrote && hadChange {
+		if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			r.slices.recordDeleted(key, s)
+		}
+		metricChanges.WithLabelValues("delete").Inc()
+		log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
+		wrote.Store(true)
+		return nil
+	})
+	if wrote.Load() && hadChange {
 		metricChangeToWrite.Observe(r.clock.Since(change.observed).Seconds())
 	}
 	return errors.Join(errs...)
+}
+
+// A sync with more than sequentialWrites writes (a large Service's first
+// sync, a big scale-up) sends them in parallel, at most maxParallelWrites
+// in flight; the client's rate limiter still paces them. Smaller syncs write
+// one at a time: while they do, the next changes gather for the next sync,
+// which measurably saves writes during rolling updates (make bench (c):
+// 0.65-0.68x upstream's writes sequential, 0.68-0.74x with every sync
+// in parallel).
+const (
+	sequentialWrites  = 4
+	maxParallelWrites = 8
+)
+
+// inParallel calls f for every item, in parallel when there are more than
+// sequentialWrites, and returns the errors in item order.
+func inParallel[T any](items []T, f func(T) error) []error {
+	if len(items) <= sequentialWrites {
+		var errs []error
+		for _, it := range items {
+			if err := f(it); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errs
+	}
+	results := make([]error, len(items))
+	sem := make(chan struct{}, maxParallelWrites)
+	var wg sync.WaitGroup
+	for i, it := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = f(it)
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for _, err := range results {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // nodeInfos returns what the controller needs of the Nodes of pods, from
