@@ -388,12 +388,12 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
 		}
 		r.slices.record(key, s)
-		verb := "update"
+		verb, msg := "update", "Updated EndpointSlice"
 		if w.create {
-			verb = "create"
+			verb, msg = "create", "Created EndpointSlice"
 		}
 		metricChanges.WithLabelValues(verb).Inc()
-		log.V(2).Info("Wrote EndpointSlice", "verb", verb, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+		log.V(2).Info(msg, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 		wrote.Store(true)
 		return nil
 	})
