@@ -3,6 +3,7 @@ package informersync_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,6 +174,12 @@ func TestAgainstAPIServer(t *testing.T) {
 		defer q.ShutDown()
 		if err := src.Start(ctx, q); err == nil {
 			t.Error("Start succeeded without a handler")
+		}
+		// WaitForSync reports Start's failure at once, not a timeout.
+		short, stop := context.WithTimeout(ctx, 5*time.Second)
+		defer stop()
+		if err := src.WaitForSync(short); err == nil || !strings.Contains(err.Error(), "needs a handler") {
+			t.Errorf("WaitForSync after a failed Start = %v, want the handler error", err)
 		}
 	})
 }

@@ -46,10 +46,11 @@ func (k *Kind[T]) String() string { return fmt.Sprintf("informersync source: %T"
 // Start registers the event handler with the informer. It does not wait
 // for the informer; WaitForSync does.
 func (k *Kind[T]) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	if k.handler == nil {
-		return errors.New("informersync.Kind needs a handler")
-	}
 	defer close(k.started)
+	if k.handler == nil {
+		k.err = errors.New("informersync.Kind needs a handler")
+		return k.err
+	}
 	inf, err := k.cache.GetInformer(ctx, k.obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		k.err = fmt.Errorf("informer for %T: %w", k.obj, err)
