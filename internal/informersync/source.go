@@ -96,12 +96,9 @@ func (a *adapter[T]) OnAdd(obj any, isInInitialList bool) {
 		return
 	}
 	e := event.TypedCreateEvent[T]{Object: o, IsInInitialList: isInInitialList}
-	for _, p := range a.predicates {
-		if !p.Create(e) {
-			return
-		}
+	if a.pass(func(p predicate.TypedPredicate[T]) bool { return p.Create(e) }) {
+		a.h.Create(a.ctx, e, a.q)
 	}
-	a.h.Create(a.ctx, e, a.q)
 }
 
 func (a *adapter[T]) OnUpdate(oldObj, newObj any) {
@@ -112,12 +109,9 @@ func (a *adapter[T]) OnUpdate(oldObj, newObj any) {
 		return
 	}
 	e := event.TypedUpdateEvent[T]{ObjectOld: o, ObjectNew: n}
-	for _, p := range a.predicates {
-		if !p.Update(e) {
-			return
-		}
+	if a.pass(func(p predicate.TypedPredicate[T]) bool { return p.Update(e) }) {
+		a.h.Update(a.ctx, e, a.q)
 	}
-	a.h.Update(a.ctx, e, a.q)
 }
 
 func (a *adapter[T]) OnDelete(obj any) {
@@ -133,10 +127,17 @@ func (a *adapter[T]) OnDelete(obj any) {
 		return
 	}
 	e.Object = o
+	if a.pass(func(p predicate.TypedPredicate[T]) bool { return p.Delete(e) }) {
+		a.h.Delete(a.ctx, e, a.q)
+	}
+}
+
+// pass reports whether every predicate lets the event through.
+func (a *adapter[T]) pass(lets func(predicate.TypedPredicate[T]) bool) bool {
 	for _, p := range a.predicates {
-		if !p.Delete(e) {
-			return
+		if !lets(p) {
+			return false
 		}
 	}
-	a.h.Delete(a.ctx, e, a.q)
+	return true
 }
