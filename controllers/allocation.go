@@ -95,7 +95,7 @@ func setupServiceCIDR(mgr ctrl.Manager, _ Options) error {
 }
 
 func setupIPAddress(mgr ctrl.Manager, opts Options) error {
-	return ipaddress.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-"+ipaddress.ControllerName), opts.IPAddress).SetupWithManager(mgr)
+	return ipaddress.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ipaddress.ReportingController), opts.IPAddress).SetupWithManager(mgr)
 }
 
 func setupNodePortAudit(mgr ctrl.Manager, opts Options) error {
@@ -103,7 +103,7 @@ func setupNodePortAudit(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	r, err := nodeport.New(mgr.GetClient(), mgr.GetEventRecorder("svcnet-"+nodeport.ControllerName), ports, opts.IPAddress.EventQuietPeriod)
+	r, err := nodeport.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(nodeport.ReportingController), ports, opts.IPAddress.EventQuietPeriod)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func setupLoadBalancer(mgr ctrl.Manager, opts Options) error {
 	if opts.IPAddress.EventQuietPeriod > 0 {
 		lopts.EventQuietPeriod = opts.IPAddress.EventQuietPeriod
 	}
-	return loadbalancer.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-"+loadbalancer.ControllerName), lopts).SetupWithManager(mgr)
+	return loadbalancer.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(loadbalancer.ReportingController), lopts).SetupWithManager(mgr)
 }
 
 // setupAdmission runs once for the controllers that allocate at admission.

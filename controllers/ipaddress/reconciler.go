@@ -30,6 +30,9 @@ import (
 // ControllerName is the --controllers name.
 const ControllerName = "ipaddress"
 
+// ReportingController is the reportingController of its Events.
+const ReportingController = "svcnet-" + ControllerName
+
 // clusterIPIndex indexes Services by each of their ClusterIPs.
 const clusterIPIndex = "svcnet.io/clusterip"
 
@@ -97,7 +100,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 	for _, o := range options {
 		o(r)
 	}
-	r.events = auditevents.New(recorder, r.clock, opts.EventQuietPeriod)
+	r.events = auditevents.New(recorder, r.clock, opts.EventQuietPeriod, auditevents.WithHistory(apiReader, ReportingController))
 	r.usage = ipam.New(ipam.Options{Clock: r.clock})
 	return r
 }
@@ -218,12 +221,12 @@ func (r *Reconciler) auditService(ctx context.Context, key client.ObjectKey) err
 			family = corev1.IPv6Protocol
 		}
 		if !containedIn(addr, cidrs.Items, nil) {
-			r.events.Warn(svc, ReasonOutOfRange, actionClusterIP,
+			r.events.Warn(ctx, svc, ReasonOutOfRange, actionClusterIP,
 				"Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip)
 			continue
 		}
 		if containedIn(addr, cidrs.Items, denied) {
-			r.events.Warn(svc, ReasonExclusive, actionClusterIP,
+			r.events.Warn(ctx, svc, ReasonExclusive, actionClusterIP,
 				"Cluster IP [%s]: %s is in a ServiceCIDR bound exclusively to other namespaces (allocated while svcnet was not answering); please recreate service", family, ip)
 		}
 		if err := r.auditServiceIP(ctx, svc, ip, family); err != nil {
@@ -242,7 +245,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 			"Cluster IP [%s]: %s is not allocated; repairing", family, ip)
 		return r.createIPAddress(ctx, ip, svc)
 	case err != nil:
@@ -250,7 +253,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
-		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 		return r.recreate(ctx, ipa, svc)
 	}
@@ -259,7 +262,7 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, other)
 		switch {
 		case apierrors.IsNotFound(err):
-			r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
+			r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 				"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 			return r.recreate(ctx, ipa, svc)
 		case err != nil:
@@ -267,12 +270,12 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 		}
 		for _, theirs := range other.Spec.ClusterIPs {
 			if theirs == ip {
-				r.events.Warn(svc, ReasonAlreadyAllocated, actionClusterIP,
+				r.events.Warn(ctx, svc, ReasonAlreadyAllocated, actionClusterIP,
 					"Cluster IP [%s]:%s was assigned to multiple services (also %s/%s); please recreate service", family, ip, other.Namespace, other.Name)
 				return nil
 			}
 		}
-		r.events.Warn(svc, ReasonNotAllocated, actionClusterIP,
+		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
 		return r.recreate(ctx, ipa, svc)
 	}
@@ -341,7 +344,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
-		r.events.Warn(ipa, ReasonAddrNotAllocated, actionIPAddress,
+		r.events.Warn(ctx, ipa, ReasonAddrNotAllocated, actionIPAddress,
 			"IPAddress %s appears to have been modified, not referencing a Service %v: cleaning up", ipa.Name, ref)
 		return ctrl.Result{}, r.delete(ctx, ipa)
 	}
@@ -353,7 +356,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 		}
 		err = r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc)
 		if apierrors.IsNotFound(err) {
-			r.events.Warn(ipa, ReasonAddrNotAllocated, actionIPAddress,
+			r.events.Warn(ctx, ipa, ReasonAddrNotAllocated, actionIPAddress,
 				"IPAddress: %s for Service %s/%s appears to have leaked: cleaning up", ipa.Name, ref.Namespace, ref.Name)
 			return ctrl.Result{}, r.delete(ctx, ipa)
 		}
@@ -379,7 +382,7 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 		// A create may be in flight with this IP for a Service of that name.
 		return ctrl.Result{RequeueAfter: r.grace - age}, nil
 	}
-	r.events.Warn(ipa, ReasonWrongReference, actionIPAddress,
+	r.events.Warn(ctx, ipa, ReasonWrongReference, actionIPAddress,
 		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)
 	return ctrl.Result{}, r.delete(ctx, ipa)
 }
@@ -402,7 +405,7 @@ func (r *Reconciler) checkExhausted(ctx context.Context, name string) {
 			continue
 		}
 		if st, ok := stats[sc.Name]; ok && st.Size > 0 && st.Size == st.Allocated {
-			r.events.Warn(sc, ReasonExhausted, actionClusterIP,
+			r.events.Warn(ctx, sc, ReasonExhausted, actionClusterIP,
 				"ServiceCIDR %s has no free address left (%d allocated); add a ServiceCIDR to grow the Service ranges", sc.Name, st.Allocated)
 		}
 	}

@@ -39,8 +39,16 @@ func ipAddress(ip, svcNamespace, svcName string) *networkingv1.IPAddress {
 	}
 }
 
+// apiserverRepair is the reportingController of kube-apiserver's own
+// ClusterIP repair loop, which runs in the envtest API server too.
+const apiserverRepair = "ipallocator-repair-controller"
+
 func events(ctx context.Context, g Gomega, uid types.UID, reason string) []eventsv1.Event {
-	list, err := env.Events(ctx, uid, reason)
+	return eventsBy(ctx, g, ipaddress.ReportingController, uid, reason)
+}
+
+func eventsBy(ctx context.Context, g Gomega, reporter string, uid types.UID, reason string) []eventsv1.Event {
+	list, err := env.Events(ctx, reporter, uid, reason)
 	g.Expect(err).NotTo(HaveOccurred())
 	return list
 }
@@ -59,13 +67,19 @@ var _ = Describe("IPAddress audit", func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	It("recreates a missing IPAddress within seconds, with one Event", func(ctx SpecContext) {
+	// kube-apiserver's own repair loop reacts to the deletion too, and either
+	// may recreate the IPAddress first: the one that finds it already back
+	// stays silent. That svcnet repairs alone is a unit test (unit_test.go).
+	It("recreates a missing IPAddress within seconds, with at most one Event", func(ctx SpecContext) {
 		svc := service("web", ns)
 		Expect(env.Client.Create(ctx, svc)).To(Succeed())
 		Expect(env.Client.Delete(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: svc.Spec.ClusterIP}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/web"))
-			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated)).To(HaveLen(1))
+			ours := events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated)
+			g.Expect(len(ours)).To(BeNumerically("<=", 1))
+			g.Expect(len(ours)+len(eventsBy(ctx, g, apiserverRepair, svc.UID, ipaddress.ReasonNotAllocated))).To(BeNumerically(">=", 1),
+				"the finding is reported by svcnet or kube-apiserver")
 		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 		// Touch the Service a few times: the finding is not repeated.
 		for i := range 3 {
@@ -77,7 +91,7 @@ var _ = Describe("IPAddress audit", func() {
 		Eventually(func(g Gomega) { g.Expect(parentOf(ctx, g, svc.Spec.ClusterIP)).To(Equal(ns + "/web")) }).
 			WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 		Consistently(func(g Gomega) {
-			g.Expect(events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated)).To(HaveLen(1))
+			g.Expect(len(events(ctx, g, svc.UID, ipaddress.ReasonNotAllocated))).To(BeNumerically("<=", 1))
 		}).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	})
 

@@ -36,6 +36,9 @@ import (
 // ControllerName is the --controllers name.
 const ControllerName = "loadbalancer"
 
+// ReportingController is the reportingController of its Events.
+const ReportingController = "svcnet-" + ControllerName
+
 const (
 	// ManagedBy is the IPAddress label value of the addresses svcnet gives
 	// to LoadBalancer Services.
@@ -107,7 +110,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 	clk := clock.RealClock{}
 	return &Reconciler{
 		client: c, apiReader: apiReader, recorder: recorder, opts: opts, clock: clk,
-		warn:  auditevents.New(recorder, clk, opts.EventQuietPeriod),
+		warn:  auditevents.New(recorder, clk, opts.EventQuietPeriod, auditevents.WithHistory(apiReader, ReportingController)),
 		alloc: lbipam.New(),
 	}
 }
@@ -162,7 +165,7 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	pools := eligible(states, svc, ns.Labels)
 	requested, err := parseRequested(svc.Annotations[AnnotationIPs])
 	if err != nil {
-		r.warn.Warn(svc, ReasonInvalidRequest, action, "annotation %s: %v", AnnotationIPs, err)
+		r.warn.Warn(ctx, svc, ReasonInvalidRequest, action, "annotation %s: %v", AnnotationIPs, err)
 		return ctrl.Result{}, nil
 	}
 	held, err := r.held(ctx, key)
@@ -200,7 +203,7 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 				}
 			}
 			if !slices.ContainsFunc(pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
-				r.warn.Warn(svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
+				r.warn.Warn(ctx, svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
 					"it keeps the address until it is released", addr, orNone(pools))
 			}
 			ingress = append(ingress, vip(addr))
@@ -246,7 +249,7 @@ func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, w
 					metricExhausted.WithLabelValues(p).Inc()
 				}
 			}
-			r.warn.Warn(svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %v", err)
+			r.warn.Warn(ctx, svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %v", err)
 			return netip.Addr{}, "", nil
 		}
 		err = r.commit(ctx, svc, addr, pool)
@@ -254,7 +257,7 @@ func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, w
 		if errors.As(err, &taken) {
 			r.alloc.Observe(addr, taken.owner)
 			if asked {
-				r.warn.Warn(svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %s is already allocated to %s", addr, taken.owner)
+				r.warn.Warn(ctx, svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %s is already allocated to %s", addr, taken.owner)
 				return netip.Addr{}, "", nil
 			}
 			continue
@@ -344,7 +347,7 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 				return netip.Addr{}, false, err
 			}
 			if clash != "" {
-				r.warn.Warn(svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, clash)
+				r.warn.Warn(ctx, svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, clash)
 				continue
 			}
 			return addr, true, nil

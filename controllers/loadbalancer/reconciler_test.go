@@ -78,7 +78,7 @@ func ingress(ctx context.Context, svc *corev1.Service) func() []string {
 
 func events(ctx context.Context, svc *corev1.Service, reason string) func() []string {
 	return func() []string {
-		evs, err := env.Events(ctx, svc.UID, reason)
+		evs, err := env.Events(ctx, loadbalancer.ReportingController, svc.UID, reason)
 		if err != nil {
 			return []string{err.Error()}
 		}

@@ -23,6 +23,9 @@ import (
 // ControllerName is the --controllers name.
 const ControllerName = "nodeport"
 
+// ReportingController is the reportingController of its Events.
+const ReportingController = "svcnet-" + ControllerName
+
 // Event reasons.
 const (
 	ReasonAlreadyAllocated = "PortAlreadyAllocated"
@@ -45,13 +48,14 @@ type Reconciler struct {
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // New returns a Reconciler for the range and exclusions in opts; an Event
-// repeats for a Service and reason at most every quiet.
-func New(c client.Client, recorder events.EventRecorder, opts portrange.Options, quiet time.Duration) (*Reconciler, error) {
+// repeats for a Service and reason at most every quiet, across restarts too
+// (apiReader reads the Events already written).
+func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts portrange.Options, quiet time.Duration) (*Reconciler, error) {
 	usage, err := portrange.New(portrange.Options{Range: opts.Range, Exclude: opts.Exclude})
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{client: c, usage: usage, events: auditevents.New(recorder, clock.RealClock{}, quiet)}, nil
+	return &Reconciler{client: c, usage: usage, events: auditevents.New(recorder, clock.RealClock{}, quiet, auditevents.WithHistory(apiReader, ReportingController))}, nil
 }
 
 func portKeys(svc *corev1.Service) []string {
@@ -116,12 +120,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		portStr, proto, _ := strings.Cut(k, "/")
 		port, _ := strconv.Atoi(portStr)
 		if !rng.Contains(port) {
-			r.events.Warn(svc, ReasonOutOfRange, action,
+			r.events.Warn(ctx, svc, ReasonOutOfRange, action,
 				"Port %d/%s is not within the port range %v; please recreate service", port, proto, rng)
 			continue
 		}
 		if ex, excluded := r.usage.Excluded(port); excluded {
-			r.events.Warn(svc, ReasonExcluded, action,
+			r.events.Warn(ctx, svc, ReasonExcluded, action,
 				"Port %d/%s is inside the excluded node port range %v; please recreate service", port, proto, ex)
 		}
 		var others corev1.ServiceList
@@ -136,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 		if len(names) > 0 {
-			r.events.Warn(svc, ReasonAlreadyAllocated, action,
+			r.events.Warn(ctx, svc, ReasonAlreadyAllocated, action,
 				"Port %d/%s was assigned to multiple services (also %s); please recreate service", port, proto, strings.Join(names, ", "))
 		}
 	}

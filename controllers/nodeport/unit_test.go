@@ -33,7 +33,7 @@ func TestDuplicateNamesBothServices(t *testing.T) {
 		Build()
 	rec := events.NewFakeRecorder(10)
 	rng, _ := portrange.ParseRange("30000-32767")
-	r, err := New(c, rec, portrange.Options{Range: rng}, time.Hour)
+	r, err := New(c, nil, rec, portrange.Options{Range: rng}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func TestSimulator(t *testing.T) {
 		}}
 		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
 		g.Eventually(func() (int, error) {
-			evs, err := env.Events(ctx, pod.UID, "FailedScheduling")
+			evs, err := env.Events(ctx, ReportingController, pod.UID, "FailedScheduling")
 			return len(evs), err
 		}).Should(BeNumerically(">", 0))
 		var p corev1.Pod

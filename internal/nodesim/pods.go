@@ -31,6 +31,9 @@ import (
 // web server images a walkthrough uses (nginx, httpd) would.
 const DefaultPort = 80
 
+// ReportingController is the reportingController of the simulator's Events.
+const ReportingController = "svcnet-node-simulator"
+
 // Options configure the simulator.
 type Options struct {
 	Nodes []Node
@@ -49,7 +52,7 @@ func Add(mgr manager.Manager, opts Options) error {
 		return err
 	}
 	r := &podReconciler{
-		c: mgr.GetClient(), recorder: mgr.GetEventRecorder("svcnet-node-simulator"), log: log, now: now,
+		c: mgr.GetClient(), recorder: mgr.GetEventRecorder(ReportingController), log: log, now: now,
 		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{},
 	}
 	for _, n := range opts.Nodes {

@@ -380,16 +380,18 @@ func Parallel(n int, f func(i int) error) error {
 	return <-errs
 }
 
-// Events returns the events.k8s.io Events about the object with uid that
-// have reason.
-func (e *Env) Events(ctx context.Context, uid types.UID, reason string) ([]eventsv1.Event, error) {
+// Events returns the events.k8s.io Events that reporter (a
+// reportingController) wrote about the object with uid with reason. Naming
+// the reporter matters: kube-apiserver's own repair loops report some of the
+// same findings.
+func (e *Env) Events(ctx context.Context, reporter string, uid types.UID, reason string) ([]eventsv1.Event, error) {
 	var list eventsv1.EventList
 	if err := e.Client.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	var out []eventsv1.Event
 	for _, ev := range list.Items {
-		if ev.Regarding.UID == uid && ev.Reason == reason {
+		if ev.ReportingController == reporter && ev.Regarding.UID == uid && ev.Reason == reason {
 			out = append(out, ev)
 		}
 	}
