@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,16 @@ type Reconciler struct {
 	alloc     *lbipam.Allocator
 	opts      Options
 	clock     clock.PassiveClock
+
+	// fed is the version of each pool the allocator holds (poolsMu).
+	poolsMu sync.Mutex
+	fed     map[string]fedPool
+}
+
+// fedPool identifies a version of a pool's spec.
+type fedPool struct {
+	uid        types.UID
+	generation int64
 }
 
 // New returns a Reconciler. apiReader confirms that a Service is gone
@@ -112,6 +123,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 		client: c, apiReader: apiReader, recorder: recorder, opts: opts, clock: clk,
 		warn:  auditevents.New(recorder, clk, opts.EventQuietPeriod, auditevents.WithHistory(apiReader, ReportingController)),
 		alloc: lbipam.New(),
+		fed:   map[string]fedPool{},
 	}
 }
 
@@ -550,9 +562,57 @@ func (r *Reconciler) judge(ctx context.Context) (map[string]*poolState, error) {
 	if err := r.client.List(ctx, &pools); err != nil {
 		return nil, err
 	}
+	// The pool informer's handler feeds the allocator too, but it is not
+	// ordered with this controller's own watch: without this, a reconcile
+	// that a pool's growth triggered could still allocate from the old
+	// ranges, find them full and leave the Service Pending.
+	r.syncPools(pools.Items)
 	var cidrs networkingv1.ServiceCIDRList
 	if err := r.client.List(ctx, &cidrs); err != nil {
 		return nil, err
 	}
 	return judgePools(pools.Items, cidrs.Items), nil
+}
+
+// feedPool gives the allocator p's ranges, unless it already holds this
+// version of p or a newer one.
+func (r *Reconciler) feedPool(p *svcnetv1alpha1.LoadBalancerIPPool) {
+	r.poolsMu.Lock()
+	defer r.poolsMu.Unlock()
+	if f, ok := r.fed[p.Name]; ok && f.uid == p.UID && f.generation >= p.Generation {
+		return
+	}
+	rs, _ := poolRanges(p) // the usable ranges; the status names the others
+	r.alloc.SetPool(lbipam.Pool{Name: p.Name, Ranges: rs, AvoidBuggyIPs: p.Spec.AvoidBuggyIPs})
+	r.fed[p.Name] = fedPool{uid: p.UID, generation: p.Generation}
+}
+
+// forgetPool takes a deleted pool out of the allocator; the addresses it
+// gave stay in use.
+func (r *Reconciler) forgetPool(name string) {
+	r.poolsMu.Lock()
+	defer r.poolsMu.Unlock()
+	r.alloc.DeletePool(name)
+	delete(r.fed, name)
+}
+
+// syncPools makes the allocator hold exactly the pools listed (the cache's
+// view), each at its listed version or newer.
+func (r *Reconciler) syncPools(pools []svcnetv1alpha1.LoadBalancerIPPool) {
+	listed := make(map[string]bool, len(pools))
+	for i := range pools {
+		r.feedPool(&pools[i])
+		listed[pools[i].Name] = true
+	}
+	r.poolsMu.Lock()
+	var gone []string
+	for name := range r.fed {
+		if !listed[name] {
+			gone = append(gone, name)
+		}
+	}
+	r.poolsMu.Unlock()
+	for _, name := range gone {
+		r.forgetPool(name)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
@@ -320,7 +321,26 @@ var _ = Describe("the sample pool in config/samples", func() {
 		var p svcnetv1alpha1.LoadBalancerIPPool
 		Expect(yaml.UnmarshalStrict(data, &p)).To(Succeed())
 		Expect(env.Client.Create(ctx, &p)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(env.Client.Delete(ctx, &p)).To(Succeed()) })
+		// It takes every namespace: before the next spec, the manager must
+		// have let it go, or that spec's Services could still get its
+		// addresses (its series leave the metrics with it).
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.Delete(ctx, &p)).To(Succeed())
+			Eventually(func(g Gomega) {
+				families, err := metrics.Registry.Gather()
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, f := range families {
+					if f.GetName() != "svcnet_loadbalancer_pool_capacity" {
+						continue
+					}
+					for _, m := range f.GetMetric() {
+						for _, l := range m.GetLabel() {
+							g.Expect(l.GetName() == "pool" && l.GetValue() == p.Name).To(BeFalse(), "the manager still holds pool %s", p.Name)
+						}
+					}
+				}
+			}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		})
 		Eventually(poolStatus(ctx, &p)).WithTimeout(timeout).WithPolling(interval).
 			Should(HavePrefix("True Ready: the pool gives addresses; capacity 254,"))
 		// It takes every namespace: Services of other specs still Pending

@@ -79,21 +79,20 @@ func registerMetrics(alloc *lbipam.Allocator) {
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=loadbalancerippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the Service controller, the pool status
-// controller and the pool metrics.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	ctx := context.Background()
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &networkingv1.IPAddress{}, parentIndex, func(obj client.Object) []string {
+// indexes are the controller's field indexes.
+var indexes = []struct {
+	obj  client.Object
+	name string
+	fn   client.IndexerFunc
+}{
+	{&networkingv1.IPAddress{}, parentIndex, func(obj client.Object) []string {
 		ipa := obj.(*networkingv1.IPAddress)
 		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Resource != "services" {
 			return nil
 		}
 		return []string{ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name}
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &corev1.Service{}, ingressIndex, func(obj client.Object) []string {
+	}},
+	{&corev1.Service{}, ingressIndex, func(obj client.Object) []string {
 		var out []string
 		for _, ing := range obj.(*corev1.Service).Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
@@ -101,16 +100,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 		return out
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &corev1.Service{}, sharingIndex, func(obj client.Object) []string {
+	}},
+	{&corev1.Service{}, sharingIndex, func(obj client.Object) []string {
 		if k := obj.GetAnnotations()[AnnotationSharingKey]; k != "" {
 			return []string{k}
 		}
 		return nil
-	}); err != nil {
-		return err
+	}},
+}
+
+// SetupWithManager registers the Service controller, the pool status
+// controller and the pool metrics.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	for _, ix := range indexes {
+		if err := idx.IndexField(ctx, ix.obj, ix.name, ix.fn); err != nil {
+			return err
+		}
 	}
 	// Feed the allocator: pools, and the addresses svcnet's IPAddresses hold.
 	pools, err := mgr.GetCache().GetInformer(ctx, &svcnetv1alpha1.LoadBalancerIPPool{})
@@ -125,7 +132,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				obj = d.Obj
 			}
 			if p, ok := obj.(*svcnetv1alpha1.LoadBalancerIPPool); ok {
-				r.alloc.DeletePool(p.Name)
+				r.forgetPool(p.Name)
 			}
 		},
 	}); err != nil {
@@ -222,12 +229,9 @@ func allPools(c client.Client) handler.EventHandler {
 }
 
 func (r *Reconciler) setPool(obj any) {
-	p, ok := obj.(*svcnetv1alpha1.LoadBalancerIPPool)
-	if !ok {
-		return
+	if p, ok := obj.(*svcnetv1alpha1.LoadBalancerIPPool); ok {
+		r.feedPool(p)
 	}
-	rs, _ := poolRanges(p) // the usable ranges; the status names the others
-	r.alloc.SetPool(lbipam.Pool{Name: p.Name, Ranges: rs, AvoidBuggyIPs: p.Spec.AvoidBuggyIPs})
 }
 
 func (r *Reconciler) observe(obj any) {
