@@ -5,16 +5,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/admission"
 	"github.com/svcnet-io/svcnet/allocator/portrange"
-	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/controllers/nodeport"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
+	"github.com/svcnet-io/svcnet/internal/scheme"
 )
 
 // Names of the controllers that allocate at admission, and of the
@@ -71,21 +70,10 @@ func (o NodePortOptions) Parse() (portrange.Options, error) {
 type IPAddressOptions = ipaddress.Options
 
 // AddToScheme registers every type svcnet reads or writes.
-func AddToScheme(s *runtime.Scheme) error {
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return err
-	}
-	return svcnetv1alpha1.AddToScheme(s)
-}
+func AddToScheme(s *runtime.Scheme) error { return scheme.AddToScheme(s) }
 
 // NewScheme returns a scheme with every type svcnet uses.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := AddToScheme(s); err != nil {
-		panic(err) // static registrations only
-	}
-	return s
-}
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
 func setupServiceCIDR(mgr ctrl.Manager, _ Options) error {
 	if err := servicecidr.New(mgr.GetClient()).SetupWithManager(mgr); err != nil {

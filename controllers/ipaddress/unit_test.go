@@ -9,14 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/scheme"
 )
 
 // kube-apiserver's own repair loop races this audit for a missing
@@ -28,13 +26,7 @@ func TestMissingIPAddressRecreatedWithOneEvent(t *testing.T) {
 		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}},
 	}
 	sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, svcnetv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc, sc).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(svc, sc).Build()
 	rec := events.NewFakeRecorder(10)
 	r := New(c, c, rec, Options{EventQuietPeriod: time.Hour, LeakGracePeriod: time.Minute})
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(svc)}

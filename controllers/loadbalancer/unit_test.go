@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/scheme"
 )
 
 // The pool informer's handler and the controller's watch are not ordered:
@@ -23,12 +22,6 @@ import (
 // the allocator. It must still allocate from what its cache shows.
 func TestReconcileSeesPoolGrowthBeforeTheHandler(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, svcnetv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
 	grown := &svcnetv1alpha1.LoadBalancerIPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "tiny", UID: "pool-uid", Generation: 2},
 		Spec:       svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.105.1/32", "192.168.105.2/32"}},
@@ -38,7 +31,7 @@ func TestReconcileSeesPoolGrowthBeforeTheHandler(t *testing.T) {
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, AllocateLoadBalancerNodePorts: ptr.To(false),
 			Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	b := fake.NewClientBuilder().WithScheme(scheme).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithObjects(grown, second, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}).
 		WithStatusSubresource(&corev1.Service{}, &svcnetv1alpha1.LoadBalancerIPPool{})
 	for _, ix := range indexes {
