@@ -588,10 +588,14 @@ func (r *Reconciler) feedPool(p *svcnetv1alpha1.LoadBalancerIPPool) {
 }
 
 // forgetPool takes a deleted pool out of the allocator; the addresses it
-// gave stay in use.
-func (r *Reconciler) forgetPool(name string) {
+// gave stay in use. With a uid, only that incarnation of the pool goes: a
+// late delete must not take out a pool recreated under the same name.
+func (r *Reconciler) forgetPool(name string, uid types.UID) {
 	r.poolsMu.Lock()
 	defer r.poolsMu.Unlock()
+	if f, ok := r.fed[name]; ok && uid != "" && f.uid != uid {
+		return
+	}
 	r.alloc.DeletePool(name)
 	delete(r.fed, name)
 }
@@ -613,6 +617,6 @@ func (r *Reconciler) syncPools(pools []svcnetv1alpha1.LoadBalancerIPPool) {
 	}
 	r.poolsMu.Unlock()
 	for _, name := range gone {
-		r.forgetPool(name)
+		r.forgetPool(name, "")
 	}
 }

@@ -132,7 +132,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				obj = d.Obj
 			}
 			if p, ok := obj.(*svcnetv1alpha1.LoadBalancerIPPool); ok {
-				r.forgetPool(p.Name)
+				r.forgetPool(p.Name, p.UID)
 			}
 		},
 	}); err != nil {

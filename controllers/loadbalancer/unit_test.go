@@ -63,6 +63,12 @@ func TestReconcileSeesPoolGrowthBeforeTheHandler(t *testing.T) {
 		t.Fatalf("a late, older version of the pool replaced the newer one: 192.168.105.2 is in %v", pools)
 	}
 
+	// A late delete of an earlier pool of that name changes nothing.
+	r.forgetPool("tiny", "an-earlier-uid")
+	if pools := r.alloc.PoolsOf(netip.MustParseAddr("192.168.105.2")); len(pools) != 1 {
+		t.Fatalf("the delete of an earlier incarnation took the pool out: 192.168.105.2 is in %v", pools)
+	}
+
 	// A pool gone from the cache is gone from the allocator at the next
 	// reconcile, even before the handler's delete.
 	if err := c.Delete(ctx, grown); err != nil {

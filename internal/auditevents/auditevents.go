@@ -124,7 +124,7 @@ func (r *Recorder) seed(ctx context.Context) {
 // readHistory returns, for each finding the controller reported within the
 // quiet period, when it was last observed.
 func (r *Recorder) readHistory(ctx context.Context) (map[key]time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // Warn calls wait meanwhile
 	defer cancel()
 	now := r.clock.Now()
 	found := map[key]time.Time{}
