@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/svcnet-io/svcnet/internal/proctree"
 )
 
 // proc is a process under measurement.
@@ -71,41 +73,15 @@ func (p *proc) stop() {
 // treeCPUSeconds is cpuSeconds summed over the process and every process
 // below it: the whole work of a process tree such as `svcnet up`.
 func (p *proc) treeCPUSeconds() float64 {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if f := statFields(pid); len(f) > 1 {
-			ppid, _ := strconv.Atoi(f[1])
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	total := 0.0
-	queue := []int{p.cmd.Process.Pid}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
+	total := pidCPUSeconds(p.cmd.Process.Pid)
+	for _, pid := range proctree.Descendants(p.cmd.Process.Pid) {
 		total += pidCPUSeconds(pid)
-		queue = append(queue, children[pid]...)
 	}
 	return total
 }
 
-// statFields are the fields of /proc/<pid>/stat after the command name.
-func statFields(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-}
-
 func pidCPUSeconds(pid int) float64 {
-	fields := statFields(pid)
+	fields := proctree.Stat(pid)
 	if len(fields) < 15 {
 		return 0
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/proctree"
 )
 
 const walkthroughTimeout = 4 * time.Minute
@@ -232,7 +233,7 @@ func TestUpNodes(t *testing.T) {
 	// the Pods back, serving.
 	up = startUp(t, args)
 	waitOutput(t, up, "nodes up", time.Minute)
-	kids := descendants(up.cmd.Process.Pid)
+	kids := proctree.Descendants(up.cmd.Process.Pid)
 	if err := up.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestUpNodes(t *testing.T) {
 // stopUp sends SIGTERM and waits for svcnet up and all its children.
 func stopUp(t *testing.T, up *upProcess) {
 	t.Helper()
-	kids := descendants(up.cmd.Process.Pid)
+	kids := proctree.Descendants(up.cmd.Process.Pid)
 	if err := up.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

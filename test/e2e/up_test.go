@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/svcnet-io/svcnet/internal/proctree"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -148,40 +149,6 @@ func startUp(t *testing.T, args []string) *upProcess {
 	return up
 }
 
-// descendants lists every process below pid, from /proc.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name is in parentheses and may hold spaces.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
-}
-
 // alive reports whether pid still exists. A zombie counts until it is
 // reaped: a multi-threaded process is a zombie while its other threads
 // still exit, holding its sockets.
@@ -262,7 +229,7 @@ func TestUp(t *testing.T) {
 	}
 
 	// SIGTERM stops every child.
-	kids := descendants(up.cmd.Process.Pid)
+	kids := proctree.Descendants(up.cmd.Process.Pid)
 	if len(kids) < 3 {
 		t.Fatalf("want etcd, kube-apiserver and kube-controller-manager below svcnet up, found pids %v", kids)
 	}
@@ -277,7 +244,7 @@ func TestUp(t *testing.T) {
 	if got.Spec.ClusterIP != svc.Spec.ClusterIP {
 		t.Errorf("ClusterIP changed across restart: %s -> %s", svc.Spec.ClusterIP, got.Spec.ClusterIP)
 	}
-	kids = descendants(up.cmd.Process.Pid)
+	kids = proctree.Descendants(up.cmd.Process.Pid)
 	if err := up.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
