@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/netip"
 	"os/exec"
 	"strconv"
+
+	"github.com/svcnet-io/svcnet/internal/netns"
 )
 
 // forgetUDP queues the UDP endpoints that a Service's old state had and
@@ -47,16 +50,15 @@ func (a *Agent) clearStaleUDP(ctx context.Context) {
 }
 
 func (a *Agent) conntrack(ctx context.Context, args ...string) {
-	argv := []string{"conntrack"}
-	if a.opts.NetNS != "" {
-		argv = []string{"nsenter", "--net=" + a.opts.NetNS, "--", "conntrack"}
-	}
-	argv = append(argv, args...)
+	// Started from a thread in --netns, conntrack works on that namespace.
+	cmd := exec.CommandContext(ctx, "conntrack", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := netns.Run(a.opts.NetNS, cmd)
 	// conntrack exits 1 when nothing matched, which is the common case.
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	var exitErr *exec.ExitError
 	if err != nil && (!errors.As(err, &exitErr) || exitErr.ExitCode() != 1) {
-		a.log.V(2).Info("Clearing conntrack entries failed", "args", args, "err", err.Error(), "output", string(out))
+		a.log.V(2).Info("Clearing conntrack entries failed", "args", args, "err", err.Error(), "output", out.String())
 	}
 }
 

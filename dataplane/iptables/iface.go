@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/internal/netns"
 )
 
 // Interface is what the Syncer needs of iptables: an atomic --noflush
@@ -24,20 +26,18 @@ type Interface interface {
 // IPv6), optionally inside another network namespace.
 type Exec struct {
 	family corev1.IPFamily
-	// wrap prefixes every command, e.g. nsenter --net=<path>.
-	wrap []string
+	// netns is the network namespace the commands run in; empty: the
+	// caller's.
+	netns string
 }
 
 // NewExec returns the real implementation for a family. A non-empty netns
 // (a path such as /run/netns/<name>) runs every command in that network
-// namespace through nsenter, which is how one process programs simulated
-// nodes.
+// namespace, which is how one process programs simulated nodes: the
+// command is started from a thread inside the namespace, so it needs no
+// nsenter in between (one exec less on every sync).
 func NewExec(family corev1.IPFamily, netns string) *Exec {
-	e := &Exec{family: family}
-	if netns != "" {
-		e.wrap = []string{"nsenter", "--net=" + netns, "--"}
-	}
-	return e
+	return &Exec{family: family, netns: netns}
 }
 
 func (e *Exec) binary(base string) string {
@@ -47,30 +47,25 @@ func (e *Exec) binary(base string) string {
 	return "ip" + base
 }
 
-func (e *Exec) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	argv := append(append(append([]string{}, e.wrap...), name), args...)
-	return exec.CommandContext(ctx, argv[0], argv[1:]...)
-}
-
 // Restore implements Interface.
 func (e *Exec) Restore(ctx context.Context, data []byte) error {
-	cmd := e.command(ctx, e.binary("tables-restore"), "--noflush", "--counters", "-w", "5")
+	cmd := exec.CommandContext(ctx, e.binary("tables-restore"), "--noflush", "--counters", "-w", "5")
 	cmd.Stdin = bytes.NewReader(data)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", e.binary("tables-restore"), err, strings.TrimSpace(string(out)))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := netns.Run(e.netns, cmd); err != nil {
+		return fmt.Errorf("%s: %w: %s", e.binary("tables-restore"), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
 
 // Save implements Interface.
 func (e *Exec) Save(ctx context.Context, table string) ([]byte, error) {
-	cmd := e.command(ctx, e.binary("tables-save"), "-t", table)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
+	cmd := exec.CommandContext(ctx, e.binary("tables-save"), "-t", table)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := netns.Run(e.netns, cmd); err != nil {
 		return nil, fmt.Errorf("%s -t %s: %w: %s", e.binary("tables-save"), table, err, strings.TrimSpace(stderr.String()))
 	}
-	return out, nil
+	return stdout.Bytes(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 
@@ -46,6 +47,16 @@ func Do(path string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return fnErr
+}
+
+// Run runs cmd and waits for it, with the process inside the network
+// namespace at path (empty: where the caller is): a child is created in
+// the namespace of the thread that forks it, so no nsenter is needed.
+func Run(path string, cmd *exec.Cmd) error {
+	if err := Do(path, cmd.Start); err != nil {
+		return err
+	}
+	return cmd.Wait()
 }
 
 // Listen opens a TCP listener inside a network namespace.
