@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,7 @@ const (
 
 type pipelineResult struct {
 	createReq, createProg, scaleReq, scaleProg, busyReq, busyProg []time.Duration
+	scaleStages, busyStages                                       []scaleStages
 	cpu                                                           float64
 }
 
@@ -60,6 +62,7 @@ type pipelineResult struct {
 type upCluster struct {
 	p        *proc
 	c        client.Client
+	cs       kubernetes.Interface
 	nodes    []string // node namespaces
 	monitors []*ruleMonitor
 	client   string // client namespace
@@ -108,7 +111,12 @@ func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster
 		p.stop()
 		return nil, err
 	}
-	u := &upCluster{p: p, c: c, client: m[2]}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	u := &upCluster{p: p, c: c, cs: cs, client: m[2]}
 	for i := 1; i <= pipelineNodes; i++ {
 		ns := fmt.Sprintf("%s-node-%d", m[1], i)
 		mon, err := monitorRules(ctx, ns)
@@ -330,10 +338,10 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 		return res, err
 	}
 	// Quiet, then back to back.
-	if res.scaleReq, res.scaleProg, err = u.scaleUps(ctx, probe, runs, settle); err != nil {
+	if res.scaleReq, res.scaleProg, res.scaleStages, err = u.scaleUps(ctx, probe, runs, settle); err != nil {
 		return res, err
 	}
-	if res.busyReq, res.busyProg, err = u.scaleUps(ctx, probe, runs, 0); err != nil {
+	if res.busyReq, res.busyProg, res.busyStages, err = u.scaleUps(ctx, probe, runs, 0); err != nil {
 		return res, err
 	}
 	res.cpu = u.p.treeCPUSeconds() - cpuStart
@@ -343,18 +351,25 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 // scaleUps measures runs scale-ups 3 -> 4 of the Deployment behind probe,
 // each after pause; each is followed by a scale back to 3 (not measured)
 // until the rules and Pods settled.
-func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs int, pause time.Duration) ([]time.Duration, []time.Duration, error) {
+func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs int, pause time.Duration) ([]time.Duration, []time.Duration, []scaleStages, error) {
 	var reqs, progs []time.Duration
+	var stages []scaleStages
+	tracer, err := traceStages(ctx, u.cs, pipelineNS)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer tracer.close()
 	for range runs {
 		before, err := u.waitPods(ctx, 3)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		time.Sleep(pause)
 		start := time.Now()
 		u.forgetRules(start)
+		tracer.forget(start)
 		if err := u.scale(ctx, 4); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		var added string
 		req, err := u.waitRequest(ctx, u.client, "http://"+probe.Spec.ClusterIP+"/", func(p string) bool {
@@ -365,28 +380,32 @@ func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs in
 			return false
 		}, start)
 		if err != nil {
-			return nil, nil, fmt.Errorf("scaling to 4: %w", err)
+			return nil, nil, nil, fmt.Errorf("scaling to 4: %w", err)
 		}
 		var pod corev1.Pod
 		if err := u.c.Get(ctx, client.ObjectKey{Namespace: pipelineNS, Name: added}, &pod); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// The Service chain jumps to the new endpoint's chain: the node's
 		// rules were rewritten with the 4 endpoints.
 		prog, err := u.nodesProgrammed(start, "add rule ip nat "+iptables.ServiceChain(pipelineNS, "web", "", corev1.ProtocolTCP)+" ",
 			"jump "+iptables.EndpointChain(pipelineNS, "web", "", corev1.ProtocolTCP, pod.Status.PodIP+":80")+" ")
 		if err != nil {
-			return nil, nil, fmt.Errorf("scaling to 4: %w", err)
+			return nil, nil, nil, fmt.Errorf("scaling to 4: %w", err)
 		}
-		reqs, progs = append(reqs, req), append(progs, prog)
+		st, err := tracer.stages(start, added, 4, pod.Status.PodIP)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		reqs, progs, stages = append(reqs, req), append(progs, prog), append(stages, st)
 		if err := u.scale(ctx, 3); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if _, err := u.waitRules(ctx, "web", 3, time.Now()); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return reqs, progs, nil
+	return reqs, progs, stages, nil
 }
 
 // pipelineReport runs (j) for both pipelines.
@@ -431,6 +450,41 @@ func pipelineReport(ctx context.Context, root string, scale int, skip string) (s
 	row("(j2) scale 3 -> 4, quiet -> all nodes reprogrammed", s.scaleProg, u.scaleProg)
 	row("(j3) scale 3 -> 4, back to back -> request reaches the new Pod", s.busyReq, u.busyReq)
 	row("(j3) scale 3 -> 4, back to back -> all nodes reprogrammed", s.busyProg, u.busyProg)
+	fmt.Fprintf(&b, "\nWhere a scale-up's time goes, p50 of each step (from the change seen by a watch in the benchmark to the next one; "+
+		"the last step ends when every node's rules hold the new endpoint). The first four steps run the same code in both pipelines: "+
+		"kube-controller-manager's Deployment and ReplicaSet controllers and svcnet up's node simulator.\n\n")
+	fmt.Fprintf(&b, "| step | (j2) svcnet | (j2) upstream | (j3) svcnet | (j3) upstream |\n|---|---|---|---|---|\n")
+	steps := []struct {
+		name string
+		at   func(scaleStages) time.Duration
+	}{
+		{"scale request -> ReplicaSet scaled (Deployment controller)", func(st scaleStages) time.Duration { return st.rs }},
+		{"-> Pod created (ReplicaSet controller)", func(st scaleStages) time.Duration { return st.created }},
+		{"-> Pod bound to a node (simulated scheduler)", func(st scaleStages) time.Duration { return st.bound }},
+		{"-> Pod Ready (simulated kubelet)", func(st scaleStages) time.Duration { return st.ready }},
+		{"-> EndpointSlice holds it (EndpointSlice controller)", func(st scaleStages) time.Duration { return st.slice }},
+		{"-> every node reprogrammed (node proxies)", nil},
+	}
+	stepMedian := func(sts []scaleStages, progs []time.Duration, i int) string {
+		var ds []time.Duration
+		for k, st := range sts {
+			end := progs[k]
+			if steps[i].at != nil {
+				end = steps[i].at(st)
+			}
+			var begin time.Duration
+			if i > 0 {
+				begin = steps[i-1].at(st)
+			}
+			ds = append(ds, end-begin)
+		}
+		return ms(percentile(ds, 0.5))
+	}
+	for i, st := range steps {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", st.name,
+			stepMedian(s.scaleStages, s.scaleProg, i), stepMedian(u.scaleStages, u.scaleProg, i),
+			stepMedian(s.busyStages, s.busyProg, i), stepMedian(u.busyStages, u.busyProg, i))
+	}
 	fmt.Fprintf(&b, "\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node simulator, the agents or kube-proxies, iptables) during the runs: svcnet %.1f, upstream %.1f.\n", s.cpu, u.cpu)
 	return b.String(), nil
 }
