@@ -310,8 +310,7 @@ func (n *Node) NewPod(role string, ip netip.Addr) (*Pod, error) {
 	n.links++
 	hostSide := fmt.Sprintf("vp%d", n.links)
 	n.mu.Unlock()
-	// Pods come and go often: the namespace is made in-process and the
-	// wiring takes two `ip -batch` runs.
+	// Pods come and go often: the namespace is made and wired in-process.
 	ns := l.prefix + "-" + role
 	if err := netns.Create(Path(ns)); err != nil {
 		return nil, err
@@ -321,22 +320,8 @@ func (n *Node) NewPod(role string, ip netip.Addr) (*Pod, error) {
 	l.namespaces = append(l.namespaces, ns)
 	l.pods = append(l.pods, p)
 	l.mu.Unlock()
-	fail := func(err error) (*Pod, error) { return nil, errors.Join(err, p.Remove()) }
-	if err := l.batch(n.NetNS, [][]string{
-		{"link", "add", hostSide, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"link", "set", hostSide, "up"},
-		{"route", "add", ip.String() + "/32", "dev", hostSide},
-	}); err != nil {
-		return fail(err)
-	}
-	if err := l.batch(ns, [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "set", "eth0", "up"},
-		{"addr", "add", ip.String() + "/32", "dev", "eth0"},
-		{"route", "add", gatewayIP, "dev", "eth0", "scope", "link"},
-		{"route", "add", "default", "via", gatewayIP, "dev", "eth0"},
-	}); err != nil {
-		return fail(err)
+	if err := wirePod(n.NetNS, ns, hostSide, ip); err != nil {
+		return nil, errors.Join(err, p.Remove())
 	}
 	return p, nil
 }
