@@ -105,7 +105,14 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	if pod.Spec.NodeName == "" {
-		return ctrl.Result{}, r.bind(ctx, &pod)
+		// The simulator is the scheduler and every kubelet at once: the
+		// Pod starts right after its binding, without waiting for the
+		// binding to come back through the watch.
+		node, err := r.bind(ctx, &pod)
+		if node == "" || err != nil {
+			return ctrl.Result{}, err
+		}
+		pod.Spec.NodeName = node
 	}
 	r.mu.Lock()
 	node := r.nodes[pod.Spec.NodeName]
@@ -155,10 +162,11 @@ func (r *podReconciler) forget(key types.NamespacedName) {
 }
 
 // bind schedules pod on the simulated node with the fewest Pods among
-// those its nodeSelector accepts, as the scheduler's spreading would.
-func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
+// those its nodeSelector accepts, as the scheduler's spreading would, and
+// returns the node; none when pod is not bound here.
+func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, error) {
 	if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
-		return nil // another scheduler's Pod
+		return "", nil // another scheduler's Pod
 	}
 	key := client.ObjectKeyFromObject(pod)
 	// Cordoned nodes (kubectl cordon) take no new Pods.
@@ -186,7 +194,7 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
 	r.mu.Unlock()
 	if best == "" {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "No schedulable simulated node matches the Pod's nodeSelector %v", pod.Spec.NodeSelector)
-		return nil
+		return "", nil
 	}
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
@@ -197,12 +205,12 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
 		r.forget(key)
 		r.mu.Unlock()
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // bound meanwhile, or gone: the next event tells
+			return "", nil // bound meanwhile, or gone: the next event tells
 		}
-		return fmt.Errorf("binding Pod %s to %s: %w", key, best, err)
+		return "", fmt.Errorf("binding Pod %s to %s: %w", key, best, err)
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, best)
-	return nil
+	return best, nil
 }
 
 // start gives pod its namespace and servers, once per Pod UID.
