@@ -49,7 +49,9 @@ func wirePod(nodeNS, podNS, hostSide string, ip netip.Addr) error {
 		return fmt.Errorf("veth %s in %s: %w", hostSide, nodeNS, err)
 	}
 	podAddr := &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}
-	if err := node.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: podAddr, Scope: netlink.SCOPE_LINK}); err != nil {
+	// Replace, not add: the route of an earlier Pod with this address goes
+	// with its namespace, which the kernel may still be taking down.
+	if err := node.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: podAddr, Scope: netlink.SCOPE_LINK}); err != nil {
 		return fmt.Errorf("route to %s in %s: %w", ip, nodeNS, err)
 	}
 

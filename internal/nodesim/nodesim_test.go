@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -304,6 +305,41 @@ func TestSimulator(t *testing.T) {
 			evs, err := env.Events(ctx, ReportingController, pod.UID, "FailedScheduling")
 			return len(evs), err
 		}).Should(BeNumerically(">", 0))
+		var p corev1.Pod
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+		g.Expect(p.Spec.NodeName).To(BeEmpty())
+	})
+
+	t.Run("a failed binding takes back the namespace made for it", func(t *testing.T) {
+		g := NewWithT(t)
+		// Another scheduler's Pod, which the running simulator leaves alone.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lost-binding"}, Spec: corev1.PodSpec{
+			SchedulerName: "elsewhere",
+			Containers:    []corev1.Container{{Name: "web", Image: "nginx"}},
+		}}
+		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
+		r := &podReconciler{c: env.Client, recorder: mgr.GetEventRecorder(ReportingController), log: logr.Discard(), now: time.Now,
+			nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{}}
+		for _, n := range nodes {
+			r.nodes[n.Name] = &nodeState{Node: n, used: map[netip.Addr]bool{}}
+			r.order = append(r.order, n.Name)
+		}
+		// The API server refuses a binding for another UID (a Pod deleted
+		// and made again meanwhile) with a conflict.
+		stale := pod.DeepCopy()
+		stale.Spec.SchedulerName = ""
+		stale.UID = "00000000-0000-0000-0000-000000000000"
+		node, err := r.bind(ctx, stale)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(node).To(BeEmpty())
+		g.Expect(r.pods).To(BeEmpty())
+		g.Expect(r.bound).To(BeEmpty())
+		for _, n := range r.nodes {
+			g.Expect(n.used).To(BeEmpty(), "the address goes back to node %s", n.Name)
+			g.Expect(n.count).To(BeZero())
+		}
+		_, statErr := os.Stat(netlab.Path(prefix + "-" + podRole(stale)))
+		g.Expect(os.IsNotExist(statErr)).To(BeTrue(), "no namespace is left: %v", statErr)
 		var p corev1.Pod
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
 		g.Expect(p.Spec.NodeName).To(BeEmpty())

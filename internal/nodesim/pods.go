@@ -2,6 +2,7 @@ package nodesim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -106,8 +107,8 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if pod.Spec.NodeName == "" {
 		// The simulator is the scheduler and every kubelet at once: the
-		// Pod starts right after its binding, without waiting for the
-		// binding to come back through the watch.
+		// Pod starts with its binding, without waiting for the binding to
+		// come back through the watch.
 		node, err := r.bind(ctx, &pod)
 		if node == "" || err != nil {
 			return ctrl.Result{}, err
@@ -163,7 +164,8 @@ func (r *podReconciler) forget(key types.NamespacedName) {
 
 // bind schedules pod on the simulated node with the fewest Pods among
 // those its nodeSelector accepts, as the scheduler's spreading would, and
-// returns the node; none when pod is not bound here.
+// returns the node; none when pod is not bound here. The Pod's namespace
+// is made while the binding is written, and removed if the binding fails.
 func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, error) {
 	if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
 		return "", nil // another scheduler's Pod
@@ -196,18 +198,28 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "No schedulable simulated node matches the Pod's nodeSelector %v", pod.Spec.NodeSelector)
 		return "", nil
 	}
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		if pod.DeletionTimestamp == nil {
+			bound := pod.DeepCopy()
+			bound.Spec.NodeName = best
+			// A failure is retried, and reported, by the start after binding.
+			_, _ = r.start(bound, r.nodes[best])
+		}
+	}()
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: best},
 	}
-	if err := r.c.SubResource("binding").Create(ctx, pod, binding); err != nil {
-		r.mu.Lock()
-		r.forget(key)
-		r.mu.Unlock()
+	err := r.c.SubResource("binding").Create(ctx, pod, binding)
+	<-started
+	if err != nil {
+		stopErr := r.stop(key)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return "", nil // bound meanwhile, or gone: the next event tells
+			return "", stopErr // bound meanwhile, or gone: the next event tells
 		}
-		return "", fmt.Errorf("binding Pod %s to %s: %w", key, best, err)
+		return "", errors.Join(fmt.Errorf("binding Pod %s to %s: %w", key, best, err), stopErr)
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, best)
 	return best, nil
