@@ -92,12 +92,14 @@ BenchmarkIncrementalSync10kServices below isolates the agent's own work for (i) 
 	b.WriteString(`
 How to read the end-to-end table (j): targets are a p99 of at most 250 ms from the scale request to every node reprogrammed
 and at most 0.5x the upstream pipeline's. Both pipelines share everything but the EndpointSlice controller, the allocator and
-the node proxy. On a quiet cluster (j2) the shared part, kube-controller-manager's Deployment and ReplicaSet controllers and
-the simulated kubelet's Pod start (a namespace, two ip -batch runs, a status write), takes about 35 ms of either pipeline's
-time, and kube-proxy, whose one-second minimum sync interval allows a burst of two syncs, programs a lone change at once:
-the two pipelines differ by the EndpointSlice controller and one iptables-restore, and no node proxy can bring the total
-under half of upstream's there. Back to back (j3), kube-proxy waits out its minimum sync interval, while both pipelines
-wait on kube-controller-manager's client rate limiters (20 QPS), which make up most of svcnet's time.
+the node proxy, and the step table shows where each spends a scale-up's time. The shared steps (kube-controller-manager's
+Deployment and ReplicaSet controllers, the simulator's binding and Pod start) take the same time in both, and so does the
+EndpointSlice step: for one Pod, svcnet's controller and kube-controller-manager's each write one slice, an API write and
+its watch delivery. svcnet's lead is the node proxies' step (about 0.3x kube-proxy's). On a quiet cluster (j2) kube-proxy,
+whose one-second minimum sync interval allows a burst of two syncs, programs a lone change at once, and the steps before
+the node proxies, about 35 ms in both, are already more than half of upstream's total: no node proxy can bring a quiet
+scale-up under 0.5x there. Back to back (j3), kube-proxy waits out its minimum sync interval; svcnet's time is then mostly
+kube-controller-manager's Deployment controller waiting on its client rate limiter (20 QPS), shared by both pipelines.
 `)
 	b.WriteString(`
 The allocation benchmark measures the whole path a user waits for: with svcnet, kube-apiserver calls the webhook over TLS
