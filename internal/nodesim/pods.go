@@ -199,11 +199,11 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 		return "", nil
 	}
 	started := make(chan struct{})
+	bound := pod.DeepCopy() // the client writes to pod meanwhile
+	bound.Spec.NodeName = best
 	go func() {
 		defer close(started)
-		if pod.DeletionTimestamp == nil {
-			bound := pod.DeepCopy()
-			bound.Spec.NodeName = best
+		if bound.DeletionTimestamp == nil {
 			// A failure is retried, and reported, by the start after binding.
 			_, _ = r.start(bound, r.nodes[best])
 		}
