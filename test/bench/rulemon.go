@@ -104,11 +104,17 @@ func (m *ruleMonitor) waitAdded(since time.Time, timeout time.Duration, words ..
 func (m *ruleMonitor) forget(t time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.lines = dropBefore(m.lines, func(l ruleLine) time.Time { return l.at }, t)
+}
+
+// dropBefore returns a copy of xs, in time order, without the elements
+// seen before t.
+func dropBefore[T any](xs []T, at func(T) time.Time, t time.Time) []T {
 	i := 0
-	for i < len(m.lines) && m.lines[i].at.Before(t) {
+	for i < len(xs) && at(xs[i]).Before(t) {
 		i++
 	}
-	m.lines = append([]ruleLine(nil), m.lines[i:]...)
+	return append([]T(nil), xs[i:]...)
 }
 
 func (m *ruleMonitor) stop() {

@@ -139,9 +139,5 @@ func (t *stageTracer) stages(start time.Time, pod string, replicas int32, ip str
 func (t *stageTracer) forget(before time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := 0
-	for i < len(t.events) && t.events[i].at.Before(before) {
-		i++
-	}
-	t.events = append([]stageEvent(nil), t.events[i:]...)
+	t.events = dropBefore(t.events, func(e stageEvent) time.Time { return e.at }, before)
 }
