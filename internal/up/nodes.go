@@ -104,9 +104,9 @@ func claimPrefix() (string, func(), []string, error) {
 // checkNetnsSupport fails early, with the reason, when this process cannot
 // create network namespaces.
 func checkNetnsSupport() error {
-	for _, tool := range []string{"ip", "iptables-restore", "nsenter"} {
+	for _, tool := range []string{"ip", "iptables-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("--nodes needs %s (packages iproute2, iptables, util-linux); use --nodes=0 for the control plane alone", tool)
+			return fmt.Errorf("--nodes needs %s (packages iproute2, iptables); use --nodes=0 for the control plane alone", tool)
 		}
 	}
 	if os.Geteuid() != 0 {
