@@ -8,7 +8,7 @@ BIN      := $(CURDIR)/bin
 K8S_BIN  := $(BIN)/k8s
 TOOLS    := $(BIN)/tools
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS  := -X github.com/svcnet-io/svcnet/internal/version.Version=$(VERSION)
+LDFLAGS  := -X github.com/svcnet-io/svcnet/internal/platform/version.Version=$(VERSION)
 
 CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION  ?= v2.15.0

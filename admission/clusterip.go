@@ -13,9 +13,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
 // DefaultServiceCIDR is the ServiceCIDR kube-apiserver creates from its
@@ -48,7 +48,7 @@ func (c *clusterIPs) trackFamilies(sc *networkingv1.ServiceCIDR, deleted bool) {
 		return
 	}
 	var fams []corev1.IPFamily
-	for _, p := range ipamfeed.ToCIDR(sc).Prefixes {
+	for _, p := range feed.ToCIDR(sc).Prefixes {
 		if p.Addr().Is4() {
 			fams = append(fams, corev1.IPv4Protocol)
 		} else {
@@ -91,7 +91,7 @@ func (c *clusterIPs) tenancy(ctx context.Context, namespace string) (bound, deni
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
 		return nil, nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
 	}
-	bound, denied = ipamfeed.Tenancy(bindings.Items, ns.Labels)
+	bound, denied = feed.Tenancy(bindings.Items, ns.Labels)
 	return bound, denied, nil
 }
 

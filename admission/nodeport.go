@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/portrange"
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
 // nodePorts chooses nodePorts and healthCheckNodePorts.
@@ -93,7 +93,7 @@ func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun b
 	for i := range svc.Spec.Ports {
 		p := &svc.Spec.Ports[i]
 		field := fmt.Sprintf("spec.ports[%d].nodePort", i)
-		owner := portrange.Owner(svc.Namespace, svc.Name, ipamfeed.PortName(*p))
+		owner := portrange.Owner(svc.Namespace, svc.Name, feed.PortName(*p))
 		shared, seen := byNumber[p.Port]
 		switch {
 		case p.NodePort != 0 && seen && p.NodePort == shared:
@@ -117,7 +117,7 @@ func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun b
 		}
 	}
 	if needsHealthCheckNodePort(svc) {
-		owner := portrange.Owner(svc.Namespace, svc.Name, ipamfeed.HealthPortName)
+		owner := portrange.Owner(svc.Namespace, svc.Name, feed.HealthPortName)
 		if svc.Spec.HealthCheckNodePort != 0 {
 			if err := static(int(svc.Spec.HealthCheckNodePort), owner, "spec.healthCheckNodePort"); err != nil {
 				return fail(err)

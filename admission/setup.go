@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
 )
 
 // Options select what the webhook allocates.
@@ -66,10 +66,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	h := &Handler{decoder: admission.NewDecoder(mgr.GetScheme())}
 	if opts.ClusterIP {
 		ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
-		if err := watch(&networkingv1.ServiceCIDR{}, ipamfeed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
+		if err := watch(&networkingv1.ServiceCIDR{}, feed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
 			return err
 		}
-		if err := watch(&networkingv1.IPAddress{}, ipamfeed.AddressHandler(ips.alloc)); err != nil {
+		if err := watch(&networkingv1.IPAddress{}, feed.AddressHandler(ips.alloc)); err != nil {
 			return err
 		}
 		// Read at request time from the cache; watching starts them now.
@@ -85,7 +85,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return err
 		}
-		if err := watch(&corev1.Service{}, ipamfeed.NodePortHandler(alloc)); err != nil {
+		if err := watch(&corev1.Service{}, feed.NodePortHandler(alloc)); err != nil {
 			return err
 		}
 		h.parts = append(h.parts, &nodePorts{alloc: alloc})

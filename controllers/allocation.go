@@ -13,7 +13,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/controllers/nodeport"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
-	"github.com/svcnet-io/svcnet/internal/scheme"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // Names of the controllers that allocate at admission, and of the

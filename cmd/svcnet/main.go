@@ -19,9 +19,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
-	"github.com/svcnet-io/svcnet/internal/manager"
-	"github.com/svcnet-io/svcnet/internal/up"
-	"github.com/svcnet-io/svcnet/internal/version"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/localcluster/up"
+	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 func main() {

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/svcnet-io/svcnet/internal/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 )
 
 const (

@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/auditevents"
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
+	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
 )
 
 // ControllerName is the --controllers name.
@@ -37,7 +37,7 @@ const ReportingController = "svcnet-" + ControllerName
 const clusterIPIndex = "svcnet.io/clusterip"
 
 // ManagedBy is the IPAddress label value of kube-apiserver's allocator.
-const ManagedBy = ipamfeed.ManagedBy
+const ManagedBy = feed.ManagedBy
 
 // DefaultLeakGracePeriod is how old an IPAddress without its Service must
 // be to be called leaked, as in kube-apiserver: it creates the IPAddress
@@ -113,21 +113,21 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 // SetupWithManager registers the controller and its usage metrics.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
-	feed := ipamfeed.AddressHandler(r.usage)
+	usage := feed.AddressHandler(r.usage)
 	// Check for exhaustion once the usage includes the new address (the
 	// controller's own queue may run before this handler).
 	addresses := toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			feed.OnAdd(obj, initial)
+			usage.OnAdd(obj, initial)
 			if ip, ok := obj.(*networkingv1.IPAddress); ok && !initial {
 				r.checkExhausted(ctx, ip.Name)
 			}
 		},
-		UpdateFunc: feed.OnUpdate,
-		DeleteFunc: feed.OnDelete,
+		UpdateFunc: usage.OnUpdate,
+		DeleteFunc: usage.OnDelete,
 	}
 	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
-		&networkingv1.ServiceCIDR{}: ipamfeed.CIDRHandler(r.usage, nil),
+		&networkingv1.ServiceCIDR{}: feed.CIDRHandler(r.usage, nil),
 		&networkingv1.IPAddress{}:   addresses,
 	} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
@@ -439,7 +439,7 @@ func (r *Reconciler) tenancy(ctx context.Context, namespace string) (bound, deni
 	if err := r.client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); client.IgnoreNotFound(err) != nil {
 		return nil, nil, err
 	}
-	bound, denied = ipamfeed.Tenancy(bindings.Items, ns.Labels)
+	bound, denied = feed.Tenancy(bindings.Items, ns.Labels)
 	if denied == nil {
 		denied = []string{}
 	}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/svcnet-io/svcnet/internal/scheme"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // kube-apiserver's own repair loop races this audit for a missing

@@ -31,7 +31,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/allocator/lbipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/auditevents"
+	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
 )
 
 // ControllerName is the --controllers name.

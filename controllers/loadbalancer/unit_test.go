@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/scheme"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // The pool informer's handler and the controller's watch are not ordered:

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/portrange"
-	"github.com/svcnet-io/svcnet/internal/auditevents"
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
+	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
 )
 
 // ControllerName is the --controllers name.
@@ -85,7 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if _, err := inf.AddEventHandler(ipamfeed.NodePortHandler(r.usage)); err != nil {
+	if _, err := inf.AddEventHandler(feed.NodePortHandler(r.usage)); err != nil {
 		return err
 	}
 	registerUsage(r.usage)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/svcnet-io/svcnet/internal/ipamfeed"
+	"github.com/svcnet-io/svcnet/allocator/feed"
 )
 
 // ControllerName is the --controllers name.
@@ -154,7 +154,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, sc *networkingv1.Servi
 		return ctrl.Result{}, err
 	}
 	var ips networkingv1.IPAddressList
-	if err := r.client.List(ctx, &ips, client.MatchingLabels{networkingv1.LabelManagedBy: ipamfeed.ManagedBy}); err != nil {
+	if err := r.client.List(ctx, &ips, client.MatchingLabels{networkingv1.LabelManagedBy: feed.ManagedBy}); err != nil {
 		return ctrl.Result{}, err
 	}
 	addrs := make([]netip.Addr, 0, len(ips.Items))

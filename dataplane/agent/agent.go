@@ -28,8 +28,8 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
-	"github.com/svcnet-io/svcnet/internal/informersync"
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // Backoff bounds for retrying a failed sync.

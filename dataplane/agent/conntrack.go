@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // forgetUDP queues the UDP endpoints that a Service's old state had and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // healthEntry is what one health check node port reports.

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // Interface is what the Syncer needs of iptables: an atomic --noflush

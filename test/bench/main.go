@@ -16,7 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 
 func main() {
@@ -32,7 +32,7 @@ func main() {
 	ctrl.SetLogger(logr.Discard())
 	// The node agent benchmark builds network namespaces: the whole run
 	// happens in a private network namespace, never on the host's own.
-	skip := netlab.InPrivateNetNS()
+	skip := privatens.Enter().Unavailable()
 	root, err := os.Getwd()
 	if err != nil {
 		fail(err)

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svcnet-io/svcnet/internal/proctree"
+	"github.com/svcnet-io/svcnet/test/harness/proctree"
 )
 
 // proc is a process under measurement.

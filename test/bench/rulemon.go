@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 )
 
 // ruleMonitor follows a node's nf_tables changes as the kernel announces

@@ -1,31 +1,26 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 
-// skipReason is why tests of simulated nodes cannot run here ("" when
-// they can).
-var skipReason string
+// privateNS is where the whole test binary runs: its own network and
+// mount namespaces.
+var privateNS *privatens.Env
 
 // TestMain runs the whole package inside a private network and mount
 // namespace: `svcnet up --nodes` creates its namespaces there, never on
 // the host.
 func TestMain(m *testing.M) {
-	skipReason = netlab.InPrivateNetNS()
-	if skipReason != "" {
-		fmt.Fprintln(os.Stderr, "tests of svcnet up's simulated nodes will be skipped:", skipReason)
-	}
+	privateNS = privatens.Enter()
+	privateNS.Report("tests of svcnet up's simulated nodes")
 	os.Exit(m.Run())
 }
 
 func requireNetns(t *testing.T) {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	privateNS.Require(t)
 }

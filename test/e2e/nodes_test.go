@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
-	"github.com/svcnet-io/svcnet/internal/netlab"
-	"github.com/svcnet-io/svcnet/internal/proctree"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/proctree"
 )
 
 const walkthroughTimeout = 4 * time.Minute

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/internal/proctree"
 	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/harness/proctree"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 

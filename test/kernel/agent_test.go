@@ -24,7 +24,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
-	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )

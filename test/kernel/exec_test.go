@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
-	"github.com/svcnet-io/svcnet/internal/netlab"
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // The agent programs a simulated node's namespace by starting iptables

@@ -6,30 +6,29 @@
 package kernel
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/svcnet-io/svcnet/internal/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 
-var skipReason string
+// privateNS is where the whole test binary runs: its own network and
+// mount namespaces.
+var privateNS *privatens.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	skipReason = netlab.InPrivateNetNS()
-	if skipReason != "" {
-		fmt.Fprintln(os.Stderr, "kernel tests will be skipped:", skipReason)
-	}
+	privateNS = privatens.Enter()
+	privateNS.Report("kernel tests")
 	os.Exit(m.Run())
 }
 
+// requireKernel skips the test where namespaces cannot be made, and fails
+// it instead when CI requires the kernel suites.
 func requireKernel(t *testing.T) {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	privateNS.Require(t)
 }

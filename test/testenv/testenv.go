@@ -27,7 +27,7 @@ import (
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/internal/manager"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
 )
 
 // Options selects how the API server is started.

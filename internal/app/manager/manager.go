@@ -29,9 +29,9 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
-	"github.com/svcnet-io/svcnet/internal/certs"
-	"github.com/svcnet-io/svcnet/internal/informersync"
-	"github.com/svcnet-io/svcnet/internal/version"
+	"github.com/svcnet-io/svcnet/internal/platform/certs"
+	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 // Options are the manager's settings; AddFlags binds them to flags.

@@ -27,9 +27,9 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/internal/netlab"
-	"github.com/svcnet-io/svcnet/internal/netns"
-	"github.com/svcnet-io/svcnet/internal/nodesim"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // Addresses of the simulated network. The fabric is a private bridge that

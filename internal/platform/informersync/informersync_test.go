@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/svcnet-io/svcnet/internal/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 

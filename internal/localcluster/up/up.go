@@ -35,7 +35,7 @@ import (
 	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/internal/manager"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
 )
 
 // Config is `svcnet up`'s settings.

@@ -1,4 +1,4 @@
-package ipamfeed
+package feed
 
 import (
 	"fmt"

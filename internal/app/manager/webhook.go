@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/config"
-	"github.com/svcnet-io/svcnet/internal/certs"
+	"github.com/svcnet-io/svcnet/internal/platform/certs"
 )
 
 // How the webhook gets its serving certificate.

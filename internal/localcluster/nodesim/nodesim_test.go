@@ -25,16 +25,20 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/internal/netlab"
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/test/harness/privatens"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
-var skipReason string
+// privateNS is where the whole test binary runs: its own network and
+// mount namespaces.
+var privateNS *privatens.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	skipReason = netlab.InPrivateNetNS()
+	privateNS = privatens.Enter()
+	privateNS.Report("node simulator tests")
 	os.Exit(m.Run())
 }
 
@@ -102,9 +106,7 @@ func TestServedPortsAndDelays(t *testing.T) {
 // namespaces: registration, scheduling, addresses, servers, readiness
 // delay, graceful deletion, nodeSelector.
 func TestSimulator(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	privateNS.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	env, err := testenv.Start(testenv.Options{})

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcnet-io/svcnet/internal/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // Dir is where `ip netns` keeps its named namespaces.
@@ -524,57 +524,4 @@ func (l *Lab) Close() {
 		_ = netns.Delete(Path(l.namespaces[i]))
 	}
 	l.namespaces = nil
-}
-
-// InPrivateNetNS re-executes the current test binary inside fresh network
-// and mount namespaces (so that nothing it does reaches the host's
-// networking, and `ip netns` bind mounts stay private), unless it already
-// runs there. It returns a non-empty reason when that is impossible, in
-// which case kernel tests must skip. Call it first in TestMain; when it
-// re-executed, it exits with the child's status and does not return.
-func InPrivateNetNS() (skipReason string) {
-	const marker = "SVCNET_IN_PRIVATE_NETNS"
-	if os.Getenv(marker) == "1" {
-		if err := setupPrivate(); err != nil {
-			return "setting up the private namespace: " + err.Error()
-		}
-		return ""
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		return "unshare (util-linux) is not installed"
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return "ip (iproute2) is not installed"
-	}
-	if out, err := exec.Command("unshare", "--net", "--mount", "true").CombinedOutput(); err != nil {
-		return fmt.Sprintf("cannot create network namespaces here (needs root or user namespaces): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	args := append([]string{"--net", "--mount", "--propagation", "private", "--", os.Args[0]}, os.Args[1:]...)
-	cmd := exec.Command("unshare", args...)
-	cmd.Env = append(os.Environ(), marker+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			os.Exit(exitErr.ExitCode())
-		}
-		fmt.Fprintln(os.Stderr, "running tests in a private network namespace:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-	return ""
-}
-
-func setupPrivate() error {
-	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set lo up: %w: %s", err, out)
-	}
-	// A private /run/netns: `ip netns add` mounts land here, not on the host.
-	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
-		return err
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-netns", "/run/netns").CombinedOutput(); err != nil {
-		return fmt.Errorf("mounting a private /run/netns: %w: %s", err, out)
-	}
-	return nil
 }

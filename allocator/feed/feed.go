@@ -1,8 +1,8 @@
-// Package ipamfeed keeps svcnet's allocators in step with an informer
+// Package feed keeps svcnet's allocators in step with an informer
 // cache: allocator/ipam with ServiceCIDRs and IPAddresses, allocator/portrange
 // with the nodePorts of Services. The admission webhook uses them to choose,
 // the audit controllers to measure.
-package ipamfeed
+package feed
 
 import (
 	"net/netip"

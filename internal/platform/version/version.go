@@ -1,5 +1,5 @@
 // Package version holds the build's identity, stamped by the Makefile with
-// -ldflags "-X github.com/svcnet-io/svcnet/internal/version.Version=...".
+// -ldflags "-X github.com/svcnet-io/svcnet/internal/platform/version.Version=...".
 package version
 
 import (
