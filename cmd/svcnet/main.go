@@ -91,6 +91,9 @@ func newAgentCommand() *cobra.Command {
 			}
 			log := klog.NewKlogr()
 			ctrl.SetLogger(log)
+			if opts.Cleanup {
+				return agent.Cleanup(cmd.Context(), opts, log)
+			}
 			cfg, err := restConfig(opts.Kubeconfig)
 			if err != nil {
 				return err

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,9 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
@@ -46,9 +49,13 @@ type Agent struct {
 	opts   Options
 	reader client.Reader
 	log    logr.Logger
+	clock  clock.WithTicker
 
-	families []family
-	health   *healthServers
+	// backends program the rules, one per IP family the node has.
+	backends []dataplane.Backend
+	// clusterCIDRs are --cluster-cidr's ranges by family.
+	clusterCIDRs map[corev1.IPFamily][]netip.Prefix
+	health       *healthServers
 
 	trigger chan struct{}
 
@@ -72,9 +79,9 @@ type Agent struct {
 	staleUDP []udpPort
 }
 
-// serviceState is what the agent keeps of one Service between syncs.
+// serviceState is what the agent keeps of one Service between syncs,
+// beside the rules its backends keep.
 type serviceState struct {
-	frags  map[corev1.IPFamily]*iptables.Fragment
 	health []healthPort
 	udp    map[string]udpPort // by port name and family
 }
@@ -84,14 +91,8 @@ type healthPort struct {
 	entry healthEntry
 }
 
-type family struct {
-	ip     corev1.IPFamily
-	syncer *iptables.Syncer
-	cidrs  []netip.Prefix
-}
-
 type udpPort struct {
-	dests     []string // cluster, external and load-balancer IPs
+	dests     []netip.Addr // cluster, external and load-balancer IPs
 	nodePort  int32
 	endpoints map[netip.Addr]bool
 }
@@ -172,10 +173,41 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	return mgr.Start(ctx)
 }
 
-// New builds an agent that reads the world from reader and programs
-// iptables (IPv6 too when ip6tables works).
+// New builds an agent that reads the world from reader and programs the
+// node with the backends of opts.Mode.
 func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
-	backends := map[corev1.IPFamily]iptables.Interface{}
+	backends, err := newBackends(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	return newAgent(reader, opts, log, clock.RealClock{}, backends)
+}
+
+// Cleanup removes what the backends of opts.Mode own from the node.
+func Cleanup(ctx context.Context, opts Options, log logr.Logger) error {
+	backends, err := newBackends(opts, log)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range backends {
+		if err := b.Cleanup(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s %s rules: %w", b.Mode(), b.Family(), err))
+			continue
+		}
+		log.Info("Removed rules", "mode", b.Mode(), "family", b.Family())
+	}
+	return errors.Join(errs...)
+}
+
+// newBackends builds the backends of opts.Mode: IPv4, and IPv6 too when
+// the node can program it (ip6tables works).
+func newBackends(opts Options, log logr.Logger) ([]dataplane.Backend, error) {
+	cidrs, err := opts.clusterCIDRsByFamily()
+	if err != nil {
+		return nil, err
+	}
+	var backends []dataplane.Backend
 	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		ipt := iptables.NewExec(f, opts.NetNS)
 		if f == corev1.IPv6Protocol {
@@ -184,41 +216,30 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 				continue
 			}
 		}
-		backends[f] = ipt
+		backends = append(backends, iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs[f], MasqueradeAll: opts.MasqueradeAll}))
 	}
-	return newAgent(reader, opts, log, backends)
+	return backends, nil
 }
 
 // newAgent builds an agent on the given backends, one per IP family.
-func newAgent(reader client.Reader, opts Options, log logr.Logger, backends map[corev1.IPFamily]iptables.Interface) (*Agent, error) {
-	cidrs, err := opts.clusterCIDRs()
+func newAgent(reader client.Reader, opts Options, log logr.Logger, clk clock.WithTicker, backends []dataplane.Backend) (*Agent, error) {
+	cidrs, err := opts.clusterCIDRsByFamily()
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{
-		opts:     opts,
-		reader:   reader,
-		log:      log,
-		health:   newHealthServers(opts.NetNS, log),
-		trigger:  make(chan struct{}, 1),
-		dirty:    map[string]bool{},
-		allDirty: true,
-		services: map[string]*serviceState{},
-	}
-	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
-		ipt, ok := backends[f]
-		if !ok {
-			continue
-		}
-		fam := family{ip: f, syncer: iptables.NewSyncer(ipt)}
-		for _, c := range cidrs {
-			if c.Addr().Is4() == (f == corev1.IPv4Protocol) {
-				fam.cidrs = append(fam.cidrs, c)
-			}
-		}
-		a.families = append(a.families, fam)
-	}
-	return a, nil
+	return &Agent{
+		opts:         opts,
+		reader:       reader,
+		log:          log,
+		clock:        clk,
+		backends:     backends,
+		clusterCIDRs: cidrs,
+		health:       newHealthServers(opts.NetNS, log),
+		trigger:      make(chan struct{}, 1),
+		dirty:        map[string]bool{},
+		allDirty:     true,
+		services:     map[string]*serviceState{},
+	}, nil
 }
 
 func (a *Agent) handler() toolscache.ResourceEventHandler {
@@ -280,7 +301,7 @@ func (a *Agent) Trigger() {
 // every --sync-period, and retries failures with backoff until ctx ends.
 func (a *Agent) Loop(ctx context.Context) error {
 	defer a.health.closeAll()
-	resync := time.NewTicker(a.opts.SyncPeriod)
+	resync := a.clock.NewTicker(a.opts.SyncPeriod)
 	defer resync.Stop()
 	var retry <-chan time.Time
 	backoff := retryMin
@@ -290,34 +311,22 @@ func (a *Agent) Loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-resync.C:
-			// Re-render everything; rewrite every chain only once per
-			// fullSyncPeriod, as kube-proxy does: on iptables-nft a full
-			// restore of 10,000 Services takes minutes, and a periodic one
-			// would hold every change back that long.
-			a.mu.Lock()
-			a.allDirty = true
-			full := time.Since(a.lastFull) >= fullSyncPeriod
-			a.mu.Unlock()
-			if full {
-				for _, f := range a.families {
-					f.syncer.ForceFull()
-				}
-			}
+		case <-resync.C():
+			a.periodicResync()
 		case <-a.trigger:
 		case <-retry:
 		}
-		if wait := a.opts.MinSyncPeriod - time.Since(last); wait > 0 {
+		if wait := a.opts.MinSyncPeriod - a.clock.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(wait):
+			case <-a.clock.After(wait):
 			}
 		}
-		last = time.Now()
+		last = a.clock.Now()
 		if err := a.SyncOnce(ctx); err != nil {
 			a.log.Error(err, "Sync failed, retrying", "in", backoff)
-			retry = time.After(backoff)
+			retry = a.clock.After(backoff)
 			backoff = min(backoff*2, retryMax)
 			continue
 		}
@@ -326,67 +335,117 @@ func (a *Agent) Loop(ctx context.Context) error {
 	}
 }
 
+// periodicResync re-renders every Service; the backends rewrite everything
+// only once per fullSyncPeriod, as kube-proxy does: on iptables-nft a full
+// restore of 10,000 Services takes minutes, and a periodic one would hold
+// every change back that long.
+func (a *Agent) periodicResync() {
+	a.mu.Lock()
+	a.allDirty = true
+	full := a.clock.Since(a.lastFull) >= fullSyncPeriod
+	a.mu.Unlock()
+	if full {
+		for _, b := range a.backends {
+			b.ForceFull()
+		}
+	}
+}
+
+// pending is the work a sync takes over: what changed since the last one.
+type pending struct {
+	triggers []time.Time
+	dirty    map[string]bool
+	all      bool
+}
+
+// takePending hands the changes recorded so far to a sync.
+func (a *Agent) takePending() pending {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty}
+	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
+	return p
+}
+
+// putBack returns a failed sync's changes so that the next sync does them.
+func (a *Agent) putBack(p pending) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.triggers = append(a.triggers, p.triggers...)
+	for k := range p.dirty {
+		a.dirty[k] = true
+	}
+	a.allDirty = a.allDirty || p.all
+}
+
 // SyncOnce re-renders the Services that changed and applies the rules of
 // every family once.
 func (a *Agent) SyncOnce(ctx context.Context) error {
-	start := time.Now()
-	a.mu.Lock()
-	triggers, dirty, all := a.triggers, a.dirty, a.allDirty
-	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
-	a.mu.Unlock()
-	restore := func() {
-		a.mu.Lock()
-		a.triggers = append(a.triggers, triggers...)
-		for k := range dirty {
-			a.dirty[k] = true
-		}
-		a.allDirty = a.allDirty || all
-		a.mu.Unlock()
+	start := a.clock.Now()
+	work := a.takePending()
+	if err := a.render(ctx, a.nodeModel(ctx), work.dirty, work.all); err != nil {
+		a.putBack(work)
+		return err
 	}
+	nodePortIPs, err := a.nodePortIPs()
+	if err != nil {
+		a.putBack(work)
+		return err
+	}
+	rendered := a.clock.Now()
+	res, err := a.apply(ctx, nodePortIPs)
+	a.health.update(a.healthEntries())
+	if err != nil {
+		// The rendered state is kept; the next sync is full and applies it.
+		a.mu.Lock()
+		a.lastErr = err
+		a.triggers = append(a.triggers, work.triggers...)
+		a.mu.Unlock()
+		return err
+	}
+	a.recordSuccess(start, rendered, res, work.triggers)
+	a.clearStaleUDP()
+	return nil
+}
 
+// nodeModel is what the model needs of this node's Node object.
+func (a *Agent) nodeModel(ctx context.Context) model.Node {
 	node := model.Node{Name: a.opts.NodeName}
 	var n corev1.Node
 	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.opts.NodeName}, &n); err == nil {
 		node.Zone = n.Labels[corev1.LabelTopologyZone]
 	}
-	if err := a.render(ctx, node, dirty, all); err != nil {
-		restore()
-		return err
-	}
-	nodePortIPs, err := a.nodePortIPs()
-	if err != nil {
-		restore()
-		return err
-	}
+	return node
+}
 
-	rendered := time.Now()
+// apply syncs every backend; a failed one does not keep the others from
+// applying their rules.
+func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr) (dataplane.SyncResult, error) {
+	var total dataplane.SyncResult
 	var errs []error
-	anyFull := false
-	written := 0
-	for _, f := range a.families {
-		cfg := iptables.Config{MasqueradeAll: a.opts.MasqueradeAll}
+	for _, b := range a.backends {
+		node := dataplane.Node{}
 		for _, ip := range nodePortIPs {
-			if ip.Is4() == (f.ip == corev1.IPv4Protocol) {
-				cfg.NodePortIPs = append(cfg.NodePortIPs, ip)
+			if ipfamily.Of(ip) == b.Family() {
+				node.NodePortIPs = append(node.NodePortIPs, ip)
 			}
 		}
-		frags := make([]*iptables.Fragment, 0, len(a.order))
-		for _, k := range a.order {
-			if fr := a.services[k].frags[f.ip]; fr != nil {
-				frags = append(frags, fr)
-			}
-		}
-		res, err := f.syncer.Sync(ctx, iptables.Assemble(frags, cfg))
-		anyFull = anyFull || res.Full
+		res, err := b.Sync(ctx, node)
+		total.Full = total.Full || res.Full
 		if err != nil {
 			metricRestoreFailures.Inc()
-			errs = append(errs, fmt.Errorf("%s rules: %w", f.ip, err))
+			errs = append(errs, fmt.Errorf("%s %s rules: %w", b.Mode(), b.Family(), err))
 			continue
 		}
 		metricRulesWritten.Add(float64(res.Rules))
-		written += res.Rules
+		total.Rules += res.Rules
 	}
+	return total, errors.Join(errs...)
+}
 
+// healthEntries sums the local endpoints behind each health check node
+// port over the Services that use it.
+func (a *Agent) healthEntries() map[int32]healthEntry {
 	health := map[int32]healthEntry{}
 	for _, k := range a.order {
 		for _, h := range a.services[k].health {
@@ -396,139 +455,175 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 			health[h.port] = e
 		}
 	}
-	a.health.update(health)
-	if err := errors.Join(errs...); err != nil {
-		// The rendered state is kept; the next sync is full and applies it.
-		a.mu.Lock()
-		a.lastErr = err
-		a.triggers = append(a.triggers, triggers...)
-		a.mu.Unlock()
-		return err
-	}
-	now := time.Now()
+	return health
+}
+
+// recordSuccess updates the health state, the metrics and the log after a
+// sync that applied everything.
+func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResult, triggers []time.Time) {
+	now := a.clock.Now()
 	kind := "partial"
-	if anyFull {
-		kind = "full"
-		a.mu.Lock()
-		a.lastFull = now
-		a.mu.Unlock()
-	}
-	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
-	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", written,
-		"render", rendered.Sub(start), "apply", now.Sub(rendered))
-	for _, t := range triggers {
-		metricProgrammingLatency.Observe(now.Sub(t).Seconds())
-	}
-	a.clearStaleUDP(ctx)
 	a.mu.Lock()
+	if res.Full {
+		kind = "full"
+		a.lastFull = now
+	}
 	a.lastSuccess, a.lastErr = now, nil
 	a.mu.Unlock()
-	return nil
+	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
+	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", res.Rules,
+		"render", rendered.Sub(start), "apply", now.Sub(rendered))
+	// Trigger times come from the API server's clock, not the agent's.
+	wall := time.Now()
+	for _, t := range triggers {
+		metricProgrammingLatency.Observe(wall.Sub(t).Seconds())
+	}
 }
 
 // render rebuilds the state of the dirty Services (all of them when all is
-// set) from the cache.
+// set) from the cache and hands their ports to the backends.
 func (a *Agent) render(ctx context.Context, node model.Node, dirty map[string]bool, all bool) error {
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
-	var svcs []*corev1.Service
+	var changed changedServices
+	var err error
 	if all {
-		var services corev1.ServiceList
-		if err := a.reader.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
-			return err
-		}
-		var list discoveryv1.EndpointSliceList
-		if err := a.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return err
-		}
-		for i := range list.Items {
-			for _, k := range sliceServiceKey(&list.Items[i]) {
-				bySvc[k] = append(bySvc[k], &list.Items[i])
-			}
-		}
-		for i := range services.Items {
-			svcs = append(svcs, &services.Items[i])
-		}
-		dirty = map[string]bool{}
-		for k := range a.services {
-			dirty[k] = true // gone unless listed again
-		}
-		for _, svc := range svcs {
-			dirty[svc.Namespace+"/"+svc.Name] = true
-		}
+		changed, err = a.listAll(ctx)
 	} else {
-		for k := range dirty {
-			ns, name, _ := strings.Cut(k, "/")
-			var svc corev1.Service
-			if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return err
-			}
-			svcs = append(svcs, &svc)
-			var list discoveryv1.EndpointSliceList
-			if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: k}, client.UnsafeDisableDeepCopy); err != nil {
-				return err
-			}
-			for i := range list.Items {
-				bySvc[k] = append(bySvc[k], &list.Items[i])
-			}
-		}
+		changed, err = a.getDirty(ctx, dirty)
 	}
-	present := map[string]*corev1.Service{}
-	for _, svc := range svcs {
-		present[svc.Namespace+"/"+svc.Name] = svc
+	if err != nil {
+		return err
 	}
-	cidrs := map[corev1.IPFamily][]netip.Prefix{}
-	for _, f := range a.families {
-		cidrs[f.ip] = f.cidrs
-	}
-	for k := range dirty {
-		old := a.services[k]
-		svc, ok := present[k]
-		if !ok {
-			if old != nil {
-				a.forgetUDP(old, nil)
-				delete(a.services, k)
-				if i, found := slices.BinarySearch(a.order, k); found {
-					a.order = slices.Delete(a.order, i, i+1)
-				}
-			}
-			continue
+	for k := range changed.keys {
+		if svc, ok := changed.services[k]; ok {
+			a.renderService(k, node, svc, changed.slices[k])
+		} else {
+			a.forgetService(k)
 		}
-		st := &serviceState{frags: map[corev1.IPFamily]*iptables.Fragment{}, udp: map[string]udpPort{}}
-		for _, f := range a.families {
-			ports := model.BuildService(f.ip, node, svc, bySvc[k], model.Options{ProxyName: a.opts.ProxyName})
-			if len(ports) == 0 {
-				continue
-			}
-			st.frags[f.ip] = iptables.RenderService(ports, iptables.Config{ClusterCIDRs: cidrs[f.ip], MasqueradeAll: a.opts.MasqueradeAll})
-			for _, p := range ports {
-				if p.HealthCheckNodePort != 0 {
-					st.health = append(st.health, healthPort{port: p.HealthCheckNodePort,
-						entry: healthEntry{namespace: p.Namespace, name: p.Service, local: len(p.LocalEndpoints)}})
-				}
-				if p.Protocol == corev1.ProtocolUDP {
-					u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
-					u.dests = append(u.dests, p.ClusterIP.String())
-					for _, ip := range append(slices.Clone(p.ExternalIPs), p.LoadBalancerIPs...) {
-						u.dests = append(u.dests, ip.String())
-					}
-					for _, ep := range append(slices.Clone(p.ClusterEndpoints), p.LocalEndpoints...) {
-						u.endpoints[ep.IP] = true
-					}
-					st.udp[p.Name+"/"+string(f.ip)] = u
-				}
-			}
-		}
-		if old != nil {
-			a.forgetUDP(old, st)
-		} else if i, found := slices.BinarySearch(a.order, k); !found {
-			a.order = slices.Insert(a.order, i, k)
-		}
-		a.services[k] = st
 	}
 	return nil
+}
+
+// changedServices is what a render reads from the cache: the keys to
+// re-render, the Services among them that exist, and their slices.
+type changedServices struct {
+	keys     map[string]bool
+	services map[string]*corev1.Service
+	slices   map[string][]*discoveryv1.EndpointSlice
+}
+
+func newChangedServices() changedServices {
+	return changedServices{keys: map[string]bool{}, services: map[string]*corev1.Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
+}
+
+// listAll reads every Service and slice; every Service known so far is
+// re-rendered too, and forgotten unless listed again.
+func (a *Agent) listAll(ctx context.Context) (changedServices, error) {
+	c := newChangedServices()
+	var services corev1.ServiceList
+	if err := a.reader.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
+		return c, err
+	}
+	var list discoveryv1.EndpointSliceList
+	if err := a.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return c, err
+	}
+	for i := range list.Items {
+		for _, k := range sliceServiceKey(&list.Items[i]) {
+			c.slices[k] = append(c.slices[k], &list.Items[i])
+		}
+	}
+	for k := range a.services {
+		c.keys[k] = true
+	}
+	for i := range services.Items {
+		k := services.Items[i].Namespace + "/" + services.Items[i].Name
+		c.keys[k] = true
+		c.services[k] = &services.Items[i]
+	}
+	return c, nil
+}
+
+// getDirty reads the dirty Services and their slices through the slice
+// index.
+func (a *Agent) getDirty(ctx context.Context, dirty map[string]bool) (changedServices, error) {
+	c := newChangedServices()
+	for k := range dirty {
+		c.keys[k] = true
+		ns, name, _ := strings.Cut(k, "/")
+		var svc corev1.Service
+		if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return c, err
+		}
+		c.services[k] = &svc
+		var list discoveryv1.EndpointSliceList
+		if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: k}, client.UnsafeDisableDeepCopy); err != nil {
+			return c, err
+		}
+		for i := range list.Items {
+			c.slices[k] = append(c.slices[k], &list.Items[i])
+		}
+	}
+	return c, nil
+}
+
+// forgetService removes a Service that no longer exists.
+func (a *Agent) forgetService(key string) {
+	old := a.services[key]
+	if old == nil {
+		return
+	}
+	for _, b := range a.backends {
+		b.SetService(key, nil)
+	}
+	a.forgetUDP(old, nil)
+	delete(a.services, key)
+	if i, found := slices.BinarySearch(a.order, key); found {
+		a.order = slices.Delete(a.order, i, i+1)
+	}
+}
+
+// renderService builds one Service's ports for every family, hands them to
+// the family's backend, and keeps what the agent itself serves or cleans
+// up for them: health check node ports and UDP endpoints.
+func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
+	st := &serviceState{udp: map[string]udpPort{}}
+	for _, b := range a.backends {
+		ports := model.BuildService(b.Family(), node, svc, endpointSlices, model.Options{ProxyName: a.opts.ProxyName})
+		b.SetService(key, ports)
+		for _, p := range ports {
+			if p.HealthCheckNodePort != 0 {
+				st.health = append(st.health, healthPort{port: p.HealthCheckNodePort,
+					entry: healthEntry{namespace: p.Namespace, name: p.Service, local: len(p.LocalEndpoints)}})
+			}
+			if p.Protocol == corev1.ProtocolUDP {
+				st.udp[p.Name+"/"+string(b.Family())] = udpPortOf(p)
+			}
+		}
+	}
+	if old := a.services[key]; old != nil {
+		a.forgetUDP(old, st)
+	} else if i, found := slices.BinarySearch(a.order, key); !found {
+		a.order = slices.Insert(a.order, i, key)
+	}
+	a.services[key] = st
+}
+
+// udpPortOf is what conntrack cleanup needs of a UDP service port.
+func udpPortOf(p *model.ServicePort) udpPort {
+	u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
+	u.dests = append(u.dests, p.ClusterIP)
+	u.dests = append(u.dests, p.ExternalIPs...)
+	u.dests = append(u.dests, p.LoadBalancerIPs...)
+	for _, ep := range p.ClusterEndpoints {
+		u.endpoints[ep.IP] = true
+	}
+	for _, ep := range p.LocalEndpoints {
+		u.endpoints[ep.IP] = true
+	}
+	return u
 }
 
 // nodePortIPs lists the local addresses inside --nodeport-addresses; nil
@@ -567,7 +662,7 @@ func (a *Agent) nodePortIPs() ([]netip.Addr, error) {
 func (a *Agent) Healthz(_ *http.Request) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.lastErr != nil && time.Since(a.lastSuccess) > a.opts.SyncPeriod {
+	if a.lastErr != nil && a.clock.Since(a.lastSuccess) > a.opts.SyncPeriod {
 		return fmt.Errorf("no successful sync since %s: %w", a.lastSuccess.Format(time.RFC3339), a.lastErr)
 	}
 	if a.lastSuccess.IsZero() {

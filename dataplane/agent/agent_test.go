@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
@@ -29,11 +34,19 @@ func newFakeClient() client.Client {
 
 func testAgent(t *testing.T, c client.Client) (*Agent, *iptables.Fake) {
 	t.Helper()
+	return testAgentWithClock(t, c, clock.RealClock{})
+}
+
+// testAgentWithClock builds an agent for node-a with an IPv4 iptables
+// backend on a Fake kernel.
+func testAgentWithClock(t *testing.T, c client.Client, clk clock.WithTicker) (*Agent, *iptables.Fake) {
+	t.Helper()
 	fk := iptables.NewFake()
 	opts := DefaultOptions()
 	opts.NodeName = "node-a"
 	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
-	a, err := newAgent(c, opts, logr.Discard(), map[corev1.IPFamily]iptables.Interface{corev1.IPv4Protocol: fk})
+	backend := iptables.NewBackend(corev1.IPv4Protocol, fk, iptables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +177,9 @@ func must(t *testing.T, err error) {
 
 // TestPeriodicResyncIsPartial checks that a periodic resync rewrites
 // nothing when nothing changed, and everything once fullSyncPeriod passed:
-// at 10,000 Services a full restore takes minutes on iptables-nft.
+// at 10,000 Services a full restore takes minutes on iptables-nft. The
+// agent's clock is fake: each resync is shown to have run (its success
+// time is the fake clock's) before the restores are counted.
 func TestPeriodicResyncIsPartial(t *testing.T) {
 	c := newFakeClient()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -175,8 +190,8 @@ func TestPeriodicResyncIsPartial(t *testing.T) {
 	if err := c.Create(ctx, epSlice("web", "web-1", "10.244.1.2")); err != nil {
 		t.Fatal(err)
 	}
-	a, fk := testAgent(t, c)
-	a.opts.SyncPeriod = 10 * time.Millisecond
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a, fk := testAgentWithClock(t, c, clk)
 	done := make(chan error)
 	go func() { done <- a.Loop(ctx) }()
 	restores := func() int {
@@ -184,25 +199,29 @@ func TestPeriodicResyncIsPartial(t *testing.T) {
 		defer fk.Unlock()
 		return fk.Restores
 	}
+	synced := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.lastSuccess.Equal(clk.Now())
+	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		}); err != nil {
+			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
-	waitFor("the first sync", func() bool { return restores() == 1 })
-	time.Sleep(100 * time.Millisecond) // ten resyncs
-	if n := restores(); n != 1 {
-		t.Fatalf("periodic resyncs of unchanged rules restored %d times, want none", n-1)
+	waitFor("the first sync", func() bool { return restores() == 1 && synced() })
+	for i := range 3 {
+		clk.Step(a.opts.SyncPeriod)
+		waitFor(fmt.Sprintf("periodic resync %d", i+1), synced)
+		if n := restores(); n != 1 {
+			t.Fatalf("periodic resync %d of unchanged rules restored, %d restores in all, want 1", i+1, n)
+		}
 	}
-	a.mu.Lock()
-	a.lastFull = time.Now().Add(-2 * fullSyncPeriod)
-	a.mu.Unlock()
-	waitFor("the hourly full resync", func() bool { return restores() == 2 })
+	clk.Step(fullSyncPeriod)
+	waitFor("the hourly full resync", func() bool { return restores() == 2 && synced() })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

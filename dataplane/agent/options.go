@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
 // ModeIPTables is the only dataplane mode so far.
-const ModeIPTables = "iptables"
+const ModeIPTables = iptables.Mode
 
 // Options are `svcnet agent`'s settings; AddFlags binds them, with
 // kube-proxy's flag names where the meaning is the same.
@@ -28,6 +32,9 @@ type Options struct {
 	MinSyncPeriod      time.Duration
 	HealthzBindAddress string
 	MetricsBindAddress string
+	// Cleanup removes the rules of --mode from the node and exits, instead
+	// of running (kube-proxy's --cleanup).
+	Cleanup bool
 	// NetNS, when set, is the network namespace (e.g. /run/netns/node-1)
 	// whose rules this agent programs and where it serves health checks;
 	// used to run simulated nodes from one machine.
@@ -59,6 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "Minimum time between syncs; 0 applies changes as soon as they arrive, coalescing bursts.")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz; empty or 0 disables it.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; empty or 0 disables it.")
+	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "Remove the rules of --mode from the node and exit.")
 	fs.StringVar(&o.NetNS, "netns", o.NetNS, "Program this network namespace (a path like /run/netns/NAME) instead of the agent's own; for simulated nodes.")
 }
 
@@ -93,6 +101,20 @@ func (o *Options) Validate() error {
 
 func (o *Options) clusterCIDRs() ([]netip.Prefix, error) {
 	return parsePrefixes("--cluster-cidr", o.ClusterCIDRs)
+}
+
+// clusterCIDRsByFamily splits --cluster-cidr by IP family.
+func (o *Options) clusterCIDRsByFamily() (map[corev1.IPFamily][]netip.Prefix, error) {
+	cidrs, err := o.clusterCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	out := map[corev1.IPFamily][]netip.Prefix{}
+	for _, c := range cidrs {
+		f := ipfamily.OfPrefix(c)
+		out[f] = append(out[f], c)
+	}
+	return out, nil
 }
 
 func (o *Options) nodePortPrefixes() ([]netip.Prefix, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // Fake is an in-memory Interface that understands the subset of
-// iptables-restore this package writes (*table, :chain, -A, -I, -X,
+// iptables-restore this package writes (*table, :chain, -A, -I, -D, -X,
 // COMMIT) with --noflush semantics, and applies each table atomically.
 type Fake struct {
 	mu sync.Mutex
@@ -105,6 +105,13 @@ func (f *Fake) Restore(_ context.Context, data []byte) error {
 					return fmt.Errorf("line %d: jump to missing chain %q", n, target)
 				}
 			}
+		case strings.HasPrefix(line, "-D "):
+			chain, rule, _ := strings.Cut(line[3:], " ")
+			i := slices.Index(staged[cur][chain], rule)
+			if i < 0 {
+				return fmt.Errorf("line %d: no such rule in %q: %q", n, chain, rule)
+			}
+			staged[cur][chain] = slices.Delete(staged[cur][chain], i, i+1)
 		case strings.HasPrefix(line, "-X "):
 			name := strings.TrimSpace(line[3:])
 			for c, rules := range staged[cur] {
@@ -167,16 +174,6 @@ func cloneTable(t map[string][]string) map[string][]string {
 		out[k] = slices.Clone(v)
 	}
 	return out
-}
-
-func jumpTarget(rule string) (string, bool) {
-	fields := strings.Fields(rule)
-	for i := 0; i+1 < len(fields); i++ {
-		if fields[i] == "-j" {
-			return fields[i+1], true
-		}
-	}
-	return "", false
 }
 
 func isVerdict(t string) bool {

@@ -1,0 +1,55 @@
+// Package dataplane is the seam between the node agent and the kernel. The
+// agent (dataplane/agent) turns Services and EndpointSlices into the
+// model's service ports (dataplane/model) and hands them, Service by
+// Service, to a Backend of one IP family; the backend renders them into its
+// own rules and applies all of them in one transaction per sync. iptables
+// (dataplane/iptables) is the first backend; each backend owns its tables
+// and chains and touches nothing else.
+package dataplane
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/dataplane/model"
+)
+
+// Backend programs the rules of one IP family on one node.
+type Backend interface {
+	// Mode is the backend's name as `svcnet agent --mode` spells it.
+	Mode() string
+	// Family is the IP family whose rules the backend programs.
+	Family() corev1.IPFamily
+	// SetService renders the ports of one Service ("namespace/name") and
+	// keeps them for the next Sync, replacing what the Service had; no
+	// ports remove the Service's rules.
+	SetService(key string, ports []*model.ServicePort)
+	// Sync applies the rules of every Service set so far in one atomic
+	// transaction. After a failed Sync the previous rules stay in place and
+	// the next Sync is full.
+	Sync(ctx context.Context, node Node) (SyncResult, error)
+	// ForceFull makes the next Sync rewrite everything and remove whatever
+	// the backend owns but no longer renders (the periodic full resync).
+	ForceFull()
+	// Cleanup removes every rule, chain and table the backend owns from the
+	// node, for a node leaving this mode.
+	Cleanup(ctx context.Context) error
+}
+
+// Node is what a sync needs to know of the node beyond the Services.
+type Node struct {
+	// NodePortIPs are the local addresses that accept NodePort traffic;
+	// empty means every local address (kube-proxy's default).
+	NodePortIPs []netip.Addr
+}
+
+// SyncResult describes one applied sync, for logs and metrics.
+type SyncResult struct {
+	// Full is true when the sync rewrote everything (the first sync, the one
+	// after a failure, or a forced one).
+	Full bool
+	// Rules counts the rules written.
+	Rules int
+}

@@ -1,0 +1,85 @@
+package iptables
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/model"
+)
+
+// Mode is this backend's name for `svcnet agent --mode`.
+const Mode = "iptables"
+
+// Backend is the iptables implementation of dataplane.Backend for one IP
+// family: it keeps each Service's rendered Fragment and assembles them, in
+// Service order, into the Ruleset that its Syncer applies.
+type Backend struct {
+	family corev1.IPFamily
+	cfg    Config
+	syncer *Syncer
+	ipt    Interface
+
+	mu    sync.Mutex
+	frags map[string]*Fragment
+	order []string // keys of frags, sorted
+}
+
+var _ dataplane.Backend = (*Backend)(nil)
+
+// NewBackend returns a backend that programs ipt. cfg's ClusterCIDRs and
+// MasqueradeAll shape every Service's rules; its NodePortIPs are ignored
+// (each Sync passes the node's current ones).
+func NewBackend(family corev1.IPFamily, ipt Interface, cfg Config) *Backend {
+	cfg.NodePortIPs = nil
+	return &Backend{family: family, cfg: cfg, syncer: NewSyncer(ipt), ipt: ipt, frags: map[string]*Fragment{}}
+}
+
+// Mode implements dataplane.Backend.
+func (b *Backend) Mode() string { return Mode }
+
+// Family implements dataplane.Backend.
+func (b *Backend) Family() corev1.IPFamily { return b.family }
+
+// SetService implements dataplane.Backend.
+func (b *Backend) SetService(key string, ports []*model.ServicePort) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i, found := slices.BinarySearch(b.order, key)
+	if len(ports) == 0 {
+		if found {
+			delete(b.frags, key)
+			b.order = slices.Delete(b.order, i, i+1)
+		}
+		return
+	}
+	if !found {
+		b.order = slices.Insert(b.order, i, key)
+	}
+	b.frags[key] = RenderService(ports, b.cfg)
+}
+
+// Sync implements dataplane.Backend.
+func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.SyncResult, error) {
+	b.mu.Lock()
+	frags := make([]*Fragment, 0, len(b.order))
+	for _, k := range b.order {
+		frags = append(frags, b.frags[k])
+	}
+	b.mu.Unlock()
+	cfg := b.cfg
+	cfg.NodePortIPs = node.NodePortIPs
+	res, err := b.syncer.Sync(ctx, Assemble(frags, cfg))
+	return dataplane.SyncResult{Full: res.Full, Rules: res.Rules}, err
+}
+
+// ForceFull implements dataplane.Backend.
+func (b *Backend) ForceFull() { b.syncer.ForceFull() }
+
+// Cleanup implements dataplane.Backend.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	return Cleanup(ctx, b.ipt)
+}
