@@ -611,17 +611,24 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 	a.services[key] = st
 }
 
-// udpPortOf is what conntrack cleanup needs of a UDP service port.
+// udpPortOf is what conntrack cleanup needs of a UDP service port: its
+// addresses and the endpoints its rules send traffic to. Local endpoints
+// count only where a Local policy uses them: under the Cluster policy a
+// terminating local endpoint is in LocalEndpoints but gets no traffic.
 func udpPortOf(p *model.ServicePort) udpPort {
 	u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
 	u.dests = append(u.dests, p.ClusterIP)
 	u.dests = append(u.dests, p.ExternalIPs...)
 	u.dests = append(u.dests, p.LoadBalancerIPs...)
-	for _, ep := range p.ClusterEndpoints {
-		u.endpoints[ep.IP] = true
+	if p.UsesClusterChain() {
+		for _, ep := range p.ClusterEndpoints {
+			u.endpoints[ep.IP] = true
+		}
 	}
-	for _, ep := range p.LocalEndpoints {
-		u.endpoints[ep.IP] = true
+	if p.UsesLocalChain() {
+		for _, ep := range p.LocalEndpoints {
+			u.endpoints[ep.IP] = true
+		}
 	}
 	return u
 }

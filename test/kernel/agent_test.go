@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -34,6 +37,7 @@ const (
 	converge = 30 * time.Second
 	poll     = 50 * time.Millisecond
 	podPort  = 8080
+	udpPort  = 5353
 	clientIP = "192.168.50.100"
 )
 
@@ -344,6 +348,38 @@ func TestAgent(t *testing.T) {
 		g.Eventually(func() (int, error) { return health(c.nodes[1]) }).WithTimeout(converge).WithPolling(poll).Should(Equal(http.StatusServiceUnavailable))
 	})
 
+	t.Run("a UDP flow moves to a new endpoint once its old one is removed", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		udpPod := func(n *netlab.Node) *netlab.Pod {
+			p, err := n.AddPod(c.nextName("u"), podPort)
+			g.Expect(err).NotTo(HaveOccurred())
+			name := []byte(p.Name)
+			g.Expect(p.ServeUDP(udpPort, func(net.Addr) []byte { return name })).To(Succeed())
+			pod := builder.Pod(p.Name, ns).Label("app", "dns").Node(n.Name).IP(p.IP.String()).Ready().Obj()
+			g.Expect(c.env.CreatePod(ctx, pod)).To(Succeed())
+			return p
+		}
+		old := udpPod(c.nodes[0])
+		svc := c.service(t, builder.Service("dns", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "dns").Obj())
+		// Datagrams sent before the rules exist would pin the flow to an
+		// entry without DNAT: start it once the endpoint is programmed.
+		g.Eventually(func() (string, error) {
+			return c.lab.Run(c.nodes[0].NetNS, "iptables-save", "-t", "nat")
+		}).WithTimeout(converge).WithPolling(poll).Should(ContainSubstring(old.IP.String() + ":" + strconv.Itoa(udpPort)))
+		// One socket, one source port: every datagram is the same conntrack
+		// flow, which keeps going to the endpoint it was first sent to
+		// unless the agent deletes the entry.
+		conn := udpClient(t, clientPodOn(t, c.nodes[0]), svc.Spec.ClusterIP+":53")
+		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(old.Name))
+
+		replacement := udpPod(c.nodes[1])
+		// The old Pod object goes; its server keeps answering, as a Pod
+		// that is still shutting down would.
+		g.Expect(c.env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.Name}})).To(Succeed())
+		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(replacement.Name))
+	})
+
 	t.Run("headless and ExternalName Services get no rules", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := newNS(t)
@@ -454,4 +490,40 @@ func TestAgent(t *testing.T) {
 		g.Expect(r.failed).To(BeZero(), "%d of %d requests failed across the agent restart", r.failed, r.ok+r.failed)
 		g.Expect(r.ok).To(BeNumerically(">", 50))
 	})
+}
+
+// udpConn is a connected UDP socket inside a Pod's namespace.
+type udpConn struct{ c *net.UDPConn }
+
+func udpClient(t *testing.T, from *netlab.Pod, addr string) *udpConn {
+	t.Helper()
+	raddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *net.UDPConn
+	if err := netns.Do(netlab.Path(from.NetNS), func() error {
+		c, err = net.DialUDP("udp", nil, raddr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &udpConn{c: c}
+}
+
+// ask sends one datagram and returns the answer.
+func (u *udpConn) ask() (string, error) {
+	if _, err := u.c.Write([]byte("who")); err != nil {
+		return "", err
+	}
+	if err := u.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 256)
+	n, err := u.c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
