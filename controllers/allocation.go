@@ -72,9 +72,6 @@ type IPAddressOptions = ipaddress.Options
 // AddToScheme registers every type svcnet reads or writes.
 func AddToScheme(s *runtime.Scheme) error { return scheme.AddToScheme(s) }
 
-// NewScheme returns a scheme with every type svcnet uses.
-func NewScheme() *runtime.Scheme { return scheme.New() }
-
 func setupServiceCIDR(mgr ctrl.Manager, _ Options) error {
 	if err := servicecidr.New(mgr.GetClient()).SetupWithManager(mgr); err != nil {
 		return err

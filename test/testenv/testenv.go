@@ -28,6 +28,7 @@ import (
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // Options selects how the API server is started.
@@ -86,7 +87,7 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := controllers.NewScheme()
+	sch := scheme.New()
 	crds, err := svcnetconfig.CRDs()
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func Start(opts Options) (*Env, error) {
 	env := &envtest.Environment{
 		CRDs:                     crds,
 		BinaryAssetsDirectory:    bins,
-		Scheme:                   scheme,
+		Scheme:                   sch,
 		ControlPlaneStartTimeout: 60 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
@@ -115,12 +116,12 @@ func Start(opts Options) (*Env, error) {
 	}
 	cfg.QPS = 1000
 	cfg.Burst = 2000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: sch})
 	if err != nil {
 		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env, nodePortRange: nodePorts}, nil
+	return &Env{Config: cfg, Client: c, Scheme: sch, env: env, nodePortRange: nodePorts}, nil
 }
 
 // StartWithManager starts the API server and svcnet's manager with m,

@@ -31,6 +31,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
@@ -183,7 +184,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 controllers.NewScheme(),
+		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
 		PprofBindAddress:       o.PprofBindAddress,

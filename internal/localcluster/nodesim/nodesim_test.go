@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/test/harness/privatens"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -128,7 +128,7 @@ func TestSimulator(t *testing.T) {
 	stale := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-9", Labels: map[string]string{LabelSimulated: "true"}}}
 	g.Expect(env.Client.Create(ctx, stale)).To(Succeed())
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: controllers.NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(Add(mgr, Options{Nodes: nodes})).To(Succeed())
 	mctx, cancel := context.WithCancel(ctx)

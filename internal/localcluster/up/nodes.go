@@ -26,10 +26,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // Addresses of the simulated network. The fabric is a private bridge that
@@ -195,7 +195,7 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 	simCfg := rest.CopyConfig(restCfg)
 	simCfg.QPS, simCfg.Burst = float32(50*c.Nodes), 100*c.Nodes
 	mgr, err := ctrlmanager.New(simCfg, ctrlmanager.Options{
-		Scheme:                 controllers.NewScheme(),
+		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Logger:                 logr.FromContextOrDiscard(ctx).WithName("node-simulator"),

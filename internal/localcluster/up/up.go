@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
@@ -36,6 +37,7 @@ import (
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // Config is `svcnet up`'s settings.
@@ -248,31 +250,104 @@ func Run(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	binDir, err := c.findBinDir()
-	if err != nil {
-		return err
+	s := &session{cfg: c, out: c.Out, failed: make(chan *process, 4), mgrDone: make(chan error, 1)}
+	if s.out == nil {
+		s.out = io.Discard
 	}
-	if c.Nodes > 0 {
-		if err := checkNetnsSupport(); err != nil {
-			return err
-		}
-	}
-	upstream := c.Pipeline == PipelineUpstream
-	if upstream && c.Nodes > 0 {
-		p := filepath.Join(binDir, upstreamNodeBinary)
-		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
-			return fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
-		}
-	}
-	dataDir, err := prepareDataDir(c.DataDir)
-	if err != nil {
-		return err
-	}
-	unlock, err := lockDataDir(dataDir)
+	defer s.stopProcesses()
+	unlock, err := s.preflight()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if err := s.startControlPlane(ctx); err != nil {
+		return err
+	}
+	mlog, err := os.OpenFile(filepath.Join(s.logs, "svcnet-manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer mlog.Close()
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	defer stopMgr()
+	s.stopMgr = stopMgr
+	if err := s.startManager(ctx, mgrCtx, mlog); err != nil {
+		return err
+	}
+	if err := s.startNodesAndTour(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if s.cluster != nil {
+			s.cluster.stop()
+		}
+	}()
+	return s.wait(ctx)
+}
+
+// session is one `svcnet up` run: what its phases set up and hand on.
+type session struct {
+	cfg    Config
+	out    io.Writer
+	binDir string
+	// dataDir holds the state; logs its log files.
+	dataDir, logs string
+	pk            *pki
+	upstream      bool
+
+	// procs are the child processes, stopped in reverse order; failed
+	// receives any that exits.
+	procs  []*process
+	failed chan *process
+
+	etcdURL    string
+	kubeconfig string
+	restCfg    *rest.Config
+	admin      client.Client
+	logger     logr.Logger
+
+	// mgrDone yields the in-process manager's result; stopMgr stops it.
+	mgrDone chan error
+	stopMgr context.CancelFunc
+	cluster *cluster
+}
+
+// preflight checks what `svcnet up` needs before it starts anything:
+// binaries, network namespace support, a free data dir and free ports,
+// credentials. The returned function releases the data dir.
+func (s *session) preflight() (unlock func(), err error) {
+	c := s.cfg
+	if s.binDir, err = c.findBinDir(); err != nil {
+		return nil, err
+	}
+	if c.Nodes > 0 {
+		if err := checkNetnsSupport(); err != nil {
+			return nil, err
+		}
+	}
+	s.upstream = c.Pipeline == PipelineUpstream
+	if s.upstream && c.Nodes > 0 {
+		p := filepath.Join(s.binDir, upstreamNodeBinary)
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
+		}
+	}
+	if s.dataDir, err = prepareDataDir(c.DataDir); err != nil {
+		return nil, err
+	}
+	if unlock, err = lockDataDir(s.dataDir); err != nil {
+		return nil, err
+	}
+	if err := s.prepare(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// prepare checks the ports and writes credentials and the log folder.
+func (s *session) prepare() error {
+	c := s.cfg
 	for _, pc := range []struct {
 		name string
 		port int
@@ -283,54 +358,67 @@ func Run(ctx context.Context, c Config) error {
 	}
 	cidrs, _ := parseServiceCIDRs(c.ServiceCIDRs)
 	firstIP := cidrs[0].Addr().Next()
-	pk := newPKI(dataDir)
-	if err := pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
-		return fmt.Errorf("preparing credentials in %s: %w", pk.dir, err)
+	s.pk = newPKI(s.dataDir)
+	if err := s.pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
+		return fmt.Errorf("preparing credentials in %s: %w", s.pk.dir, err)
 	}
-	logs := filepath.Join(dataDir, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
+	s.logs = filepath.Join(s.dataDir, "logs")
+	return os.MkdirAll(s.logs, 0o755)
+}
+
+// watch keeps p to be stopped at the end and reports its exit on failed.
+func (s *session) watch(p *process) {
+	s.procs = append(s.procs, p)
+	go func() {
+		<-p.done
+		s.failed <- p
+	}()
+}
+
+func (s *session) stopProcesses() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(10 * time.Second)
+	}
+}
+
+// startControlPlane starts etcd, kube-apiserver (and writes the admin
+// kubeconfig) and kube-controller-manager.
+func (s *session) startControlPlane(ctx context.Context) error {
+	if err := s.startEtcd(ctx); err != nil {
 		return err
 	}
-	out := c.Out
-	if out == nil {
-		out = io.Discard
+	if err := s.startAPIServer(ctx); err != nil {
+		return err
 	}
+	return s.startControllerManager()
+}
 
-	var procs []*process
-	defer func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop(10 * time.Second)
-		}
-	}()
-	failed := make(chan *process, 4)
-	watch := func(p *process) {
-		procs = append(procs, p)
-		go func() {
-			<-p.done
-			failed <- p
-		}()
-	}
-
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
+func (s *session) startEtcd(ctx context.Context) error {
+	c := s.cfg
+	s.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPeerPort)
-	etcd, err := startProcess("etcd", filepath.Join(binDir, "etcd"), []string{
-		"--name=svcnet", "--data-dir=" + filepath.Join(dataDir, "etcd"),
-		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+	etcd, err := startProcess("etcd", filepath.Join(s.binDir, "etcd"), []string{
+		"--name=svcnet", "--data-dir=" + filepath.Join(s.dataDir, "etcd"),
+		"--listen-client-urls=" + s.etcdURL, "--advertise-client-urls=" + s.etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=svcnet=" + peerURL, "--log-level=warn",
-	}, filepath.Join(logs, "etcd.log"))
+	}, filepath.Join(s.logs, "etcd.log"))
 	if err != nil {
 		return err
 	}
-	watch(etcd)
-	if err := waitReady(ctx, etcd, etcdURL+"/health", nil, "", 60*time.Second); err != nil {
+	s.watch(etcd)
+	if err := waitReady(ctx, etcd, s.etcdURL+"/health", nil, "", 60*time.Second); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "etcd ready on %s\n", etcdURL)
+	fmt.Fprintf(s.out, "etcd ready on %s\n", s.etcdURL)
+	return nil
+}
 
+func (s *session) startAPIServer(ctx context.Context) error {
+	c, pk := s.cfg, s.pk
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
-	apiserver, err := startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), []string{
-		"--etcd-servers=" + etcdURL,
+	apiserver, err := startProcess("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), []string{
+		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
 		"--service-cluster-ip-range=" + c.ServiceCIDRs,
@@ -340,12 +428,12 @@ func Run(ctx context.Context, c Config) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + pk.saPub, "--service-account-signing-key-file=" + pk.saKey,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
-		"--cert-dir=" + filepath.Join(dataDir, "apiserver-certs"),
-	}, filepath.Join(logs, "kube-apiserver.log"))
+		"--cert-dir=" + filepath.Join(s.dataDir, "apiserver-certs"),
+	}, filepath.Join(s.logs, "kube-apiserver.log"))
 	if err != nil {
 		return err
 	}
-	watch(apiserver)
+	s.watch(apiserver)
 	caPEM, err := os.ReadFile(pk.caCert)
 	if err != nil {
 		return err
@@ -353,130 +441,144 @@ func Run(ctx context.Context, c Config) error {
 	if err := waitReady(ctx, apiserver, apiURL+"/readyz", caPEM, pk.adminToken, 120*time.Second); err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(dataDir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, apiURL, caPEM, pk.adminToken); err != nil {
-		return fmt.Errorf("writing %s: %w", kubeconfig, err)
+	s.kubeconfig = filepath.Join(s.dataDir, "kubeconfig")
+	if err := writeKubeconfig(s.kubeconfig, apiURL, caPEM, pk.adminToken); err != nil {
+		return fmt.Errorf("writing %s: %w", s.kubeconfig, err)
 	}
-	fmt.Fprintf(out, "kube-apiserver ready on %s\n", apiURL)
+	if s.restCfg, err = clientcmd.BuildConfigFromFlags("", s.kubeconfig); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "kube-apiserver ready on %s\n", apiURL)
+	return nil
+}
 
+func (s *session) startControllerManager() error {
 	kcmControllers, kcmNote := "*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller", "its endpointslice, endpointslice-mirroring and service-cidr controllers off"
-	if upstream {
+	if s.upstream {
 		kcmControllers, kcmNote = "*", "all its controllers: --pipeline=upstream"
 	}
-	kcm, err := startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), []string{
-		"--kubeconfig=" + kubeconfig,
+	kcm, err := startProcess("kube-controller-manager", filepath.Join(s.binDir, "kube-controller-manager"), []string{
+		"--kubeconfig=" + s.kubeconfig,
 		"--controllers=" + kcmControllers,
 		"--leader-elect=false", "--secure-port=0",
-		"--service-account-private-key-file=" + pk.saKey, "--root-ca-file=" + pk.caCert,
+		"--service-account-private-key-file=" + s.pk.saKey, "--root-ca-file=" + s.pk.caCert,
 		"--use-service-account-credentials=false",
-		"--service-cluster-ip-range=" + c.ServiceCIDRs,
-	}, filepath.Join(logs, "kube-controller-manager.log"))
+		"--service-cluster-ip-range=" + s.cfg.ServiceCIDRs,
+	}, filepath.Join(s.logs, "kube-controller-manager.log"))
 	if err != nil {
 		return err
 	}
-	watch(kcm)
-	fmt.Fprintf(out, "kube-controller-manager started (%s)\n", kcmNote)
+	s.watch(kcm)
+	fmt.Fprintf(s.out, "kube-controller-manager started (%s)\n", kcmNote)
+	return nil
+}
 
-	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// startManager installs the CRDs and starts the svcnet manager in this
+// process, with its webhook on loopback, logging to mlog; under
+// --pipeline=upstream it removes the webhook and starts no manager.
+func (s *session) startManager(ctx, mgrCtx context.Context, mlog io.Writer) error {
+	mopts := s.managerOptions(mlog)
+	s.logger = mopts.Logger
+	sch := scheme.New()
+	if err := apiextensionsv1.AddToScheme(sch); err != nil {
+		return err
+	}
+	admin, err := client.New(s.restCfg, client.Options{Scheme: sch})
 	if err != nil {
 		return err
 	}
-	mlog, err := os.OpenFile(filepath.Join(logs, "svcnet-manager.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	s.admin = admin
+	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
+		return err
+	}
+	if s.upstream {
+		// No svcnet manager: mgrDone yields only once stopMgr was called.
+		go func() { <-mgrCtx.Done(); s.mgrDone <- nil }()
+		return svcnetconfig.RemoveWebhook(ctx, admin)
+	}
+	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
+		if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
+			return fmt.Errorf("installing the admission webhook: %w", err)
+		}
+	}
+	mgr, err := manager.New(s.restCfg, mopts)
 	if err != nil {
 		return err
 	}
-	defer mlog.Close()
-	mopts := c.Manager
-	mopts.Logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(mlog), textlogger.Verbosity(c.Verbosity)))
+	go func() { s.mgrDone <- mgr.Start(logr.NewContext(mgrCtx, mopts.Logger)) }()
+	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
+	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); s.cfg.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
+		return ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange)
+	}
+	return nil
+}
+
+// managerOptions are the manager's options for this machine: its webhook
+// on loopback with svcnet's own certificates (kept in kube-system and the
+// data dir), and its logs in mlog.
+func (s *session) managerOptions(mlog io.Writer) manager.Options {
+	mopts := s.cfg.Manager
+	mopts.Logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(mlog), textlogger.Verbosity(s.cfg.Verbosity)))
 	// Components that log through klog or controller-runtime's global
 	// logger write to the same file, not over the tour on stdout.
 	klog.SetLogger(mopts.Logger)
 	ctrl.SetLogger(mopts.Logger)
-	// The API server calls the webhook on loopback, with svcnet's own
-	// certificates kept in kube-system and the data dir.
 	mopts.Webhook.Host = "127.0.0.1"
-	mopts.Webhook.CertDir = filepath.Join(dataDir, "webhook")
+	mopts.Webhook.CertDir = filepath.Join(s.dataDir, "webhook")
 	mopts.Webhook.CertManagement = manager.CertManagementSelf
 	mopts.Webhook.SecretNamespace = "kube-system"
 	mopts.Webhook.ExtraHosts = []string{"127.0.0.1"}
-	scheme := controllers.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	admin, err := client.New(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
-		return err
-	}
-	mgrCtx, stopMgr := context.WithCancel(logr.NewContext(ctx, mopts.Logger))
-	defer stopMgr()
-	mgrDone := make(chan error, 1)
-	if upstream {
-		// No svcnet manager: mgrDone yields only once stopMgr was called.
-		go func() { <-mgrCtx.Done(); mgrDone <- nil }()
-		if err := svcnetconfig.RemoveWebhook(ctx, admin); err != nil {
-			return err
-		}
-	} else {
-		if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
-			if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
-				return fmt.Errorf("installing the admission webhook: %w", err)
-			}
-		}
-		mgr, err := manager.New(restCfg, mopts)
-		if err != nil {
-			return err
-		}
-		go func() { mgrDone <- mgr.Start(mgrCtx) }()
-		fmt.Fprintf(out, "svcnet manager started (logs in %s)\n", logs)
-		if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); c.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
-			if err := ensureDefaultPool(ctx, admin, c.LoadBalancerRange); err != nil {
-				return err
-			}
-		}
-	}
+	return mopts
+}
 
-	var agentFailed <-chan *process
-	var cl *cluster
+// startNodesAndTour starts the simulated nodes, prints the tour and runs
+// the walkthrough when asked.
+func (s *session) startNodesAndTour(ctx context.Context) error {
+	c := s.cfg
 	if c.Nodes > 0 {
-		cl, err = startCluster(logr.NewContext(ctx, mopts.Logger), c, restCfg, binDir, kubeconfig, logs, out)
+		cl, err := startCluster(logr.NewContext(ctx, s.logger), c, s.restCfg, s.binDir, s.kubeconfig, s.logs, s.out)
 		if err != nil {
-			stopMgr()
-			return errors.Join(fmt.Errorf("starting the simulated nodes: %w", err), <-mgrDone)
+			s.stopMgr()
+			return errors.Join(fmt.Errorf("starting the simulated nodes: %w", err), <-s.mgrDone)
 		}
-		defer cl.stop()
-		agentFailed = cl.failed()
-		fmt.Fprintf(out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
+		s.cluster = cl
+		fmt.Fprintf(s.out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
 	}
-	fmt.Fprintln(out)
-	printTour(out, binDir, kubeconfig, cl)
+	fmt.Fprintln(s.out)
+	printTour(s.out, s.binDir, s.kubeconfig, s.cluster)
 	if c.Demo {
-		if err := runDemo(ctx, out, binDir, kubeconfig, admin, cl); err != nil && ctx.Err() == nil {
-			stopMgr()
-			return errors.Join(fmt.Errorf("the walkthrough failed: %w", err), <-mgrDone)
+		if err := runDemo(ctx, s.out, s.binDir, s.kubeconfig, s.admin, s.cluster); err != nil && ctx.Err() == nil {
+			s.stopMgr()
+			return errors.Join(fmt.Errorf("the walkthrough failed: %w", err), <-s.mgrDone)
 		}
 	}
+	return nil
+}
 
+// wait blocks until ctx ends or a component fails, and stops the manager.
+func (s *session) wait(ctx context.Context) error {
+	var agentFailed <-chan *process
+	if s.cluster != nil {
+		agentFailed = s.cluster.failed()
+	}
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(out, "\nStopping svcnet up")
-		stopMgr()
-		if err := <-mgrDone; err != nil {
+		fmt.Fprintln(s.out, "\nStopping svcnet up")
+		s.stopMgr()
+		if err := <-s.mgrDone; err != nil {
 			return fmt.Errorf("svcnet manager: %w", err)
 		}
 		return nil
 	case p := <-agentFailed:
-		stopMgr()
-		return errors.Join(p.failure(), <-mgrDone)
-	case p := <-failed:
-		stopMgr()
-		if err := <-mgrDone; err != nil {
+		s.stopMgr()
+		return errors.Join(p.failure(), <-s.mgrDone)
+	case p := <-s.failed:
+		s.stopMgr()
+		if err := <-s.mgrDone; err != nil {
 			return errors.Join(p.failure(), fmt.Errorf("svcnet manager: %w", err))
 		}
 		return p.failure()
-	case err := <-mgrDone:
+	case err := <-s.mgrDone:
 		if err == nil {
 			err = errors.New("exited")
 		}
