@@ -95,155 +95,228 @@ func Assemble(frags []*Fragment, cfg Config) *Ruleset {
 }
 
 func renderPort(filter, nat *table, p *model.ServicePort, cfg Config) {
-	name, proto := p.Name, p.Protocol
-	pm := protoMatch(proto)
-	dport := "--dport " + strconv.Itoa(int(p.Port))
-	svc, svl, ext, fw := svcChain(name, proto), svlChain(name, proto), extChain(name, proto), fwChain(name, proto)
-
-	internal := p.InternalEndpoints()
-	external := p.ExternalEndpoints()
-	hasInternal, hasExternal := len(internal) > 0, len(external) > 0
-	internalChain := svc
-	if p.InternalPolicyLocal {
-		internalChain = svl
-	}
-	noEndpoints := func() (string, string) {
-		if !p.HasEndpoints {
-			return fmt.Sprintf("%s has no endpoints", name), "-j REJECT"
-		}
-		return fmt.Sprintf("%s has no local endpoints", name), "-j DROP"
-	}
-
-	// Cluster IP.
-	dst := "-d " + p.ClusterIP.String()
-	if hasInternal {
-		nat.chain(ChainServices).add(comment(name+" cluster IP"), pm, dst, dport, "-j "+internalChain)
-	} else {
-		c, verdict := noEndpoints()
-		filter.chain(ChainServices).add(comment(c), pm, dst, dport, verdict)
-	}
-
-	// External destinations.
+	r := newPortRenderer(filter, nat, p, cfg)
+	r.clusterIP()
 	if p.ExternallyAccessible() {
-		for _, ip := range p.ExternalIPs {
-			if hasExternal {
-				nat.chain(ChainServices).add(comment(name+" external IP"), pm, "-d "+ip.String(), dport, "-j "+ext)
-			} else {
-				c, verdict := noEndpoints()
-				filter.chain(ChainExternalServices).add(comment(c), pm, "-d "+ip.String(), dport, verdict)
-			}
-		}
-		for _, ip := range p.LoadBalancerIPs {
-			target := ext
-			if len(p.LoadBalancerSources) > 0 {
-				target = fw
-				filter.chain(ChainProxyFirewall).add(comment(name+" traffic not accepted by "+fw), pm, "-d "+ip.String(), dport, "-j DROP")
-			}
-			if hasExternal {
-				nat.chain(ChainServices).add(comment(name+" loadbalancer IP"), pm, "-d "+ip.String(), dport, "-j "+target)
-			} else {
-				c, verdict := noEndpoints()
-				filter.chain(ChainExternalServices).add(comment(c), pm, "-d "+ip.String(), dport, verdict)
-			}
-		}
-		if p.NodePort != 0 {
-			np := "--dport " + strconv.Itoa(int(p.NodePort))
-			if hasExternal {
-				nat.chain(ChainNodePorts).add(comment(name), pm, np, "-j "+ext)
-			} else {
-				c, verdict := noEndpoints()
-				filter.chain(ChainExternalServices).add(comment(c), "-m addrtype --dst-type LOCAL", pm, np, verdict)
-			}
-		}
-		if p.HealthCheckNodePort != 0 {
-			filter.chain(ChainNodePorts).add(comment(name+" health check node port"), "-m tcp -p tcp --dport "+strconv.Itoa(int(p.HealthCheckNodePort)), "-j ACCEPT")
-		}
-		if hasExternal {
-			e := nat.chain(ext)
-			if p.ExternalPolicyLocal {
-				for _, cidr := range cfg.ClusterCIDRs {
-					e.add(comment("pod traffic for "+name+" external destinations"), "-s "+cidr.String(), "-j "+svc)
-				}
-				e.add(comment("masquerade LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+ChainMarkMasq)
-				e.add(comment("route LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+svc)
-				e.add("-j " + svl)
-			} else {
-				e.add(comment("masquerade traffic for "+name+" external destinations"), "-j "+ChainMarkMasq)
-				e.add("-j " + svc)
-			}
-			if len(p.LoadBalancerSources) > 0 && len(p.LoadBalancerIPs) > 0 {
-				f := nat.chain(fw)
-				for _, src := range p.LoadBalancerSources {
-					f.add(comment(name+" loadbalancer IP"), "-s "+src.String(), "-j "+ext)
-				}
-				f.add(comment("other traffic to " + name + " will be dropped by KUBE-PROXY-FIREWALL"))
-			}
+		r.externalDestinations()
+		r.nodePort()
+		if r.hasExternal {
+			r.externalChain()
+			r.firewallChain()
 		}
 	}
+	r.policyChains()
+	r.endpointChains()
+}
 
-	// Policy chains and endpoints.
-	// Traffic to the cluster IP from outside the Pod network is
-	// masqueraded; with --masquerade-all, all of it.
-	masq := ""
-	if !cfg.MasqueradeAll && len(cfg.ClusterCIDRs) > 0 {
-		masq = "! -s " + cfg.ClusterCIDRs[0].String()
+// portRenderer renders one service port: the rules in the top-level
+// chains that lead to it, and its own chains (KUBE-SVC/SVL/EXT/FW/SEP).
+type portRenderer struct {
+	filter, nat *table
+	p           *model.ServicePort
+	cfg         Config
+
+	// pm, dst and dport match the port's protocol, cluster IP and port.
+	pm, dst, dport string
+	// The port's chains; internalChain is where cluster-IP traffic goes.
+	svc, svl, ext, fw, internalChain string
+	hasInternal, hasExternal         bool
+
+	// seps are the endpoint chains the policy chains jump to, in first-use
+	// order.
+	seps     map[string]model.Endpoint
+	sepOrder []string
+}
+
+func newPortRenderer(filter, nat *table, p *model.ServicePort, cfg Config) *portRenderer {
+	name, proto := p.Name, p.Protocol
+	r := &portRenderer{
+		filter: filter, nat: nat, p: p, cfg: cfg,
+		pm:    protoMatch(proto),
+		dst:   "-d " + p.ClusterIP.String(),
+		dport: "--dport " + strconv.Itoa(int(p.Port)),
+		svc:   svcChain(name, proto), svl: svlChain(name, proto), ext: extChain(name, proto), fw: fwChain(name, proto),
+		hasInternal: len(p.InternalEndpoints()) > 0,
+		hasExternal: len(p.ExternalEndpoints()) > 0,
+		seps:        map[string]model.Endpoint{},
 	}
-	writeMasq := func(c *Chain) {
-		if !cfg.MasqueradeAll && masq == "" {
-			return
-		}
-		parts := []string{comment(name + " cluster IP"), pm, dst, dport}
-		if masq != "" {
-			parts = append(parts, masq)
-		}
-		c.add(append(parts, "-j "+ChainMarkMasq)...)
+	r.internalChain = r.svc
+	if p.InternalPolicyLocal {
+		r.internalChain = r.svl
 	}
-	seps := map[string]model.Endpoint{}
-	var sepOrder []string
-	writeEndpoints := func(c *Chain, eps []model.Endpoint) {
-		if p.AffinitySeconds > 0 {
-			for _, ep := range eps {
-				sep := sepChain(name, proto, ep.String())
-				c.add(comment(name+" -> "+ep.String()), "-m recent --name "+sep, "--rcheck --seconds "+strconv.Itoa(int(p.AffinitySeconds))+" --reap -j "+sep)
-			}
+	return r
+}
+
+// noEndpoints is the comment and verdict for traffic with nowhere to go:
+// REJECT when the port has no endpoint at all, DROP when it has none here.
+func (r *portRenderer) noEndpoints() (string, string) {
+	if !r.p.HasEndpoints {
+		return fmt.Sprintf("%s has no endpoints", r.p.Name), "-j REJECT"
+	}
+	return fmt.Sprintf("%s has no local endpoints", r.p.Name), "-j DROP"
+}
+
+// clusterIP sends cluster-IP traffic to the internal policy chain, or
+// rejects it.
+func (r *portRenderer) clusterIP() {
+	if r.hasInternal {
+		r.nat.chain(ChainServices).add(comment(r.p.Name+" cluster IP"), r.pm, r.dst, r.dport, "-j "+r.internalChain)
+		return
+	}
+	c, verdict := r.noEndpoints()
+	r.filter.chain(ChainServices).add(comment(c), r.pm, r.dst, r.dport, verdict)
+}
+
+// externalDestinations sends traffic to externalIPs and LoadBalancer IPs
+// to the external chain (through the firewall chain where source ranges
+// apply), or rejects or drops it.
+func (r *portRenderer) externalDestinations() {
+	p := r.p
+	for _, ip := range p.ExternalIPs {
+		r.toExternal(p.Name+" external IP", "-d "+ip.String(), r.ext)
+	}
+	for _, ip := range p.LoadBalancerIPs {
+		target := r.ext
+		if len(p.LoadBalancerSources) > 0 {
+			target = r.fw
+			r.filter.chain(ChainProxyFirewall).add(comment(p.Name+" traffic not accepted by "+r.fw), r.pm, "-d "+ip.String(), r.dport, "-j DROP")
 		}
-		n := len(eps)
-		for i, ep := range eps {
-			sep := sepChain(name, proto, ep.String())
-			if _, ok := seps[sep]; !ok {
-				seps[sep] = ep
-				sepOrder = append(sepOrder, sep)
-			}
-			if i < n-1 {
-				c.add(comment(name+" -> "+ep.String()), fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(n-i)), "-j "+sep)
-			} else {
-				c.add(comment(name+" -> "+ep.String()), "-j "+sep)
-			}
+		r.toExternal(p.Name+" loadbalancer IP", "-d "+ip.String(), target)
+	}
+}
+
+func (r *portRenderer) toExternal(what, dst, target string) {
+	if r.hasExternal {
+		r.nat.chain(ChainServices).add(comment(what), r.pm, dst, r.dport, "-j "+target)
+		return
+	}
+	c, verdict := r.noEndpoints()
+	r.filter.chain(ChainExternalServices).add(comment(c), r.pm, dst, r.dport, verdict)
+}
+
+// nodePort handles the node port and opens the health check node port.
+func (r *portRenderer) nodePort() {
+	p := r.p
+	if p.NodePort != 0 {
+		np := "--dport " + strconv.Itoa(int(p.NodePort))
+		if r.hasExternal {
+			r.nat.chain(ChainNodePorts).add(comment(p.Name), r.pm, np, "-j "+r.ext)
+		} else {
+			c, verdict := r.noEndpoints()
+			r.filter.chain(ChainExternalServices).add(comment(c), "-m addrtype --dst-type LOCAL", r.pm, np, verdict)
 		}
 	}
+	if p.HealthCheckNodePort != 0 {
+		r.filter.chain(ChainNodePorts).add(comment(p.Name+" health check node port"), "-m tcp -p tcp --dport "+strconv.Itoa(int(p.HealthCheckNodePort)), "-j ACCEPT")
+	}
+}
+
+// externalChain (KUBE-EXT) masquerades external traffic and picks the
+// policy chain; under the Local policy, traffic from Pods and from the node
+// itself still goes to any endpoint.
+func (r *portRenderer) externalChain() {
+	name := r.p.Name
+	e := r.nat.chain(r.ext)
+	if !r.p.ExternalPolicyLocal {
+		e.add(comment("masquerade traffic for "+name+" external destinations"), "-j "+ChainMarkMasq)
+		e.add("-j " + r.svc)
+		return
+	}
+	for _, cidr := range r.cfg.ClusterCIDRs {
+		e.add(comment("pod traffic for "+name+" external destinations"), "-s "+cidr.String(), "-j "+r.svc)
+	}
+	e.add(comment("masquerade LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+ChainMarkMasq)
+	e.add(comment("route LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+r.svc)
+	e.add("-j " + r.svl)
+}
+
+// firewallChain (KUBE-FW) lets loadBalancerSourceRanges through to the
+// external chain; KUBE-PROXY-FIREWALL drops the rest.
+func (r *portRenderer) firewallChain() {
+	p := r.p
+	if len(p.LoadBalancerSources) == 0 || len(p.LoadBalancerIPs) == 0 {
+		return
+	}
+	f := r.nat.chain(r.fw)
+	for _, src := range p.LoadBalancerSources {
+		f.add(comment(p.Name+" loadbalancer IP"), "-s "+src.String(), "-j "+r.ext)
+	}
+	f.add(comment("other traffic to " + p.Name + " will be dropped by KUBE-PROXY-FIREWALL"))
+}
+
+// policyChains fills KUBE-SVC (Cluster policy) and KUBE-SVL (Local
+// policy) with the masquerade rule and the endpoint jumps.
+func (r *portRenderer) policyChains() {
+	p := r.p
 	if p.UsesClusterChain() && len(p.ClusterEndpoints) > 0 {
-		c := nat.chain(svc)
-		if internalChain == svc && hasInternal {
-			writeMasq(c)
+		c := r.nat.chain(r.svc)
+		if r.internalChain == r.svc && r.hasInternal {
+			r.masquerade(c)
 		}
-		writeEndpoints(c, p.ClusterEndpoints)
+		r.endpointJumps(c, p.ClusterEndpoints)
 	}
 	if p.UsesLocalChain() && len(p.LocalEndpoints) > 0 {
-		c := nat.chain(svl)
-		if internalChain == svl && hasInternal {
-			writeMasq(c)
+		c := r.nat.chain(r.svl)
+		if r.internalChain == r.svl && r.hasInternal {
+			r.masquerade(c)
 		}
-		writeEndpoints(c, p.LocalEndpoints)
+		r.endpointJumps(c, p.LocalEndpoints)
 	}
-	for _, sep := range sepOrder {
-		ep := seps[sep]
-		c := nat.chain(sep)
+}
+
+// masquerade marks cluster-IP traffic from outside the Pod network for
+// masquerading; with --masquerade-all, all of it.
+func (r *portRenderer) masquerade(c *Chain) {
+	cfg := r.cfg
+	parts := []string{comment(r.p.Name + " cluster IP"), r.pm, r.dst, r.dport}
+	switch {
+	case !cfg.MasqueradeAll && len(cfg.ClusterCIDRs) > 0:
+		parts = append(parts, "! -s "+cfg.ClusterCIDRs[0].String())
+	case !cfg.MasqueradeAll:
+		return
+	}
+	c.add(append(parts, "-j "+ChainMarkMasq)...)
+}
+
+// endpointJumps spreads traffic equally over eps with kube-proxy's
+// sequence of --probability 1/n, 1/(n-1), ...; with ClientIP affinity, a
+// recent client goes back to its endpoint first.
+func (r *portRenderer) endpointJumps(c *Chain, eps []model.Endpoint) {
+	name, proto := r.p.Name, r.p.Protocol
+	if r.p.AffinitySeconds > 0 {
+		for _, ep := range eps {
+			sep := sepChain(name, proto, ep.String())
+			c.add(comment(name+" -> "+ep.String()), "-m recent --name "+sep, "--rcheck --seconds "+strconv.Itoa(int(r.p.AffinitySeconds))+" --reap -j "+sep)
+		}
+	}
+	n := len(eps)
+	for i, ep := range eps {
+		sep := sepChain(name, proto, ep.String())
+		if _, ok := r.seps[sep]; !ok {
+			r.seps[sep] = ep
+			r.sepOrder = append(r.sepOrder, sep)
+		}
+		if i < n-1 {
+			c.add(comment(name+" -> "+ep.String()), fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(n-i)), "-j "+sep)
+		} else {
+			c.add(comment(name+" -> "+ep.String()), "-j "+sep)
+		}
+	}
+}
+
+// endpointChains writes each endpoint's KUBE-SEP chain: hairpin
+// masquerade, affinity record, DNAT.
+func (r *portRenderer) endpointChains() {
+	name := r.p.Name
+	for _, sep := range r.sepOrder {
+		ep := r.seps[sep]
+		c := r.nat.chain(sep)
 		c.add(comment(name), "-s "+ep.IP.String(), "-j "+ChainMarkMasq)
 		affinity := ""
-		if p.AffinitySeconds > 0 {
+		if r.p.AffinitySeconds > 0 {
 			affinity = "-m recent --name " + sep + " --set "
 		}
-		c.add(comment(name), pm, affinity+"-j DNAT --to-destination "+ep.String())
+		c.add(comment(name), r.pm, affinity+"-j DNAT --to-destination "+ep.String())
 	}
 }
 
