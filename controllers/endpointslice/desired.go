@@ -111,7 +111,7 @@ type slot struct {
 	dirty bool
 }
 
-func (s *slot) room(max int) int { return max - len(s.eps) }
+func (s *slot) room(maxPerSlice int) int { return maxPerSlice - len(s.eps) }
 
 // computeDesiredSlices plans the slices of one Service and address family:
 // existing are this controller's slices of that family, desired the
@@ -222,20 +222,48 @@ func computeDesiredSlices(meta sliceMeta, desired desiredEndpoints, existing []*
 // packGroup plans the slices of one port group. It returns the slots to
 // keep or create, the existing slices to retire, and how many endpoints are
 // added and removed.
-func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSlice, max int) (slots []*slot, retired []*discoveryv1.EndpointSlice, added, removed int) {
-	placed := make(map[string]bool, len(g.endpoints))
+func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSlice, maxPerSlice int) (slots []*slot, retired []*discoveryv1.EndpointSlice, added, removed int) {
+	pk := &groupPacker{meta: meta, g: g, maxPerSlice: maxPerSlice}
+	placed := pk.keepExisting(existing)
+	pk.collectPending(placed)
+	added = len(pk.pending)
+	pk.fillDirtySlots()
+	pk.addFullSlots()
+	pk.placeRemainder()
+	pk.mergeSparseSlots()
+	return pk.slots, pk.retired, added, pk.removed
+}
+
+// groupPacker holds one port group's plan while packGroup builds it.
+type groupPacker struct {
+	meta        sliceMeta
+	g           *portGroup
+	maxPerSlice int
+
+	slots   []*slot
+	retired []*discoveryv1.EndpointSlice
+	// pending are the keys of wanted endpoints in no slot yet, sorted.
+	pending []string
+	removed int
+}
+
+// keepExisting keeps each existing slice's endpoints that are still
+// wanted (once, and no more than maxPerSlice), marking what changed, and
+// retires slices left empty. It returns the endpoints it placed.
+func (pk *groupPacker) keepExisting(existing []*discoveryv1.EndpointSlice) map[string]bool {
+	placed := make(map[string]bool, len(pk.g.endpoints))
 	for _, s := range existing {
-		sl := &slot{slice: s, dirty: !meta.matches(s)}
+		sl := &slot{slice: s, dirty: !pk.meta.matches(s)}
 		for _, ep := range s.Endpoints {
 			k := endpointKey(ep)
-			want, ok := g.endpoints[k]
+			want, ok := pk.g.endpoints[k]
 			switch {
 			case !ok:
-				removed++
+				pk.removed++
 				sl.dirty = true
-			case placed[k] || len(sl.eps) >= max:
+			case placed[k] || len(sl.eps) >= pk.maxPerSlice:
 				// A duplicate, or an overflow after maxPerSlice was lowered:
-				// it is placed elsewhere below.
+				// it is placed elsewhere later.
 				sl.dirty = true
 			default:
 				if !equality.Semantic.DeepEqual(ep, want) {
@@ -246,102 +274,125 @@ func packGroup(meta sliceMeta, g *portGroup, existing []*discoveryv1.EndpointSli
 			}
 		}
 		if len(sl.eps) == 0 {
-			retired = append(retired, s)
+			pk.retired = append(pk.retired, s)
 			continue
 		}
-		slots = append(slots, sl)
+		pk.slots = append(pk.slots, sl)
 	}
+	return placed
+}
 
-	var pending []string
-	for k := range g.endpoints {
+func (pk *groupPacker) collectPending(placed map[string]bool) {
+	for k := range pk.g.endpoints {
 		if !placed[k] {
-			pending = append(pending, k)
+			pk.pending = append(pk.pending, k)
 		}
 	}
-	slices.Sort(pending)
-	added = len(pending)
-	take := func(sl *slot, n int) {
-		for _, k := range pending[:n] {
-			sl.eps = append(sl.eps, g.endpoints[k])
-		}
-		pending = pending[n:]
-		sl.dirty = true
-	}
+	slices.Sort(pk.pending)
+}
 
-	// 1. Slices that are written anyway, fullest first so they fill up.
-	byFill := slices.Clone(slots)
+// take moves the next n pending endpoints into sl.
+func (pk *groupPacker) take(sl *slot, n int) {
+	for _, k := range pk.pending[:n] {
+		sl.eps = append(sl.eps, pk.g.endpoints[k])
+	}
+	pk.pending = pk.pending[n:]
+	sl.dirty = true
+}
+
+// fillDirtySlots tops up the slices that are written anyway, fullest first
+// so that they fill up.
+func (pk *groupPacker) fillDirtySlots() {
+	byFill := slices.Clone(pk.slots)
 	slices.SortStableFunc(byFill, func(a, b *slot) int { return cmp.Compare(len(b.eps), len(a.eps)) })
 	for _, sl := range byFill {
-		if len(pending) == 0 {
-			break
+		if len(pk.pending) == 0 {
+			return
 		}
-		if sl.dirty && sl.room(max) > 0 {
-			take(sl, min(sl.room(max), len(pending)))
+		if room := sl.room(pk.maxPerSlice); sl.dirty && room > 0 {
+			pk.take(sl, min(room, len(pk.pending)))
 		}
 	}
-	// 2. Full new slices.
-	for len(pending) >= max {
-		sl := &slot{}
-		take(sl, max)
-		slots = append(slots, sl)
-	}
-	// 3. The remainder: into the clean slice that fits it most tightly, else
-	// a new slice. Either costs one write.
-	if len(pending) > 0 {
-		var best *slot
-		for _, sl := range slots {
-			if !sl.dirty && sl.room(max) >= len(pending) && (best == nil || sl.room(max) < best.room(max)) {
-				best = sl
-			}
-		}
-		if best == nil {
-			best = &slot{}
-			slots = append(slots, best)
-		}
-		take(best, len(pending))
-	}
+}
 
-	// 4. Merge slices left half empty by scale-downs, down to one more
-	// than the minimum. Merging further would save a slice but cost a
-	// delete now and, in a rolling update, a create again soon after.
-	target := (len(g.endpoints) + max - 1) / max
-	for len(slots) > target+1 {
-		slices.SortStableFunc(slots, func(a, b *slot) int { return cmp.Compare(len(a.eps), len(b.eps)) })
-		donor, rest := slots[0], slots[1:]
-		// Dirty recipients first (no extra write), then the fullest clean ones.
-		recipients := slices.Clone(rest)
-		slices.SortStableFunc(recipients, func(a, b *slot) int {
-			if a.dirty != b.dirty {
-				if a.dirty {
-					return -1
-				}
-				return 1
-			}
-			return cmp.Compare(len(b.eps), len(a.eps))
-		})
-		moving := donor.eps
-		for _, r := range recipients {
-			if len(moving) == 0 {
-				break
-			}
-			n := min(r.room(max), len(moving))
-			if n == 0 {
-				continue
-			}
-			r.eps = append(r.eps, moving[:n]...)
-			r.dirty = true
-			moving = moving[n:]
+// addFullSlots creates full new slices while there is enough for one.
+func (pk *groupPacker) addFullSlots() {
+	for len(pk.pending) >= pk.maxPerSlice {
+		sl := &slot{}
+		pk.take(sl, pk.maxPerSlice)
+		pk.slots = append(pk.slots, sl)
+	}
+}
+
+// placeRemainder puts what is left into the clean slice that fits it most
+// tightly, else a new slice. Either costs one write.
+func (pk *groupPacker) placeRemainder() {
+	if len(pk.pending) == 0 {
+		return
+	}
+	var best *slot
+	for _, sl := range pk.slots {
+		if !sl.dirty && sl.room(pk.maxPerSlice) >= len(pk.pending) && (best == nil || sl.room(pk.maxPerSlice) < best.room(pk.maxPerSlice)) {
+			best = sl
 		}
-		if len(moving) > 0 {
-			// Cannot happen while there are two slices more than needed:
-			// the others have at least a slice's worth of room.
-			donor.eps = moving
-			break
+	}
+	if best == nil {
+		best = &slot{}
+		pk.slots = append(pk.slots, best)
+	}
+	pk.take(best, len(pk.pending))
+}
+
+// mergeSparseSlots merges slices left half empty by scale-downs, down to
+// one more than the minimum. Merging further would save a slice but cost a
+// delete now and, in a rolling update, a create again soon after.
+func (pk *groupPacker) mergeSparseSlots() {
+	target := (len(pk.g.endpoints) + pk.maxPerSlice - 1) / pk.maxPerSlice
+	for len(pk.slots) > target+1 {
+		slices.SortStableFunc(pk.slots, func(a, b *slot) int { return cmp.Compare(len(a.eps), len(b.eps)) })
+		donor, rest := pk.slots[0], pk.slots[1:]
+		if !pk.spread(donor, rest) {
+			return
 		}
 		if donor.slice != nil {
-			retired = append(retired, donor.slice)
+			pk.retired = append(pk.retired, donor.slice)
 		}
-		slots = rest
+		pk.slots = rest
 	}
-	return slots, retired, added, removed
+}
+
+// spread moves the donor's endpoints into the other slots: dirty ones
+// first (no extra write), then the fullest clean ones. It reports whether
+// the donor was emptied.
+func (pk *groupPacker) spread(donor *slot, others []*slot) bool {
+	recipients := slices.Clone(others)
+	slices.SortStableFunc(recipients, func(a, b *slot) int {
+		if a.dirty != b.dirty {
+			if a.dirty {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(len(b.eps), len(a.eps))
+	})
+	moving := donor.eps
+	for _, r := range recipients {
+		if len(moving) == 0 {
+			break
+		}
+		n := min(r.room(pk.maxPerSlice), len(moving))
+		if n == 0 {
+			continue
+		}
+		r.eps = append(r.eps, moving[:n]...)
+		r.dirty = true
+		moving = moving[n:]
+	}
+	if len(moving) > 0 {
+		// Cannot happen while there are two slices more than needed: the
+		// others have at least a slice's worth of room.
+		donor.eps = moving
+		return false
+	}
+	return true
 }

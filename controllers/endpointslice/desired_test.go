@@ -199,7 +199,7 @@ func TestComputeDesiredSlices(t *testing.T) {
 
 // checkPlanHoldsEndpoints verifies that after the plan every desired
 // endpoint is published exactly once and no slice is over the maximum.
-func checkPlanHoldsEndpoints(t *testing.T, desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, p plan, max int) {
+func checkPlanHoldsEndpoints(t *testing.T, desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, p plan, maxPerSlice int) {
 	t.Helper()
 	after := map[string]*discoveryv1.EndpointSlice{}
 	for _, s := range existing {
@@ -221,8 +221,8 @@ func checkPlanHoldsEndpoints(t *testing.T, desired desiredEndpoints, existing []
 	all = append(all, p.create...)
 	seen := map[string]int{}
 	for _, s := range all {
-		if len(s.Endpoints) > max {
-			t.Errorf("slice %q has %d endpoints, more than %d", s.Name, len(s.Endpoints), max)
+		if len(s.Endpoints) > maxPerSlice {
+			t.Errorf("slice %q has %d endpoints, more than %d", s.Name, len(s.Endpoints), maxPerSlice)
 		}
 		for _, ep := range s.Endpoints {
 			seen[endpointKey(ep)]++
