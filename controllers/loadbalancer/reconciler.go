@@ -32,6 +32,7 @@ import (
 	"github.com/svcnet-io/svcnet/allocator/lbipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
 // ControllerName is the --controllers name.
@@ -51,7 +52,7 @@ const (
 	// one per family).
 	AnnotationIPs = "svcnet.io/load-balancer-ips"
 	// AnnotationSharingKey lets Services with the same key share one
-	// address when their ports do not clash.
+	// address when their ports do not conflict.
 	AnnotationSharingKey = "svcnet.io/sharing-key"
 	// LabelPool names, on an IPAddress, the pool its address came from.
 	LabelPool = "svcnet.io/load-balancer-ip-pool"
@@ -127,8 +128,8 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 	}
 }
 
-// wants reports whether the Service is a LoadBalancer svcnet serves.
-func (r *Reconciler) wants(svc *corev1.Service) bool {
+// handles reports whether the Service is a LoadBalancer svcnet serves.
+func (r *Reconciler) handles(svc *corev1.Service) bool {
 	if svc == nil || svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return false
 	}
@@ -148,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		svc = nil
 	}
-	if !r.wants(svc) {
+	if !r.handles(svc) {
 		return r.release(ctx, req.NamespacedName, svc)
 	}
 	return r.allocate(ctx, svc)
@@ -165,12 +166,12 @@ func (r *Reconciler) held(ctx context.Context, key types.NamespacedName) ([]netw
 
 func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(svc)
-	me := owner(key)
+	self := owner(key)
 	var ns corev1.Namespace
 	if err := r.client.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	states, err := r.judge(ctx)
+	states, err := r.poolStates(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -184,26 +185,26 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	heldBy := map[bool]netip.Addr{}
+	heldBy := map[corev1.IPFamily]netip.Addr{}
 	for _, ipa := range held {
 		if a, err := netip.ParseAddr(ipa.Name); err == nil {
-			heldBy[a.Is4()] = a
+			heldBy[ipfamily.Of(a)] = a
 		}
 	}
 	var ingress []corev1.LoadBalancerIngress
-	for _, fam := range families(svc) {
+	for _, fam := range ipfamily.OfService(svc) {
 		v4 := fam == corev1.IPv4Protocol
-		want, asked := requested[v4]
-		addr, ok := heldBy[v4]
+		want, asked := requested[fam]
+		addr, ok := heldBy[fam]
 		uncached := false
 		if !ok {
 			// Chosen by an earlier reconcile whose IPAddress the cache
 			// does not show yet.
-			addr, ok = r.alloc.Owned(me, v4)
+			addr, ok = r.alloc.Owned(self, v4)
 			uncached = ok
 		}
 		if ok && asked && addr != want {
-			if err := r.releaseAddr(ctx, svc, addr, me); err != nil {
+			if err := r.releaseAddr(ctx, svc, addr, self); err != nil {
 				return ctrl.Result{}, err
 			}
 			ok = false
@@ -244,16 +245,16 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 // the pools) and commits it. It returns an invalid address when none can be
 // had; a Warning Event then says why.
 func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, want netip.Addr, asked bool, pools []string) (netip.Addr, string, error) {
-	me := owner(client.ObjectKeyFromObject(svc))
+	self := owner(client.ObjectKeyFromObject(svc))
 	for range 16 { // each round learns of one address taken behind svcnet's back
 		var addr netip.Addr
 		var pool string
 		var err error
 		if asked {
 			addr = want
-			pool, err = r.alloc.Reserve(want, me, pools)
+			pool, err = r.alloc.Reserve(want, self, pools)
 		} else {
-			addr, pool, err = r.alloc.Allocate(v4, me, pools)
+			addr, pool, err = r.alloc.Allocate(v4, self, pools)
 		}
 		if err != nil {
 			if errors.Is(err, lbipam.ErrFull) {
@@ -280,7 +281,7 @@ func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, w
 		}
 		return addr, pool, nil
 	}
-	return netip.Addr{}, "", fmt.Errorf("could not commit a LoadBalancer IP for %s: every choice was taken meanwhile", me)
+	return netip.Addr{}, "", fmt.Errorf("could not commit a LoadBalancer IP for %s: every choice was taken meanwhile", self)
 }
 
 type takenError struct{ owner string }
@@ -290,10 +291,7 @@ func (e *takenError) Error() string { return "taken by " + e.owner }
 // commit creates the IPAddress of addr for svc; one that exists already
 // for svc is fine, one of anybody else's is a *takenError.
 func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip.Addr, pool string) error {
-	fam := corev1.IPv6Protocol
-	if addr.Is4() {
-		fam = corev1.IPv4Protocol
-	}
+	fam := ipfamily.Of(addr)
 	ipa := &networkingv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{Name: addr.String(), Labels: map[string]string{
 			networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: string(fam),
@@ -329,7 +327,7 @@ func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip
 }
 
 // share finds an address of the family that Services with svc's sharing
-// key hold and whose ports do not clash with svc's.
+// key hold and whose ports do not conflict with svc's.
 func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, want netip.Addr, asked bool, pools []string) (netip.Addr, bool, error) {
 	sharingKey := svc.Annotations[AnnotationSharingKey]
 	if sharingKey == "" {
@@ -342,7 +340,7 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 	seen := map[netip.Addr]bool{}
 	for i := range group.Items {
 		other := &group.Items[i]
-		if other.UID == svc.UID || !r.wants(other) {
+		if other.UID == svc.UID || !r.handles(other) {
 			continue
 		}
 		for _, ing := range other.Status.LoadBalancer.Ingress {
@@ -354,12 +352,12 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 			if !slices.ContainsFunc(r.alloc.PoolsOf(addr), func(p string) bool { return slices.Contains(pools, p) }) {
 				continue
 			}
-			clash, err := r.clash(ctx, svc, addr)
+			conflict, err := r.sharingConflict(ctx, svc, addr)
 			if err != nil {
 				return netip.Addr{}, false, err
 			}
-			if clash != "" {
-				r.warn.Warn(ctx, svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, clash)
+			if conflict != "" {
+				r.warn.Warn(ctx, svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, conflict)
 				continue
 			}
 			return addr, true, nil
@@ -368,16 +366,16 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 	return netip.Addr{}, false, nil
 }
 
-// clash describes the first port of svc that a Service already using addr
+// conflict describes the first port of svc that a Service already using addr
 // also uses, or "".
-func (r *Reconciler) clash(ctx context.Context, svc *corev1.Service, addr netip.Addr) (string, error) {
+func (r *Reconciler) sharingConflict(ctx context.Context, svc *corev1.Service, addr netip.Addr) (string, error) {
 	var users corev1.ServiceList
 	if err := r.client.List(ctx, &users, client.MatchingFields{ingressIndex: addr.String()}); err != nil {
 		return "", err
 	}
 	for i := range users.Items {
 		u := &users.Items[i]
-		if u.UID == svc.UID || !r.wants(u) {
+		if u.UID == svc.UID || !r.handles(u) {
 			continue
 		}
 		if u.Annotations[AnnotationSharingKey] != svc.Annotations[AnnotationSharingKey] {
@@ -404,7 +402,7 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 	if svc == nil && len(held) > 0 {
 		// The cache may lag: confirm before releasing anything.
 		var live corev1.Service
-		if err := r.apiReader.Get(ctx, key, &live); err == nil && r.wants(&live) {
+		if err := r.apiReader.Get(ctx, key, &live); err == nil && r.handles(&live) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 	}
@@ -441,58 +439,58 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-func (r *Reconciler) ownedAll(me string) []netip.Addr {
+func (r *Reconciler) ownedAll(self string) []netip.Addr {
 	var out []netip.Addr
 	for _, v4 := range []bool{true, false} {
-		if a, ok := r.alloc.Owned(me, v4); ok {
+		if a, ok := r.alloc.Owned(self, v4); ok {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// releaseAddr deletes the IPAddress of addr that me holds, handing the
+// releaseAddr deletes the IPAddress of addr that self holds, handing the
 // address over to a Service that shares it, if there is one.
-func (r *Reconciler) releaseAddr(ctx context.Context, svc *corev1.Service, addr netip.Addr, me string) error {
-	heir, err := r.heir(ctx, addr, me)
+func (r *Reconciler) releaseAddr(ctx context.Context, svc *corev1.Service, addr netip.Addr, self string) error {
+	successor, err := r.nextSharer(ctx, addr, self)
 	if err != nil {
 		return err
 	}
-	if heir != nil {
-		r.alloc.Observe(addr, owner(client.ObjectKeyFromObject(heir)))
+	if successor != nil {
+		r.alloc.Observe(addr, owner(client.ObjectKeyFromObject(successor)))
 	}
 	ipa := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr.String()}}
 	if err := r.client.Delete(ctx, ipa); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting IPAddress %s: %w", addr, err)
 	}
-	if heir != nil {
+	if successor != nil {
 		pools := r.alloc.PoolsOf(addr)
 		pool := ""
 		if len(pools) > 0 {
 			pool = pools[0]
 		}
-		if err := r.commit(ctx, heir, addr, pool); err != nil {
+		if err := r.commit(ctx, successor, addr, pool); err != nil {
 			return err
 		}
 	} else {
 		r.alloc.Forget(addr)
 	}
-	log.FromContext(ctx).V(2).Info("Released LoadBalancer IP", "ip", addr, "heir", heir != nil)
+	log.FromContext(ctx).V(2).Info("Released LoadBalancer IP", "ip", addr, "successor", successor != nil)
 	if svc != nil {
 		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonReleased, action, "Released %s", addr)
 	}
 	return nil
 }
 
-// heir is a Service other than me that shares addr and keeps it.
-func (r *Reconciler) heir(ctx context.Context, addr netip.Addr, me string) (*corev1.Service, error) {
+// nextSharer is a Service other than self that shares addr and keeps it.
+func (r *Reconciler) nextSharer(ctx context.Context, addr netip.Addr, self string) (*corev1.Service, error) {
 	var users corev1.ServiceList
 	if err := r.client.List(ctx, &users, client.MatchingFields{ingressIndex: addr.String()}); err != nil {
 		return nil, err
 	}
 	for i := range users.Items {
 		u := &users.Items[i]
-		if owner(client.ObjectKeyFromObject(u)) != me && r.wants(u) && u.Annotations[AnnotationSharingKey] != "" {
+		if owner(client.ObjectKeyFromObject(u)) != self && r.handles(u) && u.Annotations[AnnotationSharingKey] != "" {
 			return u, nil
 		}
 	}
@@ -520,18 +518,10 @@ func vip(a netip.Addr) corev1.LoadBalancerIngress {
 	return corev1.LoadBalancerIngress{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}
 }
 
-// families are the Service's IP families, IPv4 when it names none.
-func families(svc *corev1.Service) []corev1.IPFamily {
-	if len(svc.Spec.IPFamilies) == 0 {
-		return []corev1.IPFamily{corev1.IPv4Protocol}
-	}
-	return svc.Spec.IPFamilies
-}
-
 // parseRequested reads the requested-addresses annotation: at most one
 // address per family.
-func parseRequested(v string) (map[bool]netip.Addr, error) {
-	out := map[bool]netip.Addr{}
+func parseRequested(v string) (map[corev1.IPFamily]netip.Addr, error) {
+	out := map[corev1.IPFamily]netip.Addr{}
 	if strings.TrimSpace(v) == "" {
 		return out, nil
 	}
@@ -541,10 +531,10 @@ func parseRequested(v string) (map[bool]netip.Addr, error) {
 			return nil, fmt.Errorf("%q is not an IP address", strings.TrimSpace(s))
 		}
 		a = a.Unmap()
-		if _, dup := out[a.Is4()]; dup {
+		if _, dup := out[ipfamily.Of(a)]; dup {
 			return nil, fmt.Errorf("more than one address of the same family in %q", v)
 		}
-		out[a.Is4()] = a
+		out[ipfamily.Of(a)] = a
 	}
 	return out, nil
 }
@@ -556,8 +546,8 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// judge reads the pools and ServiceCIDRs and decides which pools are Ready.
-func (r *Reconciler) judge(ctx context.Context) (map[string]*poolState, error) {
+// poolStates reads the pools and ServiceCIDRs and decides which pools are Ready.
+func (r *Reconciler) poolStates(ctx context.Context) (map[string]*poolState, error) {
 	var pools svcnetv1alpha1.LoadBalancerIPPoolList
 	if err := r.client.List(ctx, &pools); err != nil {
 		return nil, err

@@ -134,9 +134,14 @@ var _ = Describe("LoadBalancer IPs from pools", func() {
 		By("a ClusterIP Service, an ExternalName and another class get nothing")
 		plain := builder.Service("plain", ns).Port("p", 80, intstr.FromInt32(8080)).Obj()
 		Expect(env.Client.Create(ctx, plain)).To(Succeed())
+		external := builder.Service("external", ns).ExternalName("db.example.com").Obj()
+		Expect(env.Client.Create(ctx, external)).To(Succeed())
 		other := lbService(ctx, "other-class", ns, 80, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/lb") })
 		Consistently(ingress(ctx, other)).WithTimeout(2 * time.Second).Should(BeEmpty())
 		Expect(ingress(ctx, plain)()).To(BeEmpty())
+		Expect(ingress(ctx, external)()).To(BeEmpty())
+		// The pool has one address left: any of the three taking it shows.
+		Expect(poolStatus(ctx, p)()).To(Equal("True Ready: the pool gives addresses; capacity 3, allocated 2"))
 	})
 
 	It("gives a requested address, and refuses one outside its pools with an Event", func(ctx SpecContext) {

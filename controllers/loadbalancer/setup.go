@@ -162,9 +162,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 	// Services: LoadBalancers, and the ones that were (to release).
 	services := predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return r.wants(e.Object.(*corev1.Service)) },
+		CreateFunc: func(e event.CreateEvent) bool { return r.handles(e.Object.(*corev1.Service)) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return r.wants(e.ObjectOld.(*corev1.Service)) || r.wants(e.ObjectNew.(*corev1.Service))
+			return r.handles(e.ObjectOld.(*corev1.Service)) || r.handles(e.ObjectNew.(*corev1.Service))
 		},
 		DeleteFunc:  func(e event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
@@ -185,7 +185,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		var out []reconcile.Request
 		for i := range list.Items {
-			if r.wants(&list.Items[i]) {
+			if r.handles(&list.Items[i]) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 			}
 		}
@@ -252,7 +252,7 @@ func (p *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := p.r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	states, err := p.r.judge(ctx)
+	states, err := p.r.poolStates(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -74,7 +74,7 @@ func TestReconcileSeesPoolGrowthBeforeTheHandler(t *testing.T) {
 	if err := c.Delete(ctx, grown); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.judge(ctx); err != nil {
+	if _, err := r.poolStates(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if pools := r.alloc.PoolsOf(netip.MustParseAddr("192.168.105.2")); len(pools) != 0 {
