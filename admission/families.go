@@ -1,9 +1,9 @@
 package admission
 
 import (
-	"net/netip"
-
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
 // needsClusterIP: every Service but ExternalName and headless ones.
@@ -13,24 +13,6 @@ func needsClusterIP(svc *corev1.Service) bool {
 	}
 	return svc.Spec.ClusterIP != corev1.ClusterIPNone &&
 		(len(svc.Spec.ClusterIPs) == 0 || svc.Spec.ClusterIPs[0] != corev1.ClusterIPNone)
-}
-
-func familyOf(ip string) (corev1.IPFamily, bool) {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return "", false
-	}
-	if a.Is4() {
-		return corev1.IPv4Protocol, true
-	}
-	return corev1.IPv6Protocol, true
-}
-
-func other(f corev1.IPFamily) corev1.IPFamily {
-	if f == corev1.IPv4Protocol {
-		return corev1.IPv6Protocol
-	}
-	return corev1.IPv4Protocol
 }
 
 // wantedFamilies returns the address families a Service gets ClusterIPs
@@ -59,7 +41,7 @@ func wantedFamilies(svc *corev1.Service, clusterFamilies []corev1.IPFamily) (fam
 		policy = corev1.IPFamilyPolicyRequireDualStack
 	}
 	for i, ip := range ips {
-		f, valid := familyOf(ip)
+		f, valid := ipfamily.OfString(ip)
 		if !valid {
 			return nil, false
 		}
@@ -78,7 +60,7 @@ func wantedFamilies(svc *corev1.Service, clusterFamilies []corev1.IPFamily) (fam
 		return nil, false
 	}
 	if policy != corev1.IPFamilyPolicySingleStack && len(fams) == 1 && len(clusterFamilies) == 2 {
-		fams = append(fams, other(fams[0]))
+		fams = append(fams, ipfamily.Other(fams[0]))
 	}
 	if policy == corev1.IPFamilyPolicyRequireDualStack && len(fams) < 2 {
 		return nil, false

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
 const (
@@ -230,7 +230,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
-	families := serviceFamilies(svc)
+	families := ipfamily.OfService(svc)
 	plans := make([]plan, 0, len(families)+1)
 	endpoints, sliceCount := 0, 0
 	for _, family := range families {
@@ -544,19 +544,6 @@ func nodeInfoOf(n *corev1.Node) nodeInfo {
 		}
 	}
 	return info
-}
-
-// serviceFamilies returns the address families to publish, in the order of
-// spec.ipFamilies. A Service the API server left without families (only
-// possible for old headless Services) is read from its cluster IP, else IPv4.
-func serviceFamilies(svc *corev1.Service) []corev1.IPFamily {
-	if len(svc.Spec.IPFamilies) > 0 {
-		return svc.Spec.IPFamilies
-	}
-	if addr, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil && addr.Is6() {
-		return []corev1.IPFamily{corev1.IPv6Protocol}
-	}
-	return []corev1.IPFamily{corev1.IPv4Protocol}
 }
 
 func (r *Reconciler) recordStats(key types.NamespacedName, endpoints, sliceCount int) {

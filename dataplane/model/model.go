@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
 // LabelServiceProxyName is the Service label that hands a Service to a
@@ -177,7 +179,7 @@ func BuildService(family corev1.IPFamily, node Node, svc *corev1.Service, svcSli
 			}
 			p.LoadBalancerIPs = addrsOf(ips, family)
 			for _, r := range svc.Spec.LoadBalancerSourceRanges {
-				if pr, err := netip.ParsePrefix(r); err == nil && pr.Addr().Is4() == (family == corev1.IPv4Protocol) {
+				if pr, err := netip.ParsePrefix(r); err == nil && ipfamily.OfPrefix(pr) == family {
 					p.LoadBalancerSources = append(p.LoadBalancerSources, pr.Masked())
 				}
 			}
@@ -219,7 +221,7 @@ func clusterIPOf(svc *corev1.Service, family corev1.IPFamily) (netip.Addr, bool)
 	}
 	for _, s := range ips {
 		a, err := netip.ParseAddr(s)
-		if err == nil && a.Is4() == (family == corev1.IPv4Protocol) {
+		if err == nil && ipfamily.Of(a) == family {
 			return a, true
 		}
 	}
@@ -230,7 +232,7 @@ func addrsOf(ss []string, family corev1.IPFamily) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range ss {
 		a, err := netip.ParseAddr(s)
-		if err == nil && a.Is4() == (family == corev1.IPv4Protocol) {
+		if err == nil && ipfamily.Of(a) == family {
 			out = append(out, a)
 		}
 	}
