@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
 // ManagedBy is the label value kube-apiserver's allocator puts on the
@@ -36,13 +37,6 @@ func ToCIDR(sc *networkingv1.ServiceCIDR) ipam.CIDR {
 	return c
 }
 
-func unwrap(obj any) any {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
-}
-
 // CIDRHandler feeds ServiceCIDRs to a; also, when set, sees each one after
 // a has (deleted: the ServiceCIDR is gone).
 func CIDRHandler(a *ipam.Allocator, also func(sc *networkingv1.ServiceCIDR, deleted bool)) toolscache.ResourceEventHandler {
@@ -60,7 +54,7 @@ func CIDRHandler(a *ipam.Allocator, also func(sc *networkingv1.ServiceCIDR, dele
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
-			if sc, ok := unwrap(obj).(*networkingv1.ServiceCIDR); ok {
+			if sc, ok := tombstone.As[*networkingv1.ServiceCIDR](obj); ok {
 				a.DeleteCIDR(sc.Name)
 				if also != nil {
 					also(sc, true)
@@ -94,7 +88,7 @@ func AddressHandler(a *ipam.Allocator) toolscache.ResourceEventHandler {
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
-			if ip, ok := unwrap(obj).(*networkingv1.IPAddress); ok {
+			if ip, ok := tombstone.As[*networkingv1.IPAddress](obj); ok {
 				if addr, err := netip.ParseAddr(ip.Name); err == nil {
 					a.Forget(addr)
 				}

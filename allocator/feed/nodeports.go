@@ -8,6 +8,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet-io/svcnet/allocator/portrange"
+	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
 // PortName names a Service port for stickiness: its name, else its number
@@ -78,7 +79,7 @@ func NodePortHandler(a *portrange.Allocator) toolscache.ResourceEventHandler {
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
-			if svc, ok := unwrap(obj).(*corev1.Service); ok {
+			if svc, ok := tombstone.As[*corev1.Service](obj); ok {
 				apply(svc.Namespace+"/"+svc.Name, nil)
 			}
 		},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/allocator/lbipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
 var (
@@ -128,10 +129,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		AddFunc:    func(obj any) { r.setPool(obj) },
 		UpdateFunc: func(_, obj any) { r.setPool(obj) },
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*svcnetv1alpha1.LoadBalancerIPPool); ok {
+			if p, ok := tombstone.As[*svcnetv1alpha1.LoadBalancerIPPool](obj); ok {
 				r.forgetPool(p.Name, p.UID)
 			}
 		},
@@ -146,10 +144,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		AddFunc:    func(obj any) { r.observe(obj) },
 		UpdateFunc: func(_, obj any) { r.observe(obj) },
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if ipa, ok := obj.(*networkingv1.IPAddress); ok && ipa.Labels[networkingv1.LabelManagedBy] == ManagedBy {
+			if ipa, ok := tombstone.As[*networkingv1.IPAddress](obj); ok && ipa.Labels[networkingv1.LabelManagedBy] == ManagedBy {
 				if a, err := netip.ParseAddr(ipa.Name); err == nil {
 					r.alloc.Forget(a)
 				}

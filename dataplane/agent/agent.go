@@ -33,6 +33,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
 // Backoff bounds for retrying a failed sync.
@@ -249,9 +250,7 @@ func (a *Agent) handler() toolscache.ResourceEventHandler {
 			a.changed(old, obj)
 		},
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
+			obj, _ = tombstone.Unwrap(obj)
 			a.changed(nil, obj)
 		},
 	}

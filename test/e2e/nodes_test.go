@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
@@ -246,16 +247,13 @@ func TestUpNodes(t *testing.T) {
 	}
 	up = startUp(t, args)
 	waitOutput(t, up, "network namespaces left by an earlier run", time.Minute)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		body, err := fromClient(ctx, "svcnet-client", "http://"+web.Spec.ClusterIP+"/")
-		if err == nil && podNames[body] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart, %s does not answer from a Pod: %q %v", web.Spec.ClusterIP, body, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var body string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		body, err = fromClient(ctx, "svcnet-client", "http://"+web.Spec.ClusterIP+"/")
+		return err == nil && podNames[body], nil
+	}); err != nil {
+		t.Fatalf("after the restart, %s does not answer from a Pod: last answer %q", web.Spec.ClusterIP, body)
 	}
 	stopUp(t, up)
 	if got := namespaces(t, "svcnet"); len(got) != 0 {

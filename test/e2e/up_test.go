@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,21 +161,12 @@ func alive(pid int) bool {
 
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	deadline := time.Now().Add(stopTimeout)
-	for {
-		var left []int
-		for _, p := range pids {
-			if alive(p) {
-				left = append(left, p)
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left behind: %v", left)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var left []int
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, stopTimeout, true, func(context.Context) (bool, error) {
+		left = slices.DeleteFunc(slices.Clone(pids), func(p int) bool { return !alive(p) })
+		return len(left) == 0, nil
+	}); err != nil {
+		t.Fatalf("processes left behind: %v", left)
 	}
 }
 
@@ -210,16 +203,12 @@ func TestUp(t *testing.T) {
 	if err := c.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var list discoveryv1.EndpointSliceList
-		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}); err == nil && len(list.Items) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no EndpointSlice for Service web: the svcnet manager in svcnet up is not working")
-		}
-		time.Sleep(100 * time.Millisecond)
+		err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "web"})
+		return err == nil && len(list.Items) == 1, nil
+	}); err != nil {
+		t.Fatal("no EndpointSlice for Service web: the svcnet manager in svcnet up is not working")
 	}
 
 	// A second svcnet up on the same data dir is refused.

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
@@ -119,29 +120,26 @@ func (d *demo) freshNamespace(ctx context.Context) error {
 	return d.c.Create(ctx, &corev1.Namespace{ObjectMeta: ns.ObjectMeta})
 }
 
-// waitFor polls cond every 50 ms until it holds or timeout passes.
+// waitFor polls cond every 50 ms until it holds or timeout passes; the
+// error names what it waited for and cond's last error.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
 	var last error
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		ok, err := cond()
-		if ok {
-			return nil
-		}
 		if err != nil {
 			last = err
 		}
-		if time.Now().After(deadline) {
-			if last != nil {
-				return fmt.Errorf("waiting %s for %s: %w", timeout, what, last)
-			}
-			return fmt.Errorf("waited %s for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return ok, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case last != nil:
+		return fmt.Errorf("waiting %s for %s: %w", timeout, what, last)
+	default:
+		return fmt.Errorf("waited %s for %s", timeout, what)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
@@ -287,25 +288,27 @@ func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node,
 
 // waitNodes waits until the simulator registered every Node.
 func (cl *cluster) waitNodes(ctx context.Context, r client.Reader) error {
-	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range cl.nodes {
-		for {
-			var obj metav1.PartialObjectMetadata
-			obj.SetGroupVersionKind(nodeGVK)
-			err := r.Get(ctx, client.ObjectKey{Name: n.Name}, &obj)
-			if err == nil {
-				break
-			}
-			if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
-				return fmt.Errorf("node %s not registered: %w", n.Name, err)
-			}
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			select {
 			case <-cl.simDone:
-				return fmt.Errorf("node simulator stopped: %w", cl.simErr)
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
+				return false, fmt.Errorf("node simulator stopped: %w", cl.simErr)
+			default:
 			}
+			var obj metav1.PartialObjectMetadata
+			obj.SetGroupVersionKind(nodeGVK)
+			last = r.Get(ctx, client.ObjectKey{Name: n.Name}, &obj)
+			if last != nil && !apierrors.IsNotFound(last) {
+				return false, last
+			}
+			return last == nil, nil
+		})
+		if err != nil {
+			if last == nil || ctx.Err() != nil {
+				return fmt.Errorf("node %s not registered: %w", n.Name, err)
+			}
+			return fmt.Errorf("node %s not registered: %w", n.Name, last)
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -659,8 +660,7 @@ func waitReady(ctx context.Context, p *process, url string, caPEM []byte, token 
 // dials inside a node's namespace).
 func waitReadyVia(ctx context.Context, p *process, url string, tr *http.Transport, token string, timeout time.Duration) error {
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -669,20 +669,19 @@ func waitReadyVia(ctx context.Context, p *process, url string, tr *http.Transpor
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 		}
 		if p.exited() {
-			return p.failure()
+			return false, p.failure()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s after %s; last lines of %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return false, nil
+	})
+	switch {
+	case err == nil || ctx.Err() != nil || p.exited():
+		return err
+	default:
+		return fmt.Errorf("%s not ready at %s after %s; last lines of %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
 var log = logf.Log.WithName("informersync")
@@ -116,11 +118,7 @@ func (a *adapter[T]) OnUpdate(oldObj, newObj any) {
 
 func (a *adapter[T]) OnDelete(obj any) {
 	e := event.TypedDeleteEvent[T]{}
-	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		// The watch missed the delete; the last known state comes wrapped.
-		e.DeleteStateUnknown = true
-		obj = tomb.Obj
-	}
+	obj, e.DeleteStateUnknown = tombstone.Unwrap(obj)
 	o, ok := obj.(T)
 	if !ok {
 		log.Error(nil, "Unexpected object in delete notification", "type", fmt.Sprintf("%T", obj))
