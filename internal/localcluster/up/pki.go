@@ -1,21 +1,21 @@
 package up
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/util/keyutil"
+
+	"github.com/svcnet-io/svcnet/internal/platform/certs"
 )
 
 // pki holds the paths of the credentials `svcnet up` makes once per data
@@ -43,6 +43,10 @@ func newPKI(dataDir string) *pki {
 	}
 }
 
+// validity is how long `svcnet up`'s certificates live: its data dir is
+// meant to be reused, not rotated.
+const validity = 10 * 365 * 24 * time.Hour
+
 // ensure creates whatever is missing: a CA, the apiserver's serving
 // certificate (for loopback and the first Service IP), the service-account
 // signing key and a static admin token.
@@ -50,52 +54,82 @@ func (p *pki) ensure(serviceIP net.IP) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
-	caKey, caCert, err := p.ensureCA()
+	caCert, caKey, err := p.ensureCA()
 	if err != nil {
 		return fmt.Errorf("certificate authority: %w", err)
 	}
-	if !exists(p.servingCert) || !exists(p.servingKey) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(),
-			Subject:      pkix.Name{CommonName: "kube-apiserver"},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().AddDate(10, 0, 0),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, serviceIP},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		if err := writeCert(p.servingCert, der); err != nil {
-			return err
-		}
-		if err := writeKey(p.servingKey, key); err != nil {
-			return err
-		}
+	if err := p.ensureServing(caCert, caKey, serviceIP); err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
 	}
-	if !exists(p.saKey) || !exists(p.saPub) {
-		key, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return err
-		}
-		if err := writeKey(p.saKey, key); err != nil {
-			return err
-		}
-		pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600); err != nil {
-			return err
-		}
+	if err := p.ensureServiceAccountKey(); err != nil {
+		return fmt.Errorf("service account key: %w", err)
 	}
+	return p.ensureAdminToken()
+}
+
+// ensureCA reads the CA, or makes one.
+func (p *pki) ensureCA() (certPEM, keyPEM []byte, err error) {
+	if exists(p.caCert) && exists(p.caKey) {
+		if certPEM, err = os.ReadFile(p.caCert); err != nil {
+			return nil, nil, err
+		}
+		if keyPEM, err = os.ReadFile(p.caKey); err != nil {
+			return nil, nil, err
+		}
+		return certPEM, keyPEM, nil
+	}
+	if certPEM, keyPEM, err = certs.NewCA("svcnet-up-ca", time.Now(), validity); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(p.caCert, certPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, os.WriteFile(p.caKey, keyPEM, 0o600)
+}
+
+func (p *pki) ensureServing(caCert, caKey []byte, serviceIP net.IP) error {
+	if exists(p.servingCert) && exists(p.servingKey) {
+		return nil
+	}
+	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+		"127.0.0.1", "::1", serviceIP.String()}
+	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, "kube-apiserver", hosts, time.Now(), validity)
+	if err != nil {
+		return fmt.Errorf("%w; delete the pki folder to have new credentials made", err)
+	}
+	if err := os.WriteFile(p.servingCert, certPEM, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(p.servingKey, keyPEM, 0o600)
+}
+
+// ensureServiceAccountKey makes the key pair that signs ServiceAccount
+// tokens.
+func (p *pki) ensureServiceAccountKey() error {
+	if exists(p.saKey) && exists(p.saPub) {
+		return nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p.saKey, keyPEM, 0o600); err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+// ensureAdminToken makes the static token of the system:masters user in
+// the API server's token file, and reads it back.
+func (p *pki) ensureAdminToken() error {
 	if !exists(p.tokenFile) {
 		b := make([]byte, 24)
 		if _, err := rand.Read(b); err != nil {
@@ -110,97 +144,12 @@ func (p *pki) ensure(serviceIP net.IP) error {
 	if err != nil {
 		return err
 	}
-	for i, c := range b {
-		if c == ',' {
-			p.adminToken = string(b[:i])
-			break
-		}
-	}
-	if p.adminToken == "" {
+	p.adminToken, _, _ = strings.Cut(string(b), ",")
+	if p.adminToken == "" || !strings.Contains(string(b), ",") {
+		p.adminToken = ""
 		return fmt.Errorf("%s holds no token; delete it to have a new one made", p.tokenFile)
 	}
 	return nil
-}
-
-func (p *pki) ensureCA() (*ecdsa.PrivateKey, *x509.Certificate, error) {
-	if exists(p.caCert) && exists(p.caKey) {
-		certPEM, err := os.ReadFile(p.caCert)
-		if err != nil {
-			return nil, nil, err
-		}
-		keyPEM, err := os.ReadFile(p.caKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		cb, _ := pem.Decode(certPEM)
-		kb, _ := pem.Decode(keyPEM)
-		if cb == nil || kb == nil {
-			return nil, nil, errors.New("unreadable CA files; delete the pki folder to have new ones made")
-		}
-		cert, err := x509.ParseCertificate(cb.Bytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		key, err := x509.ParseECPrivateKey(kb.Bytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		return key, cert, nil
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "svcnet-up-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := writeCert(p.caCert, der); err != nil {
-		return nil, nil, err
-	}
-	if err := writeKey(p.caKey, key); err != nil {
-		return nil, nil, err
-	}
-	return key, cert, nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
-}
-
-func writeCert(path string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-}
-
-func writeKey(path string, key any) error {
-	var block *pem.Block
-	switch k := key.(type) {
-	case *ecdsa.PrivateKey:
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			return err
-		}
-		block = &pem.Block{Type: "EC PRIVATE KEY", Bytes: der}
-	case *rsa.PrivateKey:
-		block = &pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}
-	default:
-		return fmt.Errorf("unsupported key type %T", key)
-	}
-	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
 }
 
 func exists(path string) bool {

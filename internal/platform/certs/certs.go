@@ -1,7 +1,9 @@
-// Package certs gives svcnet's admission webhook its serving certificate
-// without cert-manager: a CA and a serving certificate kept in a Secret
-// (shared by every manager replica), written to the webhook server's cert
-// dir (controller-runtime reloads it on change), the CA patched into the
+// Package certs makes svcnet's certificates: NewCA and NewServing for any
+// caller (`svcnet up`'s API server credentials among them), and, for the
+// admission webhook, its serving certificate without cert-manager: a CA
+// and a serving certificate kept in a Secret (shared by every manager
+// replica), written to the webhook server's cert dir (controller-runtime
+// reloads it on change), the CA patched into the
 // MutatingWebhookConfiguration's caBundle, and both renewed before they
 // expire.
 package certs
@@ -61,7 +63,7 @@ func Ensure(b Bundle, hosts []string, now time.Time, v Validity) (Bundle, bool, 
 	caCert, caKey, caErr := parsePair(b.CACert, b.CAKey)
 	if caErr != nil || expiring(caCert, now, v.CA) {
 		var err error
-		caCert, caKey, b.CACert, b.CAKey, err = newCA(now, v.CA)
+		caCert, caKey, b.CACert, b.CAKey, err = newCA(fmt.Sprintf("svcnet-webhook-ca@%d", now.Unix()), now, v.CA)
 		if err != nil {
 			return Bundle{}, false, err
 		}
@@ -72,7 +74,7 @@ func Ensure(b Bundle, hosts []string, now time.Time, v Validity) (Bundle, bool, 
 		return b, caErr != nil, nil
 	}
 	var err error
-	b.TLSCert, b.TLSKey, err = newServing(caCert, caKey, hosts, now, v.Serving)
+	b.TLSCert, b.TLSKey, err = newServing(caCert, caKey, hosts[0], hosts, now, v.Serving)
 	return b, true, err
 }
 
@@ -112,14 +114,30 @@ func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, er
 	return cert, key, nil
 }
 
-func newCA(now time.Time, life time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, []byte, error) {
+// NewCA makes a self-signed CA valid from now for life, PEM encoded.
+func NewCA(commonName string, now time.Time, life time.Duration) (certPEM, keyPEM []byte, err error) {
+	_, _, certPEM, keyPEM, err = newCA(commonName, now, life)
+	return certPEM, keyPEM, err
+}
+
+// NewServing makes a serving certificate for hosts (DNS names and IP
+// addresses) signed by the PEM encoded CA, valid from now for life.
+func NewServing(caCertPEM, caKeyPEM []byte, commonName string, hosts []string, now time.Time, life time.Duration) (certPEM, keyPEM []byte, err error) {
+	ca, caKey, err := parsePair(caCertPEM, caKeyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the CA: %w", err)
+	}
+	return newServing(ca, caKey, commonName, hosts, now, life)
+}
+
+func newCA(commonName string, now time.Time, life time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("svcnet-webhook-ca@%d", now.Unix())},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(life),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -135,7 +153,7 @@ func newCA(now time.Time, life time.Duration) (*x509.Certificate, *ecdsa.Private
 	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, err
 }
 
-func newServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time, life time.Duration) ([]byte, []byte, error) {
+func newServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, commonName string, hosts []string, now time.Time, life time.Duration) ([]byte, []byte, error) {
 	if len(hosts) == 0 {
 		return nil, nil, errors.New("a serving certificate needs at least one host name or IP")
 	}
@@ -145,7 +163,7 @@ func newServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, n
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
+		Subject:      pkix.Name{CommonName: commonName},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(life),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
