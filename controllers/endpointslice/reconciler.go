@@ -55,13 +55,13 @@ type Options struct {
 // Validate reports an option out of range, naming the flag.
 func (o Options) Validate() error {
 	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > MaxMaxEndpointsPerSlice {
-		return fmt.Errorf("--max-endpoints-per-slice must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)
+		return fmt.Errorf("MaxEndpointsPerSlice (--max-endpoints-per-slice) must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)
 	}
 	if o.BatchPeriod < 0 {
-		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
+		return fmt.Errorf("BatchPeriod (--endpoint-updates-batch-period) must not be negative, got %s", o.BatchPeriod)
 	}
 	if o.Workers < 1 {
-		return fmt.Errorf("--concurrent-service-endpoint-syncs must be at least 1, got %d", o.Workers)
+		return fmt.Errorf("Workers (--concurrent-service-endpoint-syncs) must be at least 1, got %d", o.Workers)
 	}
 	return nil
 }

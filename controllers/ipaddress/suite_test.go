@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -22,7 +21,7 @@ var (
 	env         *testenv.Env
 	managerOpts = controllers.Options{
 		Controllers: []string{controllers.IPAddressName, controllers.ClusterIPName},
-		IPAddress:   ipaddress.Options{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
+		Audit:       controllers.AuditOptions{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
 	}
 )
 

@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -24,7 +23,7 @@ var (
 		Controllers: []string{controllers.LoadBalancerName},
 		// A short grace period, so that a leaked address is cleaned up
 		// within a test.
-		IPAddress: ipaddress.Options{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
+		Audit: controllers.AuditOptions{EventQuietPeriod: time.Hour, LeakGracePeriod: 2 * time.Second},
 	}
 )
 

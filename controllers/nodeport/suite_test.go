@@ -9,7 +9,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -25,7 +24,7 @@ var (
 	managerOpts = controllers.Options{
 		Controllers: []string{controllers.NodePortName},
 		NodePort:    controllers.NodePortOptions{Range: "30000-31999", Exclude: []string{"31000-31099"}},
-		IPAddress:   ipaddress.Options{EventQuietPeriod: time.Hour, LeakGracePeriod: time.Minute},
+		Audit:       controllers.AuditOptions{EventQuietPeriod: time.Hour, LeakGracePeriod: time.Minute},
 	}
 )
 

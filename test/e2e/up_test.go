@@ -296,7 +296,7 @@ func TestUpBadInput(t *testing.T) {
 		},
 		"bad max endpoints per slice": {
 			args: []string{"manager", "--max-endpoints-per-slice", "1001"},
-			want: "--max-endpoints-per-slice must be between 1 and 1000",
+			want: "MaxEndpointsPerSlice (--max-endpoints-per-slice) must be between 1 and 1000",
 		},
 	}
 	for name, tc := range cases {

@@ -183,13 +183,8 @@ func (e *Env) Namespace(ctx context.Context, prefix string) (string, error) {
 // never race the webhook. stop ends the manager.
 func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 	o := manager.DefaultOptions()
-	// Settings a suite leaves at zero keep svcnet's defaults.
-	if opts.EndpointSlice == (controllers.EndpointSliceOptions{}) {
-		opts.EndpointSlice = o.Controllers.EndpointSlice
-	}
-	if opts.IPAddress == (controllers.IPAddressOptions{}) {
-		opts.IPAddress = o.Controllers.IPAddress
-	}
+	// Settings a suite leaves at zero get the defaults in controllers.Setup;
+	// the node port range is the test API server's.
 	if opts.NodePort.Range == "" {
 		opts.NodePort.Range = e.nodePortRange
 	}

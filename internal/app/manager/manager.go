@@ -24,11 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/svcnet-io/svcnet/admission"
 	"github.com/svcnet-io/svcnet/controllers"
-	"github.com/svcnet-io/svcnet/controllers/endpointslice"
-	"github.com/svcnet-io/svcnet/controllers/ipaddress"
-	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
@@ -67,13 +63,7 @@ func DefaultOptions() Options {
 		Webhook:                DefaultWebhookOptions(),
 		KubeAPIQPS:             20,
 		KubeAPIBurst:           30,
-		Controllers: controllers.Options{
-			Controllers:   []string{"*"},
-			EndpointSlice: endpointslice.DefaultOptions(),
-			ClusterIP:     controllers.ClusterIPOptions{ReuseDelay: admission.DefaultReuseDelay},
-			IPAddress:     ipaddress.DefaultOptions(),
-			NodePort:      controllers.NodePortOptions{Range: "30000-32767", ReuseDelay: admission.DefaultReuseDelay},
-		},
+		Controllers:            controllers.DefaultOptions(),
 	}
 }
 
@@ -94,9 +84,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Controllers.NodePort.Range, "service-node-port-range", o.Controllers.NodePort.Range, "nodeport: the node port range; must match kube-apiserver's flag of the same name.")
 	fs.StringSliceVar(&o.Controllers.NodePort.Exclude, "nodeport-exclude", o.Controllers.NodePort.Exclude, "nodeport: port ranges never handed out dynamically, e.g. 32000-32767 or the nodes' ephemeral range; users may still ask for them explicitly (the audit reports it).")
 	fs.DurationVar(&o.Controllers.NodePort.ReuseDelay, "nodeport-reuse-delay", o.Controllers.NodePort.ReuseDelay, "nodeport: how long a released nodePort stays out of use (a re-created Service still gets it back); 0 reuses at once.")
-	fs.DurationVar(&o.Controllers.IPAddress.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.IPAddress.LeakGracePeriod, "ipaddress, loadbalancer: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s).")
-	fs.StringVar(&o.Controllers.LoadBalancer.Class, "load-balancer-class", loadbalancer.DefaultClass, "loadbalancer: the spec.loadBalancerClass served, besides Services without a class.")
-	fs.DurationVar(&o.Controllers.IPAddress.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.IPAddress.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often.")
+	fs.DurationVar(&o.Controllers.Audit.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.Audit.LeakGracePeriod, "ipaddress, loadbalancer: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s); 0 means the default.")
+	fs.StringVar(&o.Controllers.LoadBalancer.Class, "load-balancer-class", o.Controllers.LoadBalancer.Class, "loadbalancer: the spec.loadBalancerClass served, besides Services without a class.")
+	fs.DurationVar(&o.Controllers.Audit.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.Audit.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often; 0 means the default.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
 	es := &o.Controllers.EndpointSlice
@@ -108,19 +98,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the options before anything starts, naming the bad flag.
 func (o *Options) Validate() error {
 	var errs []error
-	enabled, err := controllers.Enabled(o.Controllers.Controllers)
-	if err != nil {
+	if err := o.Controllers.Validate(); err != nil {
 		errs = append(errs, err)
-	}
-	if enabled[controllers.NodePortName] {
-		if _, err := o.Controllers.NodePort.Parse(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if enabled[controllers.EndpointSliceName] {
-		if err := o.Controllers.EndpointSlice.Validate(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	for flag, addr := range map[string]string{"--metrics-bind-address": o.MetricsBindAddress, "--health-probe-bind-address": o.HealthProbeBindAddress} {
 		if addr == "0" || addr == "" {
@@ -134,15 +113,6 @@ func (o *Options) Validate() error {
 		if err := o.Webhook.Validate(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if o.Controllers.ClusterIP.ReuseDelay < 0 {
-		errs = append(errs, fmt.Errorf("--clusterip-reuse-delay must not be negative, got %v", o.Controllers.ClusterIP.ReuseDelay))
-	}
-	if o.Controllers.IPAddress.EventQuietPeriod < 0 {
-		errs = append(errs, fmt.Errorf("--audit-event-quiet-period must not be negative, got %v", o.Controllers.IPAddress.EventQuietPeriod))
-	}
-	if o.Controllers.IPAddress.LeakGracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("--ipaddress-leak-grace-period must not be negative, got %v", o.Controllers.IPAddress.LeakGracePeriod))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))

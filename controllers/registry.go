@@ -8,27 +8,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// Options configures every controller. A field belongs to the controller
-// named in its comment; the others ignore it.
-type Options struct {
-	// Controllers selects the controllers to run, with kube-controller-manager's
-	// syntax: "*" enables all that are on by default, "name" enables one,
-	// "-name" disables one. Empty means "*".
-	Controllers []string
-
-	// EndpointSlice configures the endpointslice controller.
-	EndpointSlice EndpointSliceOptions
-	// ClusterIP configures the clusterip admission allocator.
-	ClusterIP ClusterIPOptions
-	// IPAddress configures the ipaddress audit (its EventQuietPeriod is
-	// the nodeport audit's too).
-	IPAddress IPAddressOptions
-	// NodePort configures nodePort allocation and the nodeport audit.
-	NodePort NodePortOptions
-	// LoadBalancer configures the loadbalancer controller.
-	LoadBalancer LoadBalancerOptions
-}
-
 // controller is one entry of the registry.
 type controller struct {
 	name      string
@@ -103,9 +82,14 @@ func Enabled(spec []string) (map[string]bool, error) {
 	return enabled, nil
 }
 
-// Setup registers every enabled controller with mgr. It is the one function
-// that production, `svcnet up` and the envtest suites share.
+// Setup registers every enabled controller with mgr, with the defaults for
+// the options left at zero. It is the one function that production,
+// `svcnet up`, svcnet's envtest suites and other projects' share.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
 	enabled, err := Enabled(opts.Controllers)
 	if err != nil {
 		return err

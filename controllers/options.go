@@ -1,0 +1,122 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/controllers/ipaddress"
+	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
+)
+
+// Options configures every controller. A field belongs to the controller
+// named in its comment; the others ignore it. The zero value is usable:
+// Setup gives every field left at zero the upstream default (svcnet's own
+// where upstream has none), as DefaultOptions lists them; a zero
+// ReuseDelay keeps its meaning, immediate reuse, which is upstream's.
+type Options struct {
+	// Controllers selects the controllers to run, with kube-controller-manager's
+	// syntax: "*" enables all that are on by default, "name" enables one,
+	// "-name" disables one. Empty means "*".
+	Controllers []string
+
+	// EndpointSlice configures the endpointslice controller.
+	EndpointSlice EndpointSliceOptions
+	// ClusterIP configures the clusterip admission allocator.
+	ClusterIP ClusterIPOptions
+	// NodePort configures nodePort allocation and the nodeport audit.
+	NodePort NodePortOptions
+	// LoadBalancer configures the loadbalancer controller.
+	LoadBalancer LoadBalancerOptions
+	// Audit holds what the ipaddress, nodeport and loadbalancer
+	// controllers share.
+	Audit AuditOptions
+}
+
+// AuditOptions are the settings the auditing controllers (ipaddress,
+// nodeport, loadbalancer) share.
+type AuditOptions struct {
+	// EventQuietPeriod: a Warning Event repeats for the same object and
+	// reason at most this often (--audit-event-quiet-period).
+	EventQuietPeriod time.Duration
+	// LeakGracePeriod: an IPAddress whose Service does not hold it is
+	// deleted only once it is this old (--ipaddress-leak-grace-period;
+	// ipaddress and loadbalancer).
+	LeakGracePeriod time.Duration
+}
+
+// DefaultOptions are the defaults of `svcnet manager`.
+func DefaultOptions() Options {
+	return Options{
+		Controllers:   []string{"*"},
+		EndpointSlice: endpointslice.DefaultOptions(),
+		ClusterIP:     ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
+		NodePort:      NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
+		LoadBalancer:  LoadBalancerOptions{Class: loadbalancer.DefaultClass},
+		Audit:         AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
+	}
+}
+
+// withDefaults fills the fields left at zero from DefaultOptions, except
+// the reuse delays, whose zero means immediate reuse.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if len(o.Controllers) == 0 {
+		o.Controllers = d.Controllers
+	}
+	if o.EndpointSlice.MaxEndpointsPerSlice == 0 {
+		o.EndpointSlice.MaxEndpointsPerSlice = d.EndpointSlice.MaxEndpointsPerSlice
+	}
+	if o.EndpointSlice.Workers == 0 {
+		o.EndpointSlice.Workers = d.EndpointSlice.Workers
+	}
+	if o.NodePort.Range == "" {
+		o.NodePort.Range = d.NodePort.Range
+	}
+	if o.LoadBalancer.Class == "" {
+		o.LoadBalancer.Class = d.LoadBalancer.Class
+	}
+	if o.Audit.EventQuietPeriod == 0 {
+		o.Audit.EventQuietPeriod = d.Audit.EventQuietPeriod
+	}
+	if o.Audit.LeakGracePeriod == 0 {
+		o.Audit.LeakGracePeriod = d.Audit.LeakGracePeriod
+	}
+	return o
+}
+
+// Validate checks the options of the enabled controllers, after the
+// defaults for fields left at zero. Each error names the Go field and the
+// `svcnet manager` flag that sets it.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	enabled, err := Enabled(o.Controllers)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if enabled[EndpointSliceName] {
+		if err := o.EndpointSlice.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("EndpointSlice.%w", err))
+		}
+	}
+	if enabled[NodePortName] {
+		if _, err := o.NodePort.Parse(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range []struct {
+		field, flag string
+		value       time.Duration
+	}{
+		{"ClusterIP.ReuseDelay", "--clusterip-reuse-delay", o.ClusterIP.ReuseDelay},
+		{"Audit.EventQuietPeriod", "--audit-event-quiet-period", o.Audit.EventQuietPeriod},
+		{"Audit.LeakGracePeriod", "--ipaddress-leak-grace-period", o.Audit.LeakGracePeriod},
+	} {
+		if d.value < 0 {
+			errs = append(errs, fmt.Errorf("%s (%s) must not be negative, got %v", d.field, d.flag, d.value))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,17 @@
+package controllers
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/controllers/servicecidr"
+)
+
+// ServiceCIDRName is the servicecidr controller's --controllers name.
+const ServiceCIDRName = servicecidr.ControllerName
+
+func setupServiceCIDR(mgr ctrl.Manager, _ Options) error {
+	if err := servicecidr.New(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return servicecidr.NewBinding(mgr.GetClient()).SetupWithManager(mgr)
+}
