@@ -1,0 +1,85 @@
+package loadbalancer
+
+import (
+	"context"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/svcnet-io/svcnet/allocator/lbipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+)
+
+// setupPoolController registers the pool status controller.
+func setupPoolController(mgr ctrl.Manager, p *poolReconciler) error {
+	c := p.r.client
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName+"-pool").
+		// A pool's spec change can end or start another's overlap.
+		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allPools(c), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&networkingv1.ServiceCIDR{}, allPools(c)).
+		Watches(&networkingv1.IPAddress{}, allPools(c), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			return obj.GetLabels()[networkingv1.LabelManagedBy] == ManagedBy
+		}))).
+		Complete(p)
+}
+
+// allPools enqueues every pool: overlap and usage are judged across pools.
+func allPools(c client.Client) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list svcnetv1alpha1.LoadBalancerIPPoolList
+		if err := c.List(ctx, &list); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
+		}
+		return out
+	})
+}
+
+// poolReconciler keeps each pool's status: Ready, capacity, allocated.
+type poolReconciler struct{ r *Reconciler }
+
+func (p *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pool svcnetv1alpha1.LoadBalancerIPPool
+	if err := p.r.client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	states, err := p.r.poolStates(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := states[pool.Name]
+	if st == nil {
+		return ctrl.Result{}, nil
+	}
+	usage := p.r.alloc.Stats()[pool.Name]
+	// The allocator may not have seen this generation yet: count from the
+	// ranges the spec has now.
+	capacity := lbipam.Capacity(st.ranges, pool.Spec.AvoidBuggyIPs)
+	patch := client.MergeFrom(pool.DeepCopy())
+	status := metav1.ConditionFalse
+	if st.ready {
+		status = metav1.ConditionTrue
+	}
+	changed := apimeta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
+		Type: "Ready", Status: status, Reason: st.reason, Message: st.message, ObservedGeneration: pool.Generation,
+	})
+	want := svcnetv1alpha1.LoadBalancerIPPoolStatus{Capacity: capacityString(capacity), Allocated: int64(usage.Allocated), ObservedGeneration: pool.Generation}
+	if changed || pool.Status.Capacity != want.Capacity || pool.Status.Allocated != want.Allocated || pool.Status.ObservedGeneration != want.ObservedGeneration {
+		pool.Status.Capacity, pool.Status.Allocated, pool.Status.ObservedGeneration = want.Capacity, want.Allocated, want.ObservedGeneration
+		if err := p.r.client.Status().Patch(ctx, &pool, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
