@@ -31,24 +31,40 @@ func needsHealthCheckNodePort(svc *corev1.Service) bool {
 // same number and different protocols share a nodePort;
 // allocateLoadBalancerNodePorts: false allocates none.
 func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun bool) (undo func(), warnings []string, err error) {
-	type held struct {
-		port  int
-		owner string
-	}
-	var reserved []held
-	undo = func() {
-		for _, h := range reserved {
-			n.alloc.Release(h.port, h.owner)
-		}
-	}
-	fail := func(e error) (func(), []string, error) {
-		undo()
-		return nil, nil, e
-	}
+	a := &portAssignment{n: n, svcKey: svc.Namespace + "/" + svc.Name, dryRun: dryRun, committed: committedPorts(old)}
 	if !needsNodePorts(svc) {
-		return undo, nil, nil
+		return a.undo, nil, nil
 	}
-	svcKey := svc.Namespace + "/" + svc.Name
+	if err := a.servicePorts(svc); err != nil {
+		a.undo()
+		return nil, nil, err
+	}
+	if err := a.healthCheckPort(svc); err != nil {
+		a.undo()
+		return nil, nil, err
+	}
+	return a.undo, a.warnings, nil
+}
+
+// portAssignment is one request's reservations, to undo if the request
+// fails or is refused later.
+type portAssignment struct {
+	n         *nodePorts
+	svcKey    string
+	dryRun    bool
+	committed map[int32]bool
+	reserved  []heldPort
+	warnings  []string
+}
+
+type heldPort struct {
+	port  int
+	owner string
+}
+
+// committedPorts are the ports the Service already held before this
+// update: kube-apiserver committed them, nothing to reserve.
+func committedPorts(old *corev1.Service) map[int32]bool {
 	had := map[int32]bool{}
 	if old != nil {
 		for _, p := range old.Spec.Ports {
@@ -56,51 +72,65 @@ func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun b
 		}
 		had[old.Spec.HealthCheckNodePort] = true
 	}
-	static := func(port int, owner, field string) error {
-		if had[int32(port)] {
-			return nil // committed before
-		}
-		if err := n.alloc.Reserve(port, owner, svcKey, dryRun); err != nil {
-			allocationErrors.WithLabelValues("nodeport", "static").Inc()
-			return userError{fmt.Sprintf("%s: Invalid value: %d: %v", field, port, err)}
-		}
-		allocations.WithLabelValues("nodeport", "static").Inc()
-		if !dryRun {
-			reserved = append(reserved, held{port, owner})
-		}
+	return had
+}
+
+func (a *portAssignment) undo() {
+	for _, h := range a.reserved {
+		a.n.alloc.Release(h.port, h.owner)
+	}
+}
+
+// static reserves a port the user asked for.
+func (a *portAssignment) static(port int, owner, field string) error {
+	if a.committed[int32(port)] {
 		return nil
 	}
-	dynamic := func(owner string) (int, error) {
-		got, err := n.alloc.Allocate(owner, dryRun)
-		if err != nil {
-			allocationErrors.WithLabelValues("nodeport", "dynamic").Inc()
-			if errors.Is(err, portrange.ErrFull) {
-				return 0, userError{fmt.Sprintf("failed to allocate a nodePort: %v", err)}
-			}
-			return 0, err
-		}
-		allocations.WithLabelValues("nodeport", "dynamic").Inc()
-		if got.QuarantineCut {
-			warnings = append(warnings, fmt.Sprintf("nodePort %d was released less than the reuse delay ago: the range has no other free port", got.Port))
-		}
-		if !dryRun {
-			reserved = append(reserved, held{got.Port, owner})
-		}
-		return got.Port, nil
+	if err := a.n.alloc.Reserve(port, owner, a.svcKey, a.dryRun); err != nil {
+		allocationErrors.WithLabelValues("nodeport", "static").Inc()
+		return userError{fmt.Sprintf("%s: Invalid value: %d: %v", field, port, err)}
 	}
+	allocations.WithLabelValues("nodeport", "static").Inc()
+	if !a.dryRun {
+		a.reserved = append(a.reserved, heldPort{port, owner})
+	}
+	return nil
+}
+
+// dynamic allocates a free port.
+func (a *portAssignment) dynamic(owner string) (int32, error) {
+	got, err := a.n.alloc.Allocate(owner, a.dryRun)
+	if err != nil {
+		allocationErrors.WithLabelValues("nodeport", "dynamic").Inc()
+		if errors.Is(err, portrange.ErrFull) {
+			return 0, userError{fmt.Sprintf("failed to allocate a nodePort: %v", err)}
+		}
+		return 0, err
+	}
+	allocations.WithLabelValues("nodeport", "dynamic").Inc()
+	if got.QuarantineCut {
+		a.warnings = append(a.warnings, fmt.Sprintf("nodePort %d was released less than the reuse delay ago: the range has no other free port", got.Port))
+	}
+	if !a.dryRun {
+		a.reserved = append(a.reserved, heldPort{got.Port, owner})
+	}
+	return int32(got.Port), nil
+}
+
+// servicePorts checks or fills spec.ports[].nodePort.
+func (a *portAssignment) servicePorts(svc *corev1.Service) error {
 	allocate := ptr.Deref(svc.Spec.AllocateLoadBalancerNodePorts, true) || svc.Spec.Type == corev1.ServiceTypeNodePort
 	byNumber := map[int32]int32{}
 	for i := range svc.Spec.Ports {
 		p := &svc.Spec.Ports[i]
-		field := fmt.Sprintf("spec.ports[%d].nodePort", i)
 		owner := portrange.Owner(svc.Namespace, svc.Name, feed.PortName(*p))
 		shared, seen := byNumber[p.Port]
 		switch {
 		case p.NodePort != 0 && seen && p.NodePort == shared:
 			// the same nodePort as a sibling with another protocol
 		case p.NodePort != 0:
-			if err := static(int(p.NodePort), owner, field); err != nil {
-				return fail(err)
+			if err := a.static(int(p.NodePort), owner, fmt.Sprintf("spec.ports[%d].nodePort", i)); err != nil {
+				return err
 			}
 			if !seen {
 				byNumber[p.Port] = p.NodePort
@@ -108,27 +138,31 @@ func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun b
 		case seen:
 			p.NodePort = shared
 		case allocate:
-			port, err := dynamic(owner)
+			port, err := a.dynamic(owner)
 			if err != nil {
-				return fail(err)
+				return err
 			}
-			p.NodePort = int32(port)
-			byNumber[p.Port] = p.NodePort
+			p.NodePort = port
+			byNumber[p.Port] = port
 		}
 	}
-	if needsHealthCheckNodePort(svc) {
-		owner := portrange.Owner(svc.Namespace, svc.Name, feed.HealthPortName)
-		if svc.Spec.HealthCheckNodePort != 0 {
-			if err := static(int(svc.Spec.HealthCheckNodePort), owner, "spec.healthCheckNodePort"); err != nil {
-				return fail(err)
-			}
-		} else {
-			port, err := dynamic(owner)
-			if err != nil {
-				return fail(err)
-			}
-			svc.Spec.HealthCheckNodePort = int32(port)
-		}
+	return nil
+}
+
+// healthCheckPort checks or fills spec.healthCheckNodePort where the
+// Service needs one.
+func (a *portAssignment) healthCheckPort(svc *corev1.Service) error {
+	if !needsHealthCheckNodePort(svc) {
+		return nil
 	}
-	return undo, warnings, nil
+	owner := portrange.Owner(svc.Namespace, svc.Name, feed.HealthPortName)
+	if svc.Spec.HealthCheckNodePort != 0 {
+		return a.static(int(svc.Spec.HealthCheckNodePort), owner, "spec.healthCheckNodePort")
+	}
+	port, err := a.dynamic(owner)
+	if err != nil {
+		return err
+	}
+	svc.Spec.HealthCheckNodePort = port
+	return nil
 }

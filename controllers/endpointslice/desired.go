@@ -121,11 +121,40 @@ func (s *slot) room(maxPerSlice int) int { return maxPerSlice - len(s.eps) }
 // endpoints go first into slices that are written anyway, then into full new
 // slices, and the last partial batch into the existing slice that fits it
 // most tightly (one write either way, but no new small slice). Finally,
-// slices are merged while there are more than ceil(endpoints/maxPerSlice)+1. Creates and deletes in one plan are paired into
+// slices are merged while there are more than ceil(endpoints/maxPerSlice)+1.
+// Creates and deletes in one plan are paired into
 // updates, and a family with no endpoints keeps exactly one empty
 // placeholder slice.
 func computeDesiredSlices(meta sliceMeta, desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, maxPerSlice int) plan {
-	var p plan
+	sp := &slicePlanner{meta: meta}
+	sp.packGroups(desired, existing, maxPerSlice)
+	if sp.slotCount() == 0 {
+		sp.keepPlaceholder()
+	}
+	sp.writeSlots()
+	sp.p.delete = sp.retired
+	return sp.p
+}
+
+// slicePlanner holds one family's plan while computeDesiredSlices builds it.
+type slicePlanner struct {
+	meta    sliceMeta
+	p       plan
+	planned []groupSlots
+	// retired are existing slices no group keeps: deleted, unless reused
+	// for a new slice.
+	retired []*discoveryv1.EndpointSlice
+}
+
+// groupSlots are the planned slices of one port group.
+type groupSlots struct {
+	ports []discoveryv1.EndpointPort
+	slots []*slot
+}
+
+// packGroups plans every port group, desired or existing, in key order;
+// the slices of groups without endpoints are retired.
+func (sp *slicePlanner) packGroups(desired desiredEndpoints, existing []*discoveryv1.EndpointSlice, maxPerSlice int) {
 	existingByKey := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range existing {
 		k := portKey(sortedPorts(s.Ports))
@@ -138,85 +167,75 @@ func computeDesiredSlices(meta sliceMeta, desired desiredEndpoints, existing []*
 		}
 	}
 	slices.Sort(keys)
-
-	type groupSlots struct {
-		ports []discoveryv1.EndpointPort
-		slots []*slot
-	}
-	var planned []groupSlots
-	var retired []*discoveryv1.EndpointSlice
 	for _, key := range keys {
 		g := desired[key]
 		ex := existingByKey[key]
 		slices.SortFunc(ex, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 		if g == nil || len(g.endpoints) == 0 {
 			for _, s := range ex {
-				p.removed += len(s.Endpoints)
+				sp.p.removed += len(s.Endpoints)
 			}
-			retired = append(retired, ex...)
+			sp.retired = append(sp.retired, ex...)
 			continue
 		}
-		slots, gone, added, removed := packGroup(meta, g, ex, maxPerSlice)
-		p.added += added
-		p.removed += removed
-		retired = append(retired, gone...)
-		planned = append(planned, groupSlots{ports: g.ports, slots: slots})
+		slots, gone, added, removed := packGroup(sp.meta, g, ex, maxPerSlice)
+		sp.p.added += added
+		sp.p.removed += removed
+		sp.retired = append(sp.retired, gone...)
+		sp.planned = append(sp.planned, groupSlots{ports: g.ports, slots: slots})
 	}
+}
 
+func (sp *slicePlanner) slotCount() int {
 	total := 0
-	for _, g := range planned {
+	for _, g := range sp.planned {
 		total += len(g.slots)
 	}
-	if total == 0 {
-		// Keep exactly one placeholder: reuse an existing empty slice if there
-		// is one, so that a Service without endpoints costs no write.
-		placeholder := -1
-		for i, s := range retired {
-			if len(s.Endpoints) == 0 && len(s.Ports) == 0 {
-				placeholder = i
-				break
-			}
-		}
-		if placeholder >= 0 {
-			s := retired[placeholder]
-			retired = slices.Delete(retired, placeholder, placeholder+1)
-			if meta.matches(s) {
-				p.unchanged++
-			} else {
-				u := s.DeepCopy()
-				meta.fill(u, nil, nil)
-				p.update = append(p.update, u)
-			}
-		} else {
-			planned = append(planned, groupSlots{slots: []*slot{{dirty: true}}})
-		}
-	}
+	return total
+}
 
-	for _, g := range planned {
+// keepPlaceholder keeps exactly one empty slice for a family without
+// endpoints: an existing empty one if there is one, so that a Service
+// without endpoints costs no write.
+func (sp *slicePlanner) keepPlaceholder() {
+	i := slices.IndexFunc(sp.retired, func(s *discoveryv1.EndpointSlice) bool { return len(s.Endpoints) == 0 && len(s.Ports) == 0 })
+	if i < 0 {
+		sp.planned = append(sp.planned, groupSlots{slots: []*slot{{dirty: true}}})
+		return
+	}
+	s := sp.retired[i]
+	sp.retired = slices.Delete(sp.retired, i, i+1)
+	if sp.meta.matches(s) {
+		sp.p.unchanged++
+		return
+	}
+	u := s.DeepCopy()
+	sp.meta.fill(u, nil, nil)
+	sp.p.update = append(sp.p.update, u)
+}
+
+// writeSlots turns the slots into creates and updates; a new slot rewrites
+// a retired slice where there is one, one write instead of two.
+func (sp *slicePlanner) writeSlots() {
+	for _, g := range sp.planned {
 		for _, sl := range g.slots {
 			switch {
+			case sl.slice == nil && len(sp.retired) > 0:
+				u := sp.retired[0].DeepCopy()
+				sp.retired = sp.retired[1:]
+				sp.meta.fill(u, g.ports, sl.eps)
+				sp.p.update = append(sp.p.update, u)
 			case sl.slice == nil:
-				if len(retired) > 0 {
-					// Rewrite a slice that would be deleted instead of
-					// creating a new one: one write instead of two.
-					u := retired[0].DeepCopy()
-					retired = retired[1:]
-					meta.fill(u, g.ports, sl.eps)
-					p.update = append(p.update, u)
-					continue
-				}
-				p.create = append(p.create, meta.newSlice(g.ports, sl.eps))
+				sp.p.create = append(sp.p.create, sp.meta.newSlice(g.ports, sl.eps))
 			case sl.dirty:
 				u := sl.slice.DeepCopy()
-				meta.fill(u, g.ports, sl.eps)
-				p.update = append(p.update, u)
+				sp.meta.fill(u, g.ports, sl.eps)
+				sp.p.update = append(sp.p.update, u)
 			default:
-				p.unchanged++
+				sp.p.unchanged++
 			}
 		}
 	}
-	p.delete = retired
-	return p
 }
 
 // packGroup plans the slices of one port group. It returns the slots to

@@ -159,25 +159,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile brings the slices of one Service to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
-	log := ctrl.LoggerFrom(ctx)
 	key := req.NamespacedName
 	change, hadChange := r.changes.take(key)
-	defer func() {
-		switch {
-		case err != nil:
-			metricSyncs.WithLabelValues("error").Inc()
-			if hadChange {
-				r.changes.restore(key, change)
-			}
-		case result.RequeueAfter > 0:
-			metricSyncs.WithLabelValues("stale").Inc()
-			if hadChange {
-				r.changes.restore(key, change)
-			}
-		default:
-			metricSyncs.WithLabelValues("success").Inc()
-		}
-	}()
+	defer func() { r.finishSync(key, change, hadChange, result, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, key, svc); err != nil {
@@ -189,13 +173,60 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if svc.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil // the garbage collector removes the slices
 	}
+	ours, upstream, err := r.existingSlices(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.slices.stale(key, ours) {
+		ctrl.LoggerFrom(ctx).V(4).Info("EndpointSlice cache is behind this controller's writes, retrying", "service", klog.KObj(svc))
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
 
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || len(svc.Spec.Selector) == 0 {
+		// Not ours to publish: ExternalName Services have no endpoints, and
+		// Services without a selector get slices from their owner.
+		if err := r.apply(ctx, svc, []plan{{delete: ours}}, pendingChange{}, false); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.recordStats(key, 0, 0)
+		return ctrl.Result{}, nil
+	}
+	plans, endpoints, sliceCount, err := r.planSlices(ctx, svc, ours, upstream)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.apply(ctx, svc, plans, change, hadChange); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.recordStats(key, endpoints, sliceCount)
+	return ctrl.Result{}, nil
+}
+
+// finishSync counts a sync's outcome and, when it did not apply, gives
+// its change trigger back for the next one.
+func (r *Reconciler) finishSync(key types.NamespacedName, change pendingChange, hadChange bool, result ctrl.Result, err error) {
+	switch {
+	case err != nil:
+		metricSyncs.WithLabelValues("error").Inc()
+	case result.RequeueAfter > 0:
+		metricSyncs.WithLabelValues("stale").Inc()
+	default:
+		metricSyncs.WithLabelValues("success").Inc()
+		return
+	}
+	if hadChange {
+		r.changes.restore(key, change)
+	}
+}
+
+// existingSlices lists the Service's slices: this controller's, and
+// kube-controller-manager's that it takes over.
+func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) (ours, upstream []*discoveryv1.EndpointSlice, err error) {
 	var sliceList discoveryv1.EndpointSliceList
 	if err := r.client.List(ctx, &sliceList, client.InNamespace(key.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+		return nil, nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
 	}
-	var ours, upstream []*discoveryv1.EndpointSlice
 	for i := range sliceList.Items {
 		s := &sliceList.Items[i]
 		switch s.Labels[discoveryv1.LabelManagedBy] {
@@ -205,34 +236,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			upstream = append(upstream, s)
 		}
 	}
-	if r.slices.stale(key, ours) {
-		log.V(4).Info("EndpointSlice cache is behind this controller's writes, retrying", "service", klog.KObj(svc))
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
-	}
+	return ours, upstream, nil
+}
 
-	if svc.Spec.Type == corev1.ServiceTypeExternalName || len(svc.Spec.Selector) == 0 {
-		// Not ours to publish: ExternalName Services have no endpoints, and
-		// Services without a selector get slices from their owner.
-		p := plan{delete: ours}
-		if err := r.apply(ctx, svc, []plan{p}, pendingChange{}, false); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.recordStats(key, 0, 0)
-		return ctrl.Result{}, nil
-	}
-
+// planSlices computes the plan of every address family from the selected
+// Pods, plus the deletion of slices of dropped families and, last (make
+// before break), of kube-controller-manager's slices. It returns the
+// endpoints and slices the Service will have.
+func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours, upstream []*discoveryv1.EndpointSlice) (plans []plan, endpoints, sliceCount int, err error) {
+	key := client.ObjectKeyFromObject(svc)
 	pods, err := r.selectedPods(ctx, svc)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing Pods of %s: %w", key, err)
+		return nil, 0, 0, fmt.Errorf("listing Pods of %s: %w", key, err)
 	}
 	nodes, err := r.nodeInfos(ctx, pods, isTopologyAuto(svc))
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, 0, 0, err
 	}
-
 	families := ipfamily.OfService(svc)
-	plans := make([]plan, 0, len(families)+1)
-	endpoints, sliceCount := 0, 0
 	for _, family := range families {
 		addressType := discoveryv1.AddressType(family)
 		desired := computeDesiredEndpoints(svc, pods, nodes, family)
@@ -248,7 +269,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		endpoints += desired.count()
 		sliceCount += len(existing) + len(p.create) - len(p.delete)
 	}
-	// Slices of a family the Service no longer has.
 	var dropped plan
 	for _, s := range ours {
 		if !slices.Contains(families, corev1.IPFamily(s.AddressType)) {
@@ -256,16 +276,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			dropped.removed += len(s.Endpoints)
 		}
 	}
-	// Make-before-break takeover: kube-controller-manager's slices go last,
-	// once this controller's slices carry every endpoint.
 	dropped.delete = append(dropped.delete, upstream...)
-	plans = append(plans, dropped)
-
-	if err := r.apply(ctx, svc, plans, change, hadChange); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.recordStats(key, endpoints, sliceCount)
-	return ctrl.Result{}, nil
+	return append(plans, dropped), endpoints, sliceCount, nil
 }
 
 // podLabelIndex indexes Pods by each of their "key=value" label pairs, so
