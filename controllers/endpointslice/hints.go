@@ -2,6 +2,7 @@ package endpointslice
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 
@@ -81,90 +82,27 @@ func closeHints(ep *discoveryv1.Endpoint, sameNode bool) *discoveryv1.EndpointHi
 // autoHints assigns zone hints proportional to each zone's CPU. It returns
 // false, leaving the endpoints untouched, when hints would be unsafe.
 func autoHints(desired desiredEndpoints, nodes map[string]nodeInfo) bool {
-	cpuByZone := map[string]int64{}
-	var totalCPU int64
-	for _, n := range nodes {
-		if n.ready && n.zone != "" && n.cpu > 0 {
-			cpuByZone[n.zone] += n.cpu
-			totalCPU += n.cpu
-		}
-	}
-	if len(cpuByZone) == 0 {
+	cpu := zoneCPUOf(nodes)
+	if len(cpu.byZone) == 0 {
 		return false
 	}
-	zones := make([]string, 0, len(cpuByZone))
-	for z := range cpuByZone {
-		zones = append(zones, z)
-	}
-	slices.Sort(zones)
-
 	for _, g := range desired {
-		type ref struct {
-			key  string
-			zone string
-		}
-		var ready []ref
+		var ready []zonedEndpoint
 		for k, ep := range g.endpoints {
 			if !endpointReady(&ep) {
 				continue
 			}
-			if ep.Zone == nil || cpuByZone[*ep.Zone] == 0 {
+			if ep.Zone == nil || cpu.byZone[*ep.Zone] == 0 {
 				return false
 			}
-			ready = append(ready, ref{key: k, zone: *ep.Zone})
+			ready = append(ready, zonedEndpoint{key: k, zone: *ep.Zone})
 		}
-		if len(ready) < len(zones) {
+		if len(ready) < len(cpu.zones) {
 			return false
 		}
-		// Each zone's share, by largest remainder so the shares add up.
-		share := map[string]int{}
-		type rem struct {
-			zone string
-			frac float64
-		}
-		var rems []rem
-		assigned := 0
-		for _, z := range zones {
-			exact := float64(len(ready)) * float64(cpuByZone[z]) / float64(totalCPU)
-			n := max(1, int(math.Floor(exact)))
-			share[z] = n
-			assigned += n
-			rems = append(rems, rem{z, exact - math.Floor(exact)})
-		}
-		slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.frac, a.frac) })
-		for i := 0; assigned < len(ready); i++ {
-			share[rems[i%len(rems)].zone]++
-			assigned++
-		}
-		for i := len(rems) - 1; assigned > len(ready) && i >= 0; i-- {
-			if share[rems[i].zone] > 1 {
-				share[rems[i].zone]--
-				assigned--
-			}
-		}
-		// Endpoints serve their own zone up to its share; the surplus is
-		// lent to zones short of theirs.
-		slices.SortFunc(ready, func(a, b ref) int { return cmp.Or(cmp.Compare(a.zone, b.zone), cmp.Compare(a.key, b.key)) })
-		hintFor := map[string]string{}
-		used := map[string]int{}
-		var surplus []string
-		for _, r := range ready {
-			if used[r.zone] < share[r.zone] {
-				hintFor[r.key] = r.zone
-				used[r.zone]++
-			} else {
-				surplus = append(surplus, r.key)
-			}
-		}
-		for _, z := range zones {
-			for used[z] < share[z] && len(surplus) > 0 {
-				hintFor[surplus[0]] = z
-				surplus = surplus[1:]
-				used[z]++
-			}
-			if used[z] == 0 {
-				return false
-			}
+		hintFor, ok := assignZones(ready, cpu.zones, cpu.shares(len(ready)))
+		if !ok {
+			return false
 		}
 		for k, ep := range g.endpoints {
 			if z, ok := hintFor[k]; ok {
@@ -176,4 +114,88 @@ func autoHints(desired desiredEndpoints, nodes map[string]nodeInfo) bool {
 		}
 	}
 	return true
+}
+
+// zoneCPU is the allocatable CPU of the ready Nodes, by zone.
+type zoneCPU struct {
+	byZone map[string]int64
+	total  int64
+	zones  []string // sorted
+}
+
+func zoneCPUOf(nodes map[string]nodeInfo) zoneCPU {
+	c := zoneCPU{byZone: map[string]int64{}}
+	for _, n := range nodes {
+		if n.ready && n.zone != "" && n.cpu > 0 {
+			c.byZone[n.zone] += n.cpu
+			c.total += n.cpu
+		}
+	}
+	c.zones = slices.Sorted(maps.Keys(c.byZone))
+	return c
+}
+
+// shares splits n endpoints over the zones in proportion to their CPU, at
+// least one each, by largest remainder so that the shares add up to n.
+func (c zoneCPU) shares(n int) map[string]int {
+	share := map[string]int{}
+	type remainder struct {
+		zone string
+		frac float64
+	}
+	var rems []remainder
+	assigned := 0
+	for _, z := range c.zones {
+		exact := float64(n) * float64(c.byZone[z]) / float64(c.total)
+		k := max(1, int(math.Floor(exact)))
+		share[z] = k
+		assigned += k
+		rems = append(rems, remainder{z, exact - math.Floor(exact)})
+	}
+	slices.SortStableFunc(rems, func(a, b remainder) int { return cmp.Compare(b.frac, a.frac) })
+	for i := 0; assigned < n; i++ {
+		share[rems[i%len(rems)].zone]++
+		assigned++
+	}
+	for i := len(rems) - 1; assigned > n && i >= 0; i-- {
+		if share[rems[i].zone] > 1 {
+			share[rems[i].zone]--
+			assigned--
+		}
+	}
+	return share
+}
+
+// zonedEndpoint is a ready endpoint (by key) and its zone.
+type zonedEndpoint struct {
+	key, zone string
+}
+
+// assignZones gives each endpoint a zone: its own up to the zone's share,
+// the surplus lent to zones short of theirs. ok is false when a zone would
+// get none.
+func assignZones(ready []zonedEndpoint, zones []string, share map[string]int) (hintFor map[string]string, ok bool) {
+	slices.SortFunc(ready, func(a, b zonedEndpoint) int { return cmp.Or(cmp.Compare(a.zone, b.zone), cmp.Compare(a.key, b.key)) })
+	hintFor = map[string]string{}
+	used := map[string]int{}
+	var surplus []string
+	for _, r := range ready {
+		if used[r.zone] < share[r.zone] {
+			hintFor[r.key] = r.zone
+			used[r.zone]++
+		} else {
+			surplus = append(surplus, r.key)
+		}
+	}
+	for _, z := range zones {
+		for used[z] < share[z] && len(surplus) > 0 {
+			hintFor[surplus[0]] = z
+			surplus = surplus[1:]
+			used[z]++
+		}
+		if used[z] == 0 {
+			return nil, false
+		}
+	}
+	return hintFor, true
 }
