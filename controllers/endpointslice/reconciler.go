@@ -351,61 +351,22 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 // apply writes plans: every create and update first, then the deletes, so
 // that an endpoint moving between slices is never missing from all of them.
 func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, change pendingChange, hadChange bool) error {
-	log := ctrl.LoggerFrom(ctx)
 	key := client.ObjectKeyFromObject(svc)
 	trigger := ""
 	if hadChange {
 		trigger = change.trigger.UTC().Format(time.RFC3339Nano)
 	}
-	annotate := func(s *discoveryv1.EndpointSlice) {
-		if trigger == "" {
-			return
-		}
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
-	}
+	writes, deletes := collectWrites(plans)
 	// Creates and updates first, so that endpoints moving between slices
 	// are published in their new place before any slice holding them goes.
 	// Within each phase the writes are independent, and many go out in
 	// parallel: a Service of 5,000 endpoints is 50 slices, and one write at
 	// a time would wait 50 round trips.
-	type write struct {
-		slice  *discoveryv1.EndpointSlice
-		create bool
-	}
-	var writes []write
-	var deletes []*discoveryv1.EndpointSlice
-	for _, p := range plans {
-		for _, s := range p.create {
-			writes = append(writes, write{slice: s, create: true})
-		}
-		for _, s := range p.update {
-			writes = append(writes, write{slice: s})
-		}
-		deletes = append(deletes, p.delete...)
-		metricEndpointsAdded.Observe(float64(p.added))
-		metricEndpointsRemoved.Observe(float64(p.removed))
-	}
 	var wrote atomic.Bool
-	errs := inParallel(writes, func(w write) error {
-		s := w.slice
-		annotate(s)
-		if w.create {
-			if err := r.client.Create(ctx, s); err != nil {
-				return fmt.Errorf("creating EndpointSlice for %s: %w", key, err)
-			}
-		} else if err := r.client.Update(ctx, s); err != nil {
-			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+	errs := inParallel(writes, func(w sliceWrite) error {
+		if err := r.writeSlice(ctx, key, w, trigger); err != nil {
+			return err
 		}
-		r.slices.record(key, s)
-		verb, msg := "update", "Updated EndpointSlice"
-		if w.create {
-			verb, msg = "create", "Created EndpointSlice"
-		}
-		metricChanges.WithLabelValues(verb).Inc()
-		log.V(2).Info(msg, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 		wrote.Store(true)
 		return nil
 	})
@@ -415,15 +376,9 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 		return errors.Join(errs...)
 	}
 	errs = inParallel(deletes, func(s *discoveryv1.EndpointSlice) error {
-		err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err)
+		if err := r.deleteSlice(ctx, key, s); err != nil {
+			return err
 		}
-		if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-			r.slices.recordDeleted(key, s)
-		}
-		metricChanges.WithLabelValues("delete").Inc()
-		log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
 		wrote.Store(true)
 		return nil
 	})
@@ -431,6 +386,68 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 		metricChangeToWrite.Observe(r.clock.Since(change.observed).Seconds())
 	}
 	return errors.Join(errs...)
+}
+
+// sliceWrite is a create or an update of one slice.
+type sliceWrite struct {
+	slice  *discoveryv1.EndpointSlice
+	create bool
+}
+
+// collectWrites gathers the plans' writes and deletes and counts their
+// endpoint changes.
+func collectWrites(plans []plan) (writes []sliceWrite, deletes []*discoveryv1.EndpointSlice) {
+	for _, p := range plans {
+		for _, s := range p.create {
+			writes = append(writes, sliceWrite{slice: s, create: true})
+		}
+		for _, s := range p.update {
+			writes = append(writes, sliceWrite{slice: s})
+		}
+		deletes = append(deletes, p.delete...)
+		metricEndpointsAdded.Observe(float64(p.added))
+		metricEndpointsRemoved.Observe(float64(p.removed))
+	}
+	return writes, deletes
+}
+
+// writeSlice creates or updates one slice, stamped with the change's trigger
+// time, and records it against this controller's stale cache.
+func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w sliceWrite, trigger string) error {
+	s := w.slice
+	if trigger != "" {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
+	}
+	verb, msg := "update", "Updated EndpointSlice"
+	if w.create {
+		verb, msg = "create", "Created EndpointSlice"
+		if err := r.client.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating EndpointSlice for %s: %w", key, err)
+		}
+	} else if err := r.client.Update(ctx, s); err != nil {
+		return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+	}
+	r.slices.record(key, s)
+	metricChanges.WithLabelValues(verb).Inc()
+	ctrl.LoggerFrom(ctx).V(2).Info(msg, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+	return nil
+}
+
+// deleteSlice deletes one slice, if it is still the one planned on.
+func (r *Reconciler) deleteSlice(ctx context.Context, key types.NamespacedName, s *discoveryv1.EndpointSlice) error {
+	err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err)
+	}
+	if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+		r.slices.recordDeleted(key, s)
+	}
+	metricChanges.WithLabelValues("delete").Inc()
+	ctrl.LoggerFrom(ctx).V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
+	return nil
 }
 
 // A sync with more than sequentialWrites writes (a large Service's first

@@ -59,83 +59,109 @@ func (f *Fake) Restore(_ context.Context, data []byte) error {
 		f.FailNext = nil
 		return err
 	}
-	staged := map[string]map[string][]string{}
-	stagedOrder := map[string][]string{}
-	var cur string
+	st := &fakeRestore{f: f, tables: map[string]map[string][]string{}, order: map[string][]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, "*"):
-			cur = line[1:]
-			if _, ok := f.tables[cur]; !ok {
-				return fmt.Errorf("line %d: unknown table %q", n, cur)
-			}
-			staged[cur] = cloneTable(f.tables[cur])
-			stagedOrder[cur] = slices.Clone(f.order[cur])
-		case line == "COMMIT":
-			cur = ""
-		case cur == "":
-			return fmt.Errorf("line %d: %q outside a table", n, line)
-		case strings.HasPrefix(line, ":"):
-			name := strings.Fields(line[1:])[0]
-			if _, ok := staged[cur][name]; !ok {
-				stagedOrder[cur] = append(stagedOrder[cur], name)
-			}
-			staged[cur][name] = nil
-		case strings.HasPrefix(line, "-A ") || strings.HasPrefix(line, "-I "):
-			fields := strings.SplitN(line, " ", 3)
-			if len(fields) < 3 {
-				return fmt.Errorf("line %d: rule without a body: %q", n, line)
-			}
-			chain, rule := fields[1], fields[2]
-			if _, ok := staged[cur][chain]; !ok {
-				return fmt.Errorf("line %d: no chain %q", n, chain)
-			}
-			if fields[0] == "-I" {
-				rule = strings.TrimPrefix(rule, "1 ")
-				staged[cur][chain] = append([]string{rule}, staged[cur][chain]...)
-			} else {
-				staged[cur][chain] = append(staged[cur][chain], rule)
-			}
-			if target, ok := jumpTarget(rule); ok {
-				if _, exists := staged[cur][target]; !exists && !isVerdict(target) {
-					return fmt.Errorf("line %d: jump to missing chain %q", n, target)
-				}
-			}
-		case strings.HasPrefix(line, "-D "):
-			chain, rule, _ := strings.Cut(line[3:], " ")
-			i := slices.Index(staged[cur][chain], rule)
-			if i < 0 {
-				return fmt.Errorf("line %d: no such rule in %q: %q", n, chain, rule)
-			}
-			staged[cur][chain] = slices.Delete(staged[cur][chain], i, i+1)
-		case strings.HasPrefix(line, "-X "):
-			name := strings.TrimSpace(line[3:])
-			for c, rules := range staged[cur] {
-				for _, r := range rules {
-					if t, ok := jumpTarget(r); ok && t == name {
-						return fmt.Errorf("line %d: chain %q is still referenced from %q", n, name, c)
-					}
-				}
-			}
-			delete(staged[cur], name)
-			stagedOrder[cur] = slices.DeleteFunc(stagedOrder[cur], func(s string) bool { return s == name })
-		default:
-			return fmt.Errorf("line %d: unsupported %q", n, line)
+		if err := st.line(sc.Text()); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 	}
-	if cur != "" {
+	if st.cur != "" {
 		return errors.New("missing COMMIT")
 	}
-	for t := range staged {
-		f.tables[t] = staged[t]
-		f.order[t] = stagedOrder[t]
+	for t := range st.tables {
+		f.tables[t] = st.tables[t]
+		f.order[t] = st.order[t]
 	}
 	f.Restores++
 	f.LastRestore = slices.Clone(data)
+	return nil
+}
+
+// fakeRestore is one restore being staged: the tables it names, copied,
+// changed line by line, and swapped in only if every line applies.
+type fakeRestore struct {
+	f      *Fake
+	tables map[string]map[string][]string
+	order  map[string][]string
+	cur    string
+}
+
+func (st *fakeRestore) line(line string) error {
+	switch {
+	case line == "" || strings.HasPrefix(line, "#"):
+	case strings.HasPrefix(line, "*"):
+		st.cur = line[1:]
+		if _, ok := st.f.tables[st.cur]; !ok {
+			return fmt.Errorf("unknown table %q", st.cur)
+		}
+		st.tables[st.cur] = cloneTable(st.f.tables[st.cur])
+		st.order[st.cur] = slices.Clone(st.f.order[st.cur])
+	case line == "COMMIT":
+		st.cur = ""
+	case st.cur == "":
+		return fmt.Errorf("%q outside a table", line)
+	case strings.HasPrefix(line, ":"):
+		name := strings.Fields(line[1:])[0]
+		if _, ok := st.tables[st.cur][name]; !ok {
+			st.order[st.cur] = append(st.order[st.cur], name)
+		}
+		st.tables[st.cur][name] = nil
+	case strings.HasPrefix(line, "-A ") || strings.HasPrefix(line, "-I "):
+		return st.addRule(line)
+	case strings.HasPrefix(line, "-D "):
+		chain, rule, _ := strings.Cut(line[3:], " ")
+		i := slices.Index(st.tables[st.cur][chain], rule)
+		if i < 0 {
+			return fmt.Errorf("no such rule in %q: %q", chain, rule)
+		}
+		st.tables[st.cur][chain] = slices.Delete(st.tables[st.cur][chain], i, i+1)
+	case strings.HasPrefix(line, "-X "):
+		return st.deleteChain(strings.TrimSpace(line[3:]))
+	default:
+		return fmt.Errorf("unsupported %q", line)
+	}
+	return nil
+}
+
+// addRule appends (-A) or inserts at the top (-I CHAIN 1) a rule whose
+// chain and jump target exist.
+func (st *fakeRestore) addRule(line string) error {
+	fields := strings.SplitN(line, " ", 3)
+	if len(fields) < 3 {
+		return fmt.Errorf("rule without a body: %q", line)
+	}
+	chain, rule := fields[1], fields[2]
+	table := st.tables[st.cur]
+	if _, ok := table[chain]; !ok {
+		return fmt.Errorf("no chain %q", chain)
+	}
+	if fields[0] == "-I" {
+		rule = strings.TrimPrefix(rule, "1 ")
+		table[chain] = append([]string{rule}, table[chain]...)
+	} else {
+		table[chain] = append(table[chain], rule)
+	}
+	if target, ok := jumpTarget(rule); ok {
+		if _, exists := table[target]; !exists && !isVerdict(target) {
+			return fmt.Errorf("jump to missing chain %q", target)
+		}
+	}
+	return nil
+}
+
+// deleteChain deletes a chain that no rule jumps to any more.
+func (st *fakeRestore) deleteChain(name string) error {
+	for c, rules := range st.tables[st.cur] {
+		for _, r := range rules {
+			if t, ok := jumpTarget(r); ok && t == name {
+				return fmt.Errorf("chain %q is still referenced from %q", name, c)
+			}
+		}
+	}
+	delete(st.tables[st.cur], name)
+	st.order[st.cur] = slices.DeleteFunc(st.order[st.cur], func(s string) bool { return s == name })
 	return nil
 }
 

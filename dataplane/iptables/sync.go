@@ -92,88 +92,123 @@ func (s *Syncer) Sync(ctx context.Context, rs *Ruleset) (Result, error) {
 	s.gen++
 	full := s.needFull || s.written[0] == nil
 	tables := [2][]*Chain{rs.Filter, rs.NAT}
-
-	var res Result
-	var write [2][]*Chain
-	var del [2][]string
-	extra := map[string][]string{}
+	var ch changes
 	if full {
-		res.Full = true
-		for t, name := range tableNames {
-			live, err := s.ipt.Save(ctx, name)
-			if err != nil {
-				return res, err
-			}
-			chains, rules := parseSave(live)
-			wanted := make(map[string]bool, len(tables[t]))
-			for _, c := range tables[t] {
-				wanted[c.Name] = true
-			}
-			for chain := range chains {
-				if isServiceChain(chain) && !wanted[chain] {
-					del[t] = append(del[t], chain)
-				}
-			}
-			// Insert missing jumps at the top, in reverse so they end up
-			// in jumpRules' order.
-			for i := len(jumpRules) - 1; i >= 0; i-- {
-				j := jumpRules[i]
-				if j.table == name && !hasRule(rules[j.chain], j) {
-					extra[name] = append(extra[name], "-I "+j.chain+" 1 "+j.text())
-				}
-			}
-			write[t] = tables[t]
+		var err error
+		if ch, err = s.fullChanges(ctx, tables); err != nil {
+			return Result{Full: true}, err
 		}
 	} else {
-		for t := range tableNames {
-			for _, c := range tables[t] {
-				if w, ok := s.written[t][c.Name]; ok && w.content == c.content() {
-					w.seen = s.gen
-					continue
-				}
-				write[t] = append(write[t], c)
-			}
-			for _, c := range write[t] {
-				if w, ok := s.written[t][c.Name]; ok {
-					w.seen = s.gen // rewritten, not stale
-				}
-			}
-			for name, w := range s.written[t] {
-				if w.seen != s.gen {
-					del[t] = append(del[t], name)
-				}
-			}
-		}
+		ch = s.partialChanges(tables)
 	}
-	for t := range tableNames {
-		res.Chains += len(write[t])
-		for _, c := range write[t] {
-			res.Rules += len(c.Rules)
-		}
-		res.Deleted += len(del[t])
-		slices.Sort(del[t])
-	}
-	if res.Chains == 0 && res.Deleted == 0 && len(extra) == 0 {
+	res := ch.result(full)
+	if res.Chains == 0 && res.Deleted == 0 && len(ch.extra) == 0 {
 		return res, nil
 	}
-	data := restoreText(write[0], write[1], extra, del[0], del[1])
+	data := restoreText(ch.write[0], ch.write[1], ch.extra, ch.del[0], ch.del[1])
 	if err := s.ipt.Restore(ctx, data); err != nil {
 		s.needFull = true
 		return res, fmt.Errorf("applying %d chains: %w", res.Chains, err)
 	}
+	s.remember(tables, ch, full)
+	s.needFull = false
+	return res, nil
+}
+
+// changes is what one sync writes: the chains to (re)write and to delete
+// per table (filter, nat), and lines for the built-in chains.
+type changes struct {
+	write [2][]*Chain
+	del   [2][]string
+	extra map[string][]string
+}
+
+func (ch *changes) result(full bool) Result {
+	res := Result{Full: full}
+	for t := range tableNames {
+		res.Chains += len(ch.write[t])
+		for _, c := range ch.write[t] {
+			res.Rules += len(c.Rules)
+		}
+		res.Deleted += len(ch.del[t])
+		slices.Sort(ch.del[t])
+	}
+	return res
+}
+
+// fullChanges reads the live tables: every chain is written, the service
+// chains no longer rendered are deleted, and missing jumps from the
+// built-in chains are added.
+func (s *Syncer) fullChanges(ctx context.Context, tables [2][]*Chain) (changes, error) {
+	ch := changes{extra: map[string][]string{}}
+	for t, name := range tableNames {
+		live, err := s.ipt.Save(ctx, name)
+		if err != nil {
+			return ch, err
+		}
+		chains, rules := parseSave(live)
+		wanted := make(map[string]bool, len(tables[t]))
+		for _, c := range tables[t] {
+			wanted[c.Name] = true
+		}
+		for chain := range chains {
+			if isServiceChain(chain) && !wanted[chain] {
+				ch.del[t] = append(ch.del[t], chain)
+			}
+		}
+		// Insert missing jumps at the top, in reverse so they end up in
+		// jumpRules' order.
+		for i := len(jumpRules) - 1; i >= 0; i-- {
+			j := jumpRules[i]
+			if j.table == name && !hasRule(rules[j.chain], j) {
+				ch.extra[name] = append(ch.extra[name], "-I "+j.chain+" 1 "+j.text())
+			}
+		}
+		ch.write[t] = tables[t]
+	}
+	return ch, nil
+}
+
+// partialChanges compares with what was last written: only the chains
+// whose rules changed are written, and the chains no longer rendered are
+// deleted.
+func (s *Syncer) partialChanges(tables [2][]*Chain) changes {
+	var ch changes
+	for t := range tableNames {
+		for _, c := range tables[t] {
+			if w, ok := s.written[t][c.Name]; ok && w.content == c.content() {
+				w.seen = s.gen
+				continue
+			}
+			ch.write[t] = append(ch.write[t], c)
+		}
+		for _, c := range ch.write[t] {
+			if w, ok := s.written[t][c.Name]; ok {
+				w.seen = s.gen // rewritten, not stale
+			}
+		}
+		for name, w := range s.written[t] {
+			if w.seen != s.gen {
+				ch.del[t] = append(ch.del[t], name)
+			}
+		}
+	}
+	return ch
+}
+
+// remember records what an applied sync wrote and deleted.
+func (s *Syncer) remember(tables [2][]*Chain, ch changes, full bool) {
 	for t := range tableNames {
 		if full || s.written[t] == nil {
 			s.written[t] = make(map[string]*writtenChain, len(tables[t]))
 		}
-		for _, c := range write[t] {
+		for _, c := range ch.write[t] {
 			s.written[t][c.Name] = &writtenChain{content: c.content(), seen: s.gen}
 		}
-		for _, name := range del[t] {
+		for _, name := range ch.del[t] {
 			delete(s.written[t], name)
 		}
 	}
-	s.needFull = false
-	return res, nil
 }
 
 // parseSave reads chain names and rules per chain from iptables-save.

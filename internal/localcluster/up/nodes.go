@@ -132,10 +132,32 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 			cl.stop()
 		}
 	}()
-	if cl.lab, err = netlab.New(prefix); err != nil {
+	if err := cl.buildNetwork(c); err != nil {
 		return nil, err
 	}
-	clusterCIDR, _ := netip.ParsePrefix(c.ClusterCIDR)
+	if err := cl.startSimulator(ctx, c, restCfg); err != nil {
+		return nil, err
+	}
+	for _, n := range cl.nodes {
+		if c.Pipeline == PipelineUpstream {
+			err = cl.startKubeProxy(ctx, c, n, binDir, restCfg.Host, kubeconfig, logs)
+		} else {
+			err = cl.startAgent(ctx, c, n, kubeconfig, logs)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+// buildNetwork makes the fabric, the node namespaces routed to each other,
+// and the client namespace routed to Pods, Services and LoadBalancer
+// addresses through the nodes.
+func (cl *cluster) buildNetwork(c Config) (err error) {
+	if cl.lab, err = netlab.New(cl.prefix); err != nil {
+		return err
+	}
 	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
 	var v4Services []netip.Prefix
 	for _, s := range services {
@@ -146,8 +168,36 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 	// A Service address no node has rules for is refused at once by the
 	// fabric, not left to time out: a request shows the state at once.
 	if err := cl.lab.RefuseUnserved(fabricAddr, v4Services...); err != nil {
-		return nil, err
+		return err
 	}
+	nodeIPs, err := cl.addNodes(c, v4Services)
+	if err != nil {
+		return err
+	}
+	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
+		return err
+	}
+	// The client reaches Pods through their node, and Service and
+	// LoadBalancer addresses through any node (one route, every node a
+	// next hop), as a router that learned them would.
+	for _, n := range cl.nodes {
+		if err := cl.lab.RouteVia(cl.client, n.Net.PodCIDR, n.Net.IP); err != nil {
+			return err
+		}
+	}
+	anyNode := append(v4Services, lbPrefixes(c.LoadBalancerRange)...)
+	for _, p := range anyNode {
+		if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addNodes makes the node namespaces, each with its Pod CIDR, and routes
+// every node's Pods from every other node.
+func (cl *cluster) addNodes(c Config, v4Services []netip.Prefix) ([]netip.Addr, error) {
+	clusterCIDR, _ := netip.ParsePrefix(c.ClusterCIDR)
 	var nodeIPs []netip.Addr
 	for i := 1; i <= c.Nodes; i++ {
 		podCIDR, err := nodesim.PodCIDR(clusterCIDR, i)
@@ -171,26 +221,13 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 			}
 		}
 	}
-	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
-		return nil, err
-	}
-	// The client reaches Pods through their node, and Service and
-	// LoadBalancer addresses through any node (one route, every node a
-	// next hop), as a router that learned them would.
-	for _, n := range cl.nodes {
-		if err := cl.lab.RouteVia(cl.client, n.Net.PodCIDR, n.Net.IP); err != nil {
-			return nil, err
-		}
-	}
-	anyNode := append(v4Services, lbPrefixes(c.LoadBalancerRange)...)
-	for _, p := range anyNode {
-		if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
-			return nil, err
-		}
-	}
+	return nodeIPs, nil
+}
 
-	// The node simulator: its own controller-runtime manager, no leader
-	// election (it is the nodes' kubelets and the scheduler).
+// startSimulator runs the node simulator, the nodes' kubelets and the
+// scheduler, in a controller-runtime manager of its own without leader
+// election, and waits until it registered every Node.
+func (cl *cluster) startSimulator(ctx context.Context, c Config, restCfg *rest.Config) error {
 	// Each kubelet has its own client (50 QPS by default); the simulator
 	// stands for all of them.
 	simCfg := rest.CopyConfig(restCfg)
@@ -202,10 +239,10 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 		Logger:                 logr.FromContextOrDiscard(ctx).WithName("node-simulator"),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := nodesim.Add(mgr, nodesim.Options{Nodes: cl.nodes}); err != nil {
-		return nil, err
+		return err
 	}
 	simCtx, stopSim := context.WithCancel(ctx)
 	cl.stopSim, cl.simDone = stopSim, make(chan struct{})
@@ -213,21 +250,7 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 		cl.simErr = mgr.Start(simCtx)
 		close(cl.simDone)
 	}()
-	if err := cl.waitNodes(ctx, mgr.GetAPIReader()); err != nil {
-		return nil, err
-	}
-
-	for _, n := range cl.nodes {
-		if c.Pipeline == PipelineUpstream {
-			err = cl.startKubeProxy(ctx, c, n, binDir, restCfg.Host, kubeconfig, logs)
-		} else {
-			err = cl.startAgent(ctx, c, n, kubeconfig, logs)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return cl, nil
+	return cl.waitNodes(ctx, mgr.GetAPIReader())
 }
 
 // startAgent runs `svcnet agent` for node n: from this namespace (it
