@@ -98,7 +98,11 @@ func (o Options) Validate() error {
 	var errs []error
 	if enabled[EndpointSliceName] {
 		if err := o.EndpointSlice.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("EndpointSlice.%w", err))
+			var oe *endpointslice.OptionError
+			if errors.As(err, &oe) {
+				oe.Field = "EndpointSlice." + oe.Field
+			}
+			errs = append(errs, err)
 		}
 	}
 	if enabled[NodePortName] {

@@ -52,19 +52,35 @@ type Options struct {
 	Workers int
 }
 
-// Validate reports an option out of range, naming the flag.
+// Validate reports an option out of range as an *OptionError.
 func (o Options) Validate() error {
 	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > MaxMaxEndpointsPerSlice {
-		return fmt.Errorf("MaxEndpointsPerSlice (--max-endpoints-per-slice) must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)
+		return &OptionError{Field: "MaxEndpointsPerSlice", Flag: "--max-endpoints-per-slice",
+			Problem: fmt.Sprintf("must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)}
 	}
 	if o.BatchPeriod < 0 {
-		return fmt.Errorf("BatchPeriod (--endpoint-updates-batch-period) must not be negative, got %s", o.BatchPeriod)
+		return &OptionError{Field: "BatchPeriod", Flag: "--endpoint-updates-batch-period",
+			Problem: fmt.Sprintf("must not be negative, got %s", o.BatchPeriod)}
 	}
 	if o.Workers < 1 {
-		return fmt.Errorf("Workers (--concurrent-service-endpoint-syncs) must be at least 1, got %d", o.Workers)
+		return &OptionError{Field: "Workers", Flag: "--concurrent-service-endpoint-syncs",
+			Problem: fmt.Sprintf("must be at least 1, got %d", o.Workers)}
 	}
 	return nil
 }
+
+// OptionError is an option out of range: it names the Go field and the
+// `svcnet manager` flag that sets it.
+type OptionError struct {
+	// Field is the Go field, relative to Options.
+	Field string
+	// Flag is the command-line flag.
+	Flag string
+	// Problem says what is wrong with the value.
+	Problem string
+}
+
+func (e *OptionError) Error() string { return e.Field + " (" + e.Flag + ") " + e.Problem }
 
 // DefaultOptions are upstream's defaults.
 func DefaultOptions() Options {

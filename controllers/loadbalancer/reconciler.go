@@ -160,7 +160,6 @@ func (r *Reconciler) held(ctx context.Context, key types.NamespacedName) ([]netw
 
 func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(svc)
-	self := owner(key)
 	var ns corev1.Namespace
 	if err := r.client.Get(ctx, client.ObjectKey{Name: svc.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
@@ -187,52 +186,70 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	}
 	var ingress []corev1.LoadBalancerIngress
 	for _, fam := range ipfamily.OfService(svc) {
-		v4 := fam == corev1.IPv4Protocol
 		want, asked := requested[fam]
-		addr, ok := heldBy[fam]
-		uncached := false
-		if !ok {
-			// Chosen by an earlier reconcile whose IPAddress the cache
-			// does not show yet.
-			addr, ok = r.alloc.Owned(self, v4)
-			uncached = ok
-		}
-		if ok && asked && addr != want {
-			if err := r.releaseAddr(ctx, svc, addr, self); err != nil {
-				return ctrl.Result{}, err
-			}
-			ok = false
-		}
-		if ok {
-			if uncached {
-				if err := r.commit(ctx, svc, addr, ""); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-			if !slices.ContainsFunc(pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
-				r.warn.Warn(ctx, svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
-					"it keeps the address until it is released", addr, orNone(pools))
-			}
-			ingress = append(ingress, vip(addr))
-			continue
-		}
-		if shared, found, err := r.share(ctx, svc, v4, want, asked, pools); err != nil {
-			return ctrl.Result{}, err
-		} else if found {
-			ingress = append(ingress, vip(shared))
-			continue
-		}
-		addr, pool, err := r.choose(ctx, svc, v4, want, asked, pools)
+		addr, err := r.allocateFamily(ctx, svc, familyRequest{family: fam, want: want, asked: asked, held: heldBy[fam], pools: pools})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if !addr.IsValid() {
-			continue // an Event says why
+		if addr.IsValid() {
+			ingress = append(ingress, vip(addr))
 		}
-		ingress = append(ingress, vip(addr))
-		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAllocated, action, "Assigned %s from LoadBalancerIPPool %s", addr, pool)
 	}
 	return ctrl.Result{}, r.writeStatus(ctx, svc, ingress)
+}
+
+// familyRequest is what a Service asks and holds in one IP family.
+type familyRequest struct {
+	family corev1.IPFamily
+	// want is the requested address, when asked.
+	want  netip.Addr
+	asked bool
+	// held is the address its IPAddress in the cache holds, if any.
+	held  netip.Addr
+	pools []string
+}
+
+// allocateFamily returns the Service's address of one family: the one it
+// holds (unless it asked for another), a shared one, or a new one. An
+// invalid address means none could be given; an Event says why.
+func (r *Reconciler) allocateFamily(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, error) {
+	self := owner(client.ObjectKeyFromObject(svc))
+	v4 := req.family == corev1.IPv4Protocol
+	addr, ok := req.held, req.held.IsValid()
+	uncached := false
+	if !ok {
+		// Chosen by an earlier reconcile whose IPAddress the cache does
+		// not show yet.
+		addr, ok = r.alloc.Owned(self, v4)
+		uncached = ok
+	}
+	if ok && req.asked && addr != req.want {
+		if err := r.releaseAddr(ctx, svc, addr, self); err != nil {
+			return netip.Addr{}, err
+		}
+		ok = false
+	}
+	if ok {
+		if uncached {
+			if err := r.commit(ctx, svc, addr, ""); err != nil {
+				return netip.Addr{}, err
+			}
+		}
+		if !slices.ContainsFunc(req.pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
+			r.warn.Warn(ctx, svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
+				"it keeps the address until it is released", addr, orNone(req.pools))
+		}
+		return addr, nil
+	}
+	if shared, found, err := r.share(ctx, svc, v4, req.want, req.asked, req.pools); err != nil || found {
+		return shared, err
+	}
+	addr, pool, err := r.choose(ctx, svc, v4, req.want, req.asked, req.pools)
+	if err != nil || !addr.IsValid() {
+		return addr, err
+	}
+	r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAllocated, action, "Assigned %s from LoadBalancerIPPool %s", addr, pool)
+	return addr, nil
 }
 
 // choose takes a new address (the requested one, or the first free one of

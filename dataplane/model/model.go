@@ -258,74 +258,96 @@ type candidate struct {
 // topology hints applied when every ready endpoint carries one and some
 // fit this node.
 func fillEndpoints(p *ServicePort, sp *corev1.ServicePort, svcSlices []*discoveryv1.EndpointSlice, family corev1.IPFamily, node Node) {
+	all := candidatesOf(p, sp, svcSlices, family, node)
+	p.HasEndpoints = len(usable(all, func(candidate) bool { return true })) > 0
+	p.LocalEndpoints = usable(all, func(c candidate) bool { return c.Local })
+	p.ClusterEndpoints = usable(all, topologyFilter(all, node))
+}
+
+// candidatesOf reads the endpoints of one service port from the slices of
+// its family, once each, sorted.
+func candidatesOf(p *ServicePort, sp *corev1.ServicePort, svcSlices []*discoveryv1.EndpointSlice, family corev1.IPFamily, node Node) []candidate {
 	seen := map[string]bool{}
 	var all []candidate
 	for _, s := range svcSlices {
 		if string(s.AddressType) != string(family) {
 			continue
 		}
-		var port *discoveryv1.EndpointPort
-		for i := range s.Ports {
-			sp2 := &s.Ports[i]
-			if ptrStr(sp2.Name) == sp.Name && cmp.Or(ptrProto(sp2.Protocol), corev1.ProtocolTCP) == p.Protocol {
-				port = sp2
-				break
-			}
-		}
-		if port == nil || port.Port == nil {
+		port := slicePort(s, sp.Name, p.Protocol)
+		if port == nil {
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 {
-				continue
-			}
-			ip, err := netip.ParseAddr(ep.Addresses[0])
-			if err != nil {
-				continue
-			}
-			c := candidate{
-				Endpoint:    Endpoint{IP: ip, Port: *port.Port, Local: ep.NodeName != nil && *ep.NodeName == node.Name},
-				ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
-				serving:     ep.Conditions.Serving == nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) || ep.Conditions.Serving != nil && *ep.Conditions.Serving,
-				terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
-			}
-			if ep.Hints != nil {
-				for _, z := range ep.Hints.ForZones {
-					c.zoneHints = append(c.zoneHints, z.Name)
-				}
-				for _, n := range ep.Hints.ForNodes {
-					c.nodeHints = append(c.nodeHints, n.Name)
-				}
-			}
-			if seen[c.String()] {
-				continue // the same endpoint in two slices during a move
+			c, ok := candidateOf(ep, *port, node)
+			if !ok || seen[c.String()] {
+				continue // unusable, or the same endpoint in two slices during a move
 			}
 			seen[c.String()] = true
 			all = append(all, c)
 		}
 	}
 	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(a.String(), b.String()) })
+	return all
+}
 
-	usable := func(pick func(candidate) bool) []Endpoint {
-		var ready, fallback []Endpoint
-		for _, c := range all {
-			if !pick(c) {
-				continue
-			}
-			if c.ready {
-				ready = append(ready, c.Endpoint)
-			} else if c.serving && c.terminating {
-				fallback = append(fallback, c.Endpoint)
-			}
+// slicePort is the slice's port of that name and protocol, if it has one
+// with a number.
+func slicePort(s *discoveryv1.EndpointSlice, name string, proto corev1.Protocol) *int32 {
+	for i := range s.Ports {
+		sp := &s.Ports[i]
+		if ptrStr(sp.Name) == name && cmp.Or(ptrProto(sp.Protocol), corev1.ProtocolTCP) == proto {
+			return sp.Port
 		}
-		if len(ready) > 0 {
-			return ready
-		}
-		return fallback
 	}
-	p.HasEndpoints = len(usable(func(candidate) bool { return true })) > 0
-	p.LocalEndpoints = usable(func(c candidate) bool { return c.Local })
-	p.ClusterEndpoints = usable(topologyFilter(all, node))
+	return nil
+}
+
+// candidateOf reads one endpoint; ok is false when it has no usable
+// address.
+func candidateOf(ep discoveryv1.Endpoint, port int32, node Node) (candidate, bool) {
+	if len(ep.Addresses) == 0 {
+		return candidate{}, false
+	}
+	ip, err := netip.ParseAddr(ep.Addresses[0])
+	if err != nil {
+		return candidate{}, false
+	}
+	ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+	c := candidate{
+		Endpoint:    Endpoint{IP: ip, Port: port, Local: ep.NodeName != nil && *ep.NodeName == node.Name},
+		ready:       ready,
+		serving:     ep.Conditions.Serving == nil && ready || ep.Conditions.Serving != nil && *ep.Conditions.Serving,
+		terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+	}
+	if ep.Hints != nil {
+		for _, z := range ep.Hints.ForZones {
+			c.zoneHints = append(c.zoneHints, z.Name)
+		}
+		for _, n := range ep.Hints.ForNodes {
+			c.nodeHints = append(c.nodeHints, n.Name)
+		}
+	}
+	return c, true
+}
+
+// usable picks the ready endpoints among those pick accepts or, when there
+// are none, the serving and terminating ones.
+func usable(all []candidate, pick func(candidate) bool) []Endpoint {
+	var ready, fallback []Endpoint
+	for _, c := range all {
+		if !pick(c) {
+			continue
+		}
+		if c.ready {
+			ready = append(ready, c.Endpoint)
+		} else if c.serving && c.terminating {
+			fallback = append(fallback, c.Endpoint)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return fallback
 }
 
 // topologyFilter returns the endpoint filter for the Cluster policy: by

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,63 +66,14 @@ func runAdmission(ctx context.Context, root, workDir string, sc admScenario, wit
 	var p *proc
 	metricsURL := ""
 	if withSvcnet {
-		kc := filepath.Join(workDir, "kubeconfig")
-		if err := env.WriteKubeconfig(kc); err != nil {
-			return res, err
-		}
-		ports := make([]int, 3)
-		for i := range ports {
-			if ports[i], err = testenv.FreePort(); err != nil {
-				return res, err
-			}
-		}
-		if err := svcnetconfig.InstallWebhook(ctx, env.Client, fmt.Sprintf("https://127.0.0.1:%d", ports[2])); err != nil {
-			return res, err
-		}
-		p, err = startProc(filepath.Join(workDir, "svcnet.log"), filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig="+kc,
-			"--controllers=clusterip,nodeport", "--leader-elect=false",
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
-			"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[2]), "--webhook-cert-dir="+filepath.Join(workDir, "certs"),
-			"--webhook-secret-namespace=kube-system", "--webhook-cert-extra-hosts=127.0.0.1")
-		if err != nil {
+		if p, metricsURL, err = startWebhook(ctx, env, root, workDir); err != nil {
 			return res, err
 		}
 		defer p.stop()
-		if err := testenv.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute); err != nil {
-			return res, fmt.Errorf("svcnet manager not ready: %w (log: %s)", err, filepath.Join(workDir, "svcnet.log"))
-		}
-		metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
 	}
-	res.clientLatency = make([]time.Duration, sc.services)
-	work := make(chan int)
-	errs := make(chan error, admissionWorkers)
 	start := time.Now()
-	for range admissionWorkers {
-		go func() {
-			for i := range work {
-				svc := builder.Service(fmt.Sprintf("s%d", i), ns).Type(sc.svcType).Port("http", 80, intstr.FromInt32(8080)).Selector("app", "x").Obj()
-				t0 := time.Now()
-				if err := env.Client.Create(ctx, svc); err != nil {
-					errs <- err
-					return
-				}
-				res.clientLatency[i] = time.Since(t0)
-				if svc.Spec.ClusterIP == "" || (sc.svcType == corev1.ServiceTypeNodePort && svc.Spec.Ports[0].NodePort == 0) {
-					errs <- fmt.Errorf("service %s created without its addresses", svc.Name)
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for i := range sc.services {
-		work <- i
-	}
-	close(work)
-	for range admissionWorkers {
-		if err := <-errs; err != nil {
-			return res, err
-		}
+	if res.clientLatency, err = createServices(ctx, env, ns, sc); err != nil {
+		return res, err
 	}
 	res.wall = time.Since(start)
 	if withSvcnet {
@@ -130,6 +83,81 @@ func runAdmission(ctx context.Context, root, workDir string, sc admScenario, wit
 		}
 	}
 	return res, nil
+}
+
+// startWebhook runs `svcnet manager` with only the allocating controllers
+// and installs its webhook; it returns the process and its metrics URL
+// once it is ready.
+func startWebhook(ctx context.Context, env *testenv.Env, root, workDir string) (*proc, string, error) {
+	kc := filepath.Join(workDir, "kubeconfig")
+	if err := env.WriteKubeconfig(kc); err != nil {
+		return nil, "", err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		var err error
+		if ports[i], err = testenv.FreePort(); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := svcnetconfig.InstallWebhook(ctx, env.Client, fmt.Sprintf("https://127.0.0.1:%d", ports[2])); err != nil {
+		return nil, "", err
+	}
+	p, err := startProc(filepath.Join(workDir, "svcnet.log"), filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig="+kc,
+		"--controllers=clusterip,nodeport", "--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
+		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[2]), "--webhook-cert-dir="+filepath.Join(workDir, "certs"),
+		"--webhook-secret-namespace=kube-system", "--webhook-cert-extra-hosts=127.0.0.1")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := testenv.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), time.Minute); err != nil {
+		p.stop()
+		return nil, "", fmt.Errorf("svcnet manager not ready: %w (log: %s)", err, filepath.Join(workDir, "svcnet.log"))
+	}
+	return p, fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), nil
+}
+
+// createServices creates the scenario's Services from admissionWorkers
+// clients at once and checks that each got its addresses; it returns each
+// create's latency. After a failure the workers drain the queue without
+// creating, and the first error is returned.
+func createServices(ctx context.Context, env *testenv.Env, ns string, sc admScenario) ([]time.Duration, error) {
+	latency := make([]time.Duration, sc.services)
+	work := make(chan int)
+	errs := make(chan error, admissionWorkers)
+	var failed atomic.Bool
+	for range admissionWorkers {
+		go func() {
+			var first error
+			for i := range work {
+				if failed.Load() {
+					continue
+				}
+				svc := builder.Service(fmt.Sprintf("s%d", i), ns).Type(sc.svcType).Port("http", 80, intstr.FromInt32(8080)).Selector("app", "x").Obj()
+				t0 := time.Now()
+				err := env.Client.Create(ctx, svc)
+				latency[i] = time.Since(t0)
+				if err == nil && (svc.Spec.ClusterIP == "" || (sc.svcType == corev1.ServiceTypeNodePort && svc.Spec.Ports[0].NodePort == 0)) {
+					err = fmt.Errorf("service %s created without its addresses", svc.Name)
+				}
+				if err != nil {
+					first = err
+					failed.Store(true)
+				}
+			}
+			errs <- first
+		}()
+	}
+	for i := range sc.services {
+		work <- i
+	}
+	close(work)
+	var all []error
+	for range admissionWorkers {
+		all = append(all, <-errs)
+	}
+	return latency, errors.Join(all...)
 }
 
 // webhookQuantiles reads svcnet_admission_duration_seconds of the patched

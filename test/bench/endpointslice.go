@@ -203,36 +203,70 @@ func runES(ctx context.Context, root, workDir string, impl esImpl, sc esScenario
 	if err := env.WriteKubeconfig(kc); err != nil {
 		return res, err
 	}
-	ns, err := env.Namespace(ctx, "bench")
+	w, err := newESWorld(ctx, env, sc)
 	if err != nil {
 		return res, err
+	}
+	writes, stopCounting, err := countSliceWrites(ctx, env, w.ns, impl.managedBy)
+	if err != nil {
+		return res, err
+	}
+	defer stopCounting()
+
+	p, err := startProc(filepath.Join(workDir, impl.name+".log"), impl.argv(kc)...)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	if res.slices, res.endpoints, err = w.waitConverged(ctx, impl.managedBy); err != nil {
+		return res, fmt.Errorf("%s initial sync: %w (log: %s)", impl.name, err, filepath.Join(workDir, impl.name+".log"))
+	}
+	res.converge = time.Since(p.started)
+	res.writes = writes.Load()
+	if sc.rollSteps > 0 || sc.scaleTo > 0 {
+		if err := w.change(ctx, impl, sc, writes, &res); err != nil {
+			return res, err
+		}
+	}
+	res.cpu = p.cpuSeconds()
+	res.rssMiB = p.peakRSSMiB()
+	return res, nil
+}
+
+// newESWorld creates the scenario's Nodes, Services and Pods.
+func newESWorld(ctx context.Context, env *testenv.Env, sc esScenario) (*esWorld, error) {
+	ns, err := env.Namespace(ctx, "bench")
+	if err != nil {
+		return nil, err
 	}
 	w := &esWorld{env: env, ns: ns, pods: map[string][]string{}, ips: map[string]string{}}
 	for i := range esNodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-node-%d", i), Labels: map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%3)}}}
 		if err := env.Client.Create(ctx, node); err != nil {
-			return res, err
+			return nil, err
 		}
 	}
 	for s := range sc.services {
 		name := fmt.Sprintf("svc%d", s)
 		svc := builder.Service(name, ns).Port("http", 80, intstr.FromString("http")).Selector("app", name).Obj()
 		if err := env.Client.Create(ctx, svc); err != nil {
-			return res, err
+			return nil, err
 		}
 		if err := w.createPods(ctx, name, sc.pods); err != nil {
-			return res, err
+			return nil, err
 		}
 	}
+	return w, nil
+}
 
-	// Count this controller's slice writes from a watch.
+// countSliceWrites counts one controller's slice writes from a watch.
+func countSliceWrites(ctx context.Context, env *testenv.Env, ns, managedBy string) (*atomic.Int64, func(), error) {
 	var writes atomic.Int64
 	var sl discoveryv1.EndpointSliceList
-	watcher, err := env.WatchClient().Watch(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: impl.managedBy})
+	watcher, err := env.WatchClient().Watch(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: managedBy})
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
-	defer watcher.Stop()
 	go func() {
 		for ev := range watcher.ResultChan() {
 			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
@@ -240,52 +274,42 @@ func runES(ctx context.Context, root, workDir string, impl esImpl, sc esScenario
 			}
 		}
 	}()
+	return &writes, watcher.Stop, nil
+}
 
-	p, err := startProc(filepath.Join(workDir, impl.name+".log"), impl.argv(kc)...)
-	if err != nil {
-		return res, err
+// change runs the scenario's rolling update or scale-down after the
+// initial sync, and measures it into res.
+func (w *esWorld) change(ctx context.Context, impl esImpl, sc esScenario, writes *atomic.Int64, res *esResult) error {
+	time.Sleep(time.Second) // let the last writes' events arrive
+	writes.Store(0)
+	start := time.Now()
+	if sc.rollSteps > 0 {
+		step := sc.pods / sc.rollSteps
+		for range sc.rollSteps {
+			if err := w.createPods(ctx, "svc0", step); err != nil {
+				return err
+			}
+			if err := w.deletePods(ctx, "svc0", step); err != nil {
+				return err
+			}
+			if _, _, err := w.waitConverged(ctx, impl.managedBy); err != nil {
+				return fmt.Errorf("%s rolling step: %w", impl.name, err)
+			}
+		}
+	} else if err := w.deletePods(ctx, "svc0", sc.pods-sc.scaleTo); err != nil {
+		return err
 	}
-	defer p.stop()
-	start := p.started
+	var err error
 	if res.slices, res.endpoints, err = w.waitConverged(ctx, impl.managedBy); err != nil {
-		return res, fmt.Errorf("%s initial sync: %w (log: %s)", impl.name, err, filepath.Join(workDir, impl.name+".log"))
+		return fmt.Errorf("%s: %w", impl.name, err)
 	}
 	res.converge = time.Since(start)
+	time.Sleep(time.Second) // writes that follow convergence (compaction) count too
 	res.writes = writes.Load()
-
-	if sc.rollSteps > 0 || sc.scaleTo > 0 {
-		time.Sleep(time.Second) // let the last writes' events arrive
-		writes.Store(0)
-		start = time.Now()
-		if sc.rollSteps > 0 {
-			step := sc.pods / sc.rollSteps
-			for range sc.rollSteps {
-				if err := w.createPods(ctx, "svc0", step); err != nil {
-					return res, err
-				}
-				if err := w.deletePods(ctx, "svc0", step); err != nil {
-					return res, err
-				}
-				if _, _, err := w.waitConverged(ctx, impl.managedBy); err != nil {
-					return res, fmt.Errorf("%s rolling step: %w", impl.name, err)
-				}
-			}
-		} else if err := w.deletePods(ctx, "svc0", sc.pods-sc.scaleTo); err != nil {
-			return res, err
-		}
-		if res.slices, res.endpoints, err = w.waitConverged(ctx, impl.managedBy); err != nil {
-			return res, fmt.Errorf("%s: %w", impl.name, err)
-		}
-		res.converge = time.Since(start)
-		time.Sleep(time.Second) // writes that follow convergence (compaction) count too
-		res.writes = writes.Load()
-		if _, n, _, err := w.converged(ctx, impl.managedBy); err == nil {
-			res.slices = n
-		}
+	if _, n, _, err := w.converged(ctx, impl.managedBy); err == nil {
+		res.slices = n
 	}
-	res.cpu = p.cpuSeconds()
-	res.rssMiB = p.peakRSSMiB()
-	return res, nil
+	return nil
 }
 
 func esReport(ctx context.Context, root string, scale int, only string) (string, error) {

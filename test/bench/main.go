@@ -37,76 +37,12 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ctx := context.Background()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `make bench` (`go run ./test/bench`) on %s: %s, %d cores, %s. "+
-		"Every comparison runs svcnet and the upstream component of Kubernetes v1.37.1 (built from Go modules into bin/k8s) "+
-		"one after the other on the same machine in the same run. Numbers from a 2-core machine shared with other work are noisy: "+
-		"compare ratios, and rerun before drawing conclusions from small differences.\n\n",
-		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version())
-	if *scale > 1 {
-		fmt.Fprintf(&b, "**Smoke run: workloads divided by %d.**\n\n", *scale)
-	}
-	if selected(*only, "abcd") {
-		es, err := esReport(ctx, root, *scale, *only)
-		if err != nil {
-			fail(err)
-		}
-		b.WriteString(es)
-	}
-	if selected(*only, "ef") {
-		adm, err := admissionReport(ctx, root, *scale, *only)
-		if err != nil {
-			fail(err)
-		}
-		b.WriteString("\n" + adm)
-	}
-	ag, err := agentReport(ctx, root, *scale, *only, skip)
-	if err != nil {
+	writeHeader(&b, *scale)
+	if err := runReports(context.Background(), &b, root, *scale, *only, skip); err != nil {
 		fail(err)
 	}
-	if ag != "" {
-		b.WriteString("\n" + ag)
-	}
-	if selected(*only, "j") {
-		pl, err := pipelineReport(ctx, root, *scale, skip)
-		if err != nil {
-			fail(err)
-		}
-		b.WriteString("\n" + pl)
-	}
-	b.WriteString(`
-How to read the EndpointSlice table: targets are (c) writes at most 0.7x upstream's, at most ceil(150/100)+1 = 3 slices
-after (d), and time and CPU in (a) and (b) at most 1.0x. The times of (a) and (b) are process start, cache sync and the
-writes: svcnet starts its workers the moment its informers and handlers are synced (client-go's sync channels, not
-controller-runtime's 100 ms polls) and sends a large sync's writes 8 at a time; (b)'s 500 creates are paced by the shared
-client rate limit (QPS 100, burst 200: at least 3 s) for both. On 2 shared cores the times move by about 15% between runs,
-as does the write count of (c); (d)'s time is mostly the benchmark deleting 850 Pods and moved between 0.9x and 1.4x
-in four runs (no target). The slice counts and memory ratios are stable. Rerun before trusting a ratio near 1.
-
-How to read the node agent table: targets are a change p99 of at most 100 ms at 1,000 Services (g), a cold sync of at most
-0.5x kube-proxy's (h) and one change at 10,000 Services within 50 ms (i). A change's time includes the API server's write and
-watch delivery and, for kube-proxy at its defaults, the wait for its one-second minimum sync interval. The micro-benchmark
-BenchmarkIncrementalSync10kServices below isolates the agent's own work for (i) before iptables-restore runs.
-`)
-	b.WriteString(`
-How to read the end-to-end table (j): targets are a p99 of at most 250 ms from the scale request to every node reprogrammed
-and at most 0.5x the upstream pipeline's. Both pipelines share everything but the EndpointSlice controller, the allocator and
-the node proxy, and the step table shows where each spends a scale-up's time. The shared steps (kube-controller-manager's
-Deployment and ReplicaSet controllers, the simulator's binding and Pod start) take the same time in both, and so does the
-EndpointSlice step: for one Pod, svcnet's controller and kube-controller-manager's each write one slice, an API write and
-its watch delivery. svcnet's lead is the node proxies' step (about 0.3x kube-proxy's). On a quiet cluster (j2) kube-proxy,
-whose one-second minimum sync interval allows a burst of two syncs, programs a lone change at once, and the steps before
-the node proxies, about 35 ms in both, are already more than half of upstream's total: no node proxy can bring a quiet
-scale-up under 0.5x there. Back to back (j3), kube-proxy waits out its minimum sync interval; svcnet's time is then mostly
-kube-controller-manager's Deployment controller waiting on its client rate limiter (20 QPS), shared by both pipelines.
-`)
-	b.WriteString(`
-The allocation benchmark measures the whole path a user waits for: with svcnet, kube-apiserver calls the webhook over TLS
-and then commits what it chose, so each create does strictly more work than kube-apiserver alone; the targets are a
-throughput ratio of at least 0.9 and a webhook p99 of at most 2 ms. The allocator micro-benchmarks below
-(BenchmarkAllocate in allocator/ipam and allocator/portrange) show that choosing costs the same at 0%, 50% and 99.9% occupancy.
-`)
+	b.WriteString(howToRead)
 	if *micro != "" {
 		m, err := os.ReadFile(*micro)
 		if err != nil {
@@ -124,6 +60,83 @@ throughput ratio of at least 0.9 and a webhook p99 of at most 2 ms. The allocato
 	}
 	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
 }
+
+func writeHeader(b *strings.Builder, scale int) {
+	fmt.Fprintf(b, "# Benchmarks\n\nWritten by `make bench` (`go run ./test/bench`) on %s: %s, %d cores, %s. "+
+		"Every comparison runs svcnet and the upstream component of Kubernetes v1.37.1 (built from Go modules into bin/k8s) "+
+		"one after the other on the same machine in the same run. Numbers from a 2-core machine shared with other work are noisy: "+
+		"compare ratios, and rerun before drawing conclusions from small differences.\n\n",
+		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version())
+	if scale > 1 {
+		fmt.Fprintf(b, "**Smoke run: workloads divided by %d.**\n\n", scale)
+	}
+}
+
+// runReports runs the scenarios -only selects, each section after the
+// other; skip says why the ones that need network namespaces cannot run.
+func runReports(ctx context.Context, b *strings.Builder, root string, scale int, only, skip string) error {
+	if selected(only, "abcd") {
+		es, err := esReport(ctx, root, scale, only)
+		if err != nil {
+			return err
+		}
+		b.WriteString(es)
+	}
+	if selected(only, "ef") {
+		adm, err := admissionReport(ctx, root, scale, only)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + adm)
+	}
+	ag, err := agentReport(ctx, root, scale, only, skip)
+	if err != nil {
+		return err
+	}
+	if ag != "" {
+		b.WriteString("\n" + ag)
+	}
+	if selected(only, "j") {
+		pl, err := pipelineReport(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + pl)
+	}
+	return nil
+}
+
+// howToRead explains the tables and their targets.
+const howToRead = `
+How to read the EndpointSlice table: targets are (c) writes at most 0.7x upstream's, at most ceil(150/100)+1 = 3 slices
+after (d), and time and CPU in (a) and (b) at most 1.0x. The times of (a) and (b) are process start, cache sync and the
+writes: svcnet starts its workers the moment its informers and handlers are synced (client-go's sync channels, not
+controller-runtime's 100 ms polls) and sends a large sync's writes 8 at a time; (b)'s 500 creates are paced by the shared
+client rate limit (QPS 100, burst 200: at least 3 s) for both. On 2 shared cores the times move by about 15% between runs,
+as does the write count of (c); (d)'s time is mostly the benchmark deleting 850 Pods and moved between 0.9x and 1.4x
+in four runs (no target). The slice counts and memory ratios are stable. Rerun before trusting a ratio near 1.
+
+How to read the node agent table: targets are a change p99 of at most 100 ms at 1,000 Services (g), a cold sync of at most
+0.5x kube-proxy's (h) and one change at 10,000 Services within 50 ms (i). A change's time includes the API server's write and
+watch delivery and, for kube-proxy at its defaults, the wait for its one-second minimum sync interval. The micro-benchmark
+BenchmarkIncrementalSync10kServices below isolates the agent's own work for (i) before iptables-restore runs.
+
+How to read the end-to-end table (j): targets are a p99 of at most 250 ms from the scale request to every node reprogrammed
+and at most 0.5x the upstream pipeline's. Both pipelines share everything but the EndpointSlice controller, the allocator and
+the node proxy, and the step table shows where each spends a scale-up's time. The shared steps (kube-controller-manager's
+Deployment and ReplicaSet controllers, the simulator's binding and Pod start) take the same time in both, and so does the
+EndpointSlice step: for one Pod, svcnet's controller and kube-controller-manager's each write one slice, an API write and
+its watch delivery. svcnet's lead is the node proxies' step (about 0.3x kube-proxy's). On a quiet cluster (j2) kube-proxy,
+whose one-second minimum sync interval allows a burst of two syncs, programs a lone change at once, and the steps before
+the node proxies, about 35 ms in both, are already more than half of upstream's total: no node proxy can bring a quiet
+scale-up under 0.5x there. Back to back (j3), kube-proxy waits out its minimum sync interval; svcnet's time is then mostly
+kube-controller-manager's Deployment controller waiting on its client rate limiter (20 QPS), shared by both pipelines.
+
+The allocation benchmark measures the whole path a user waits for: with svcnet, kube-apiserver calls the webhook over TLS
+and then commits what it chose, so each create does strictly more work than kube-apiserver alone; the targets are a
+throughput ratio of at least 0.9 and a webhook p99 of at most 2 ms. The allocator micro-benchmarks below
+(BenchmarkAllocate in allocator/ipam and allocator/portrange) show that choosing costs the same at 0%, 50% and 99.9% occupancy.
+`
 
 // selected reports whether -only lets any of the scenario letters run.
 func selected(only, letters string) bool {

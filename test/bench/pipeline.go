@@ -254,6 +254,11 @@ func (u *upCluster) scale(ctx context.Context, replicas int32) error {
 	return u.c.SubResource("scale").Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch))
 }
 
+// webLabels select the benchmark Deployment's Pods.
+var webLabels = map[string]string{"app": "web"}
+
+// runPipeline measures one pipeline in its own `svcnet up`: Service
+// creation, then scale-ups on a quiet cluster and back to back.
 func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipelineResult, error) {
 	var res pipelineResult
 	dir, err := os.MkdirTemp("", "svcnet-bench-pipeline-")
@@ -270,67 +275,17 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 		return res, err
 	}
 	defer u.stop()
-	if err := u.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pipelineNS}}); err != nil {
-		return res, err
-	}
-	labels := map[string]string{"app": "web"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(3)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx",
-					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
-			},
-		},
-	}
-	if err := u.c.Create(ctx, dep); err != nil {
-		return res, err
-	}
-	pods, err := u.waitPods(ctx, 3)
+	pods, err := u.deployWeb(ctx)
 	if err != nil {
 		return res, err
 	}
 	cpuStart := u.p.treeCPUSeconds()
-
-	// Service creation: request through it, and every node programmed.
-	for i := range runs {
-		name := fmt.Sprintf("s%d", i)
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: name},
-			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
-		}
-		time.Sleep(settle)
-		start := time.Now()
-		u.forgetRules(start)
-		if err := u.c.Create(ctx, svc); err != nil {
-			return res, err
-		}
-		req, err := u.waitRequest(ctx, u.client, "http://"+svc.Spec.ClusterIP+"/", func(p string) bool { return pods[p] }, start)
-		if err != nil {
-			return res, fmt.Errorf("creating Service %s: %w", name, err)
-		}
-		prog, err := u.nodesProgrammed(start, "add rule ip nat KUBE-SERVICES ", "jump "+iptables.ServiceChain(pipelineNS, name, "", corev1.ProtocolTCP)+" ")
-		if err != nil {
-			return res, fmt.Errorf("creating Service %s: %w", name, err)
-		}
-		res.createReq, res.createProg = append(res.createReq, req), append(res.createProg, prog)
-		if err := u.c.Delete(ctx, svc); err != nil {
-			return res, err
-		}
-		if _, err := u.waitRules(ctx, name, -1, time.Now()); err != nil {
-			return res, err
-		}
+	if err := u.serviceCreates(ctx, runs, pods, &res); err != nil {
+		return res, err
 	}
-
 	// Scale 3 -> 4: a request reaches the new Pod, every node programmed;
 	// then back to 3 (not measured) until the rules and Pods settled.
-	probe := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
-	}
+	probe := webService("web")
 	if err := u.c.Create(ctx, probe); err != nil {
 		return res, err
 	}
@@ -346,6 +301,68 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 	}
 	res.cpu = u.p.treeCPUSeconds() - cpuStart
 	return res, nil
+}
+
+func webService(name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: name},
+		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}
+}
+
+// deployWeb creates the namespace and a Deployment of 3 web Pods, and
+// returns the Pods' names once they run.
+func (u *upCluster) deployWeb(ctx context.Context) (map[string]bool, error) {
+	if err := u.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pipelineNS}}); err != nil {
+		return nil, err
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: webLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: webLabels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx",
+					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
+			},
+		},
+	}
+	if err := u.c.Create(ctx, dep); err != nil {
+		return nil, err
+	}
+	return u.waitPods(ctx, 3)
+}
+
+// serviceCreates measures runs Service creations: a request through the
+// new Service, and every node programmed.
+func (u *upCluster) serviceCreates(ctx context.Context, runs int, pods map[string]bool, res *pipelineResult) error {
+	for i := range runs {
+		name := fmt.Sprintf("s%d", i)
+		svc := webService(name)
+		time.Sleep(settle)
+		start := time.Now()
+		u.forgetRules(start)
+		if err := u.c.Create(ctx, svc); err != nil {
+			return err
+		}
+		req, err := u.waitRequest(ctx, u.client, "http://"+svc.Spec.ClusterIP+"/", func(p string) bool { return pods[p] }, start)
+		if err != nil {
+			return fmt.Errorf("creating Service %s: %w", name, err)
+		}
+		prog, err := u.nodesProgrammed(start, "add rule ip nat KUBE-SERVICES ", "jump "+iptables.ServiceChain(pipelineNS, name, "", corev1.ProtocolTCP)+" ")
+		if err != nil {
+			return fmt.Errorf("creating Service %s: %w", name, err)
+		}
+		res.createReq, res.createProg = append(res.createReq, req), append(res.createProg, prog)
+		if err := u.c.Delete(ctx, svc); err != nil {
+			return err
+		}
+		if _, err := u.waitRules(ctx, name, -1, time.Now()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scaleUps measures runs scale-ups 3 -> 4 of the Deployment behind probe,
