@@ -147,8 +147,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// The four informers list in parallel while the manager starts its
 	// caches, and the sources report synced the moment their handlers have
-	// seen every listed object (see internal/informersync): at start-up the
-	// first slices are written ~200 ms sooner than with polled sources.
+	// seen every listed object (see internal/platform/informersync), not at
+	// the next tick of a poll (BENCHMARKS.md (a) and (b) measure start-up).
 	c := mgr.GetCache()
 	if err := informersync.Prestart(context.Background(), c,
 		&corev1.Service{}, &corev1.Pod{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}); err != nil {
@@ -470,9 +470,7 @@ func (r *Reconciler) deleteSlice(ctx context.Context, key types.NamespacedName, 
 // sync, a big scale-up) sends them in parallel, at most maxParallelWrites
 // in flight; the client's rate limiter still paces them. Smaller syncs write
 // one at a time: while they do, the next changes gather for the next sync,
-// which measurably saves writes during rolling updates (make bench (c):
-// 0.65-0.68x upstream's writes sequential, 0.68-0.74x with every sync
-// in parallel).
+// which saves writes during rolling updates (BENCHMARKS.md (c)).
 const (
 	sequentialWrites  = 4
 	maxParallelWrites = 8

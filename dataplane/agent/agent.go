@@ -336,8 +336,8 @@ func (a *Agent) Loop(ctx context.Context) error {
 
 // periodicResync re-renders every Service; the backends rewrite everything
 // only once per fullSyncPeriod, as kube-proxy does: on iptables-nft a full
-// restore of 10,000 Services takes minutes, and a periodic one would hold
-// every change back that long.
+// restore of a large ruleset is slow (BENCHMARKS.md (h)), and a periodic
+// one would hold every change back that long.
 func (a *Agent) periodicResync() {
 	a.mu.Lock()
 	a.allDirty = true

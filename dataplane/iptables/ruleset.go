@@ -79,9 +79,9 @@ func restoreText(filter, nat []*Chain, extra map[string][]string, deleteFilter, 
 		b.WriteString("*" + name + "\n")
 		// Chains are declared in name order: iptables-nft (1.8.x) keeps
 		// its chain cache sorted by name, and inserting in order makes a
-		// cold restore of 11,000 chains three times faster than in
-		// rendering order (6.8 s -> 2.2 s measured here). Rules stay in
-		// rendering order, so a dump reads like kube-proxy's.
+		// cold restore of many chains much faster than in rendering order
+		// (BENCHMARKS.md (h)). Rules stay in rendering order, so a dump
+		// reads like kube-proxy's.
 		names := make([]string, 0, len(chains)+len(del))
 		for _, c := range chains {
 			names = append(names, c.Name)
