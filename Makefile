@@ -33,8 +33,9 @@ run: deps k8s-bins build ## Run svcnet up: a whole control plane on this machine
 	$(BIN)/svcnet up $(ARGS)
 
 .PHONY: test
-test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests.
+test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
 	$(GO) test -race -count=1 -timeout 25m ./...
+	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 .PHONY: bench
 bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
