@@ -14,6 +14,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,10 +170,55 @@ func TestDeploymentManifests(t *testing.T) {
 	} else if n := strings.Count(string(out), "(server dry run)"); n != len(docs) {
 		t.Errorf("dry run applied %d objects, config/default has %d:\n%s", n, len(docs), out)
 	}
+	checkSecretAccess(ctx, t, env, kubectl, kc, docs)
 	for _, sample := range []string{"samples/loadbalancerippool.yaml"} {
 		apply := exec.Command(kubectl, "--kubeconfig", kc, "apply", "--dry-run=server", "-f", sample)
 		if out, err := apply.CombinedOutput(); err != nil {
 			t.Errorf("server-side dry run of %s: %v\n%s", sample, err, out)
+		}
+	}
+}
+
+// checkSecretAccess applies the manager's RBAC for real and asks the API
+// server's authorizer what the manager's ServiceAccount may do with
+// Secrets: its certificate Secret in its own namespace, nothing elsewhere.
+func checkSecretAccess(ctx context.Context, t *testing.T, env *testenv.Env, kubectl, kc string, docs rendered) {
+	t.Helper()
+	var rbac bytes.Buffer
+	for _, key := range []string{"ClusterRole/svcnet-manager", "ClusterRoleBinding/svcnet-manager", "Role/svcnet-manager", "RoleBinding/svcnet-manager"} {
+		doc, ok := docs[key]
+		if !ok {
+			t.Fatalf("config/default has no %s", key)
+		}
+		rbac.Write(doc)
+		rbac.WriteString("\n---\n")
+	}
+	apply := exec.Command(kubectl, "--kubeconfig", kc, "apply", "-f", "-")
+	apply.Stdin = &rbac
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("applying the manager's RBAC: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		verb, namespace string
+		allowed         bool
+	}{
+		{"get", "svcnet-system", true},
+		{"update", "svcnet-system", true},
+		{"create", "svcnet-system", true},
+		{"get", "kube-system", false},
+		{"list", "", false},
+		{"watch", "svcnet-system", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:svcnet-system:svcnet-manager",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:svcnet-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Resource: "secrets", Namespace: tc.namespace},
+		}}
+		if err := env.Client.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.allowed {
+			t.Errorf("manager may %s secrets in namespace %q: %t, want %t (%s)", tc.verb, tc.namespace, sar.Status.Allowed, tc.allowed, sar.Status.Reason)
 		}
 	}
 }

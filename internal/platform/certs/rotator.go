@@ -39,7 +39,7 @@ type Rotator struct {
 	Interval time.Duration
 }
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=svcnet-system,resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch
 
 // Ensure makes the Secret, the files and the caBundle current. It returns
