@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -37,10 +39,13 @@ func poolRanges(p *svcnetv1alpha1.LoadBalancerIPPool) ([]lbipam.Range, error) {
 
 // judgePools decides which pools may give addresses: a pool is not Ready
 // when its spec cannot be used, when it is disabled, or when it overlaps a
-// ServiceCIDR or another pool (both overlapping pools stop: neither can
-// tell which of them an address belongs to).
+// ServiceCIDR or a more senior pool. Of two overlapping pools only the
+// newcomer stops, so that one operator's mistake never takes out a pool
+// that already serves (seniority: a pool whose status says Ready, earliest
+// Ready first, then the oldest).
 func judgePools(pools []svcnetv1alpha1.LoadBalancerIPPool, cidrs []networkingv1.ServiceCIDR) map[string]*poolState {
 	out := make(map[string]*poolState, len(pools))
+	var candidates []*poolState
 	for i := range pools {
 		p := &pools[i]
 		st := &poolState{pool: p}
@@ -51,38 +56,64 @@ func judgePools(pools []svcnetv1alpha1.LoadBalancerIPPool, cidrs []networkingv1.
 			st.reason, st.message = svcnetv1alpha1.ReasonPoolInvalid, err.Error()
 		case p.Spec.Disabled:
 			st.reason, st.message = svcnetv1alpha1.ReasonPoolDisabled, "the pool is disabled: Services keep its addresses, no new one is given"
+		default:
+			if msg := overlapsCIDR(st.ranges, cidrs); msg != "" {
+				st.reason, st.message = svcnetv1alpha1.ReasonPoolOverlap, msg
+			} else {
+				candidates = append(candidates, st)
+			}
 		}
 		out[p.Name] = st
 	}
-	names := make([]string, 0, len(out))
-	for n := range out {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		st := out[n]
-		if st.reason != "" {
+	slices.SortFunc(candidates, func(a, b *poolState) int { return compareSeniority(a.pool, b.pool) })
+	var accepted []*poolState
+	for _, st := range candidates {
+		if senior, r, o, ok := firstOverlap(st, accepted); ok {
+			st.reason = svcnetv1alpha1.ReasonPoolOverlap
+			st.message = fmt.Sprintf("range %s overlaps range %s of LoadBalancerIPPool %s, which serves first", r, o, senior.pool.Name)
 			continue
 		}
-		if msg := overlapsCIDR(st.ranges, cidrs); msg != "" {
-			st.reason, st.message = svcnetv1alpha1.ReasonPoolOverlap, msg
-			continue
-		}
-		for _, other := range names {
-			if other == n || out[other].pool.Spec.Disabled {
-				continue
-			}
-			if r, o, ok := overlapping(st.ranges, out[other].ranges); ok {
-				st.reason = svcnetv1alpha1.ReasonPoolOverlap
-				st.message = fmt.Sprintf("range %s overlaps range %s of LoadBalancerIPPool %s", r, o, other)
-				break
-			}
-		}
-		if st.reason == "" {
-			st.ready, st.reason, st.message = true, svcnetv1alpha1.ReasonPoolReady, "the pool gives addresses"
-		}
+		st.ready, st.reason, st.message = true, svcnetv1alpha1.ReasonPoolReady, "the pool gives addresses"
+		accepted = append(accepted, st)
 	}
 	return out
+}
+
+// compareSeniority orders pools for overlaps: Ready (by its status) before
+// not Ready, earlier Ready first, then older, then by name.
+func compareSeniority(a, b *svcnetv1alpha1.LoadBalancerIPPool) int {
+	readyA, sinceA := readySince(a)
+	readyB, sinceB := readySince(b)
+	if readyA != readyB {
+		if readyA {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(
+		sinceA.Compare(sinceB),
+		a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time),
+		strings.Compare(a.Name, b.Name),
+	)
+}
+
+// readySince reports whether the pool's status says Ready, and since when.
+func readySince(p *svcnetv1alpha1.LoadBalancerIPPool) (bool, time.Time) {
+	c := apimeta.FindStatusCondition(p.Status.Conditions, "Ready")
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false, time.Time{}
+	}
+	return true, c.LastTransitionTime.Time
+}
+
+// firstOverlap finds the first of the accepted pools that st overlaps.
+func firstOverlap(st *poolState, accepted []*poolState) (*poolState, lbipam.Range, lbipam.Range, bool) {
+	for _, other := range accepted {
+		if r, o, ok := overlapping(st.ranges, other.ranges); ok {
+			return other, r, o, true
+		}
+	}
+	return nil, lbipam.Range{}, lbipam.Range{}, false
 }
 
 func overlapsCIDR(rs []lbipam.Range, cidrs []networkingv1.ServiceCIDR) string {

@@ -232,24 +232,28 @@ var _ = Describe("LoadBalancer IPs from pools", func() {
 		Eventually(ingress(ctx, second)).WithTimeout(timeout).WithPolling(interval).Should(Equal([]string{"192.168.105.2"}))
 	})
 
-	It("stops a pool that overlaps a ServiceCIDR or another pool, naming it", func(ctx SpecContext) {
+	It("stops a pool that overlaps a ServiceCIDR or a pool that serves, naming it", func(ctx SpecContext) {
 		ns := newNS(ctx)
 		bad := pool(ctx, "lb-in-servicecidr", ns, 0, []string{"10.96.200.0/24"})
 		Eventually(poolStatus(ctx, bad)).WithTimeout(timeout).WithPolling(interval).Should(HavePrefix(
 			"False Overlap: range 10.96.200.0-10.96.200.255 overlaps ServiceCIDR kubernetes (10.96.0.0/16): ClusterIPs and LoadBalancer IPs must not mix"))
 		x := pool(ctx, "lb-x", ns, 0, []string{"192.168.106.0/28"})
-		y := pool(ctx, "lb-y", ns, 0, nil, svcnetv1alpha1.IPRange{Start: "192.168.106.15", End: "192.168.106.20"})
-		Eventually(poolStatus(ctx, x)).WithTimeout(timeout).WithPolling(interval).Should(HavePrefix(
-			"False Overlap: range 192.168.106.0-192.168.106.15 overlaps range 192.168.106.15-192.168.106.20 of LoadBalancerIPPool lb-y"))
-		Eventually(poolStatus(ctx, y)).WithTimeout(timeout).WithPolling(interval).Should(HavePrefix("False Overlap"))
-		svc := lbService(ctx, "s", ns, 80)
-		Eventually(events(ctx, svc, loadbalancer.ReasonAllocationFailed)).WithTimeout(timeout).WithPolling(interval).ShouldNot(BeEmpty())
-		Expect(ingress(ctx, svc)()).To(BeEmpty())
-
-		By("removing the overlap makes both Ready and serves the Service")
-		Expect(env.Client.Delete(ctx, y)).To(Succeed())
 		Eventually(poolStatus(ctx, x)).WithTimeout(timeout).WithPolling(interval).Should(HavePrefix("True Ready"))
+		svc := lbService(ctx, "s", ns, 80)
 		Eventually(ingress(ctx, svc)).WithTimeout(timeout).WithPolling(interval).Should(Equal([]string{"192.168.106.0"}))
+
+		By("a newcomer that overlaps the serving pool stops; the serving pool goes on")
+		y := pool(ctx, "lb-y", ns, 0, nil, svcnetv1alpha1.IPRange{Start: "192.168.106.15", End: "192.168.106.20"})
+		Eventually(poolStatus(ctx, y)).WithTimeout(timeout).WithPolling(interval).Should(HavePrefix(
+			"False Overlap: range 192.168.106.15-192.168.106.20 overlaps range 192.168.106.0-192.168.106.15 of LoadBalancerIPPool lb-x, which serves first"))
+		Consistently(poolStatus(ctx, x)).WithTimeout(time.Second).WithPolling(interval).Should(HavePrefix("True Ready"))
+		another := lbService(ctx, "another", ns, 80)
+		Eventually(ingress(ctx, another)).WithTimeout(timeout).WithPolling(interval).Should(Equal([]string{"192.168.106.1"}))
+
+		By("removing the newcomer leaves the serving pool as it was")
+		Expect(env.Client.Delete(ctx, y)).To(Succeed())
+		Consistently(poolStatus(ctx, x)).WithTimeout(time.Second).WithPolling(interval).Should(HavePrefix("True Ready"))
+		Expect(ingress(ctx, svc)()).To(Equal([]string{"192.168.106.0"}))
 
 		By("an invalid range is named")
 		inv := pool(ctx, "lb-backwards", ns, 0, nil, svcnetv1alpha1.IPRange{Start: "192.168.107.9", End: "192.168.107.1"})
