@@ -210,8 +210,8 @@ func checkSecretAccess(ctx context.Context, t *testing.T, env *testenv.Env, kube
 		{"watch", "svcnet-system", false},
 	} {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:svcnet-system:svcnet-manager",
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:svcnet-system", "system:authenticated"},
+			User:               "system:serviceaccount:svcnet-system:svcnet-manager",
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:svcnet-system", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Resource: "secrets", Namespace: tc.namespace},
 		}}
 		if err := env.Client.Create(ctx, sar); err != nil {

@@ -92,7 +92,7 @@ func compareSeniority(a, b *svcnetv1alpha1.LoadBalancerIPPool) int {
 	}
 	return cmp.Or(
 		sinceA.Compare(sinceB),
-		a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time),
+		a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
 		strings.Compare(a.Name, b.Name),
 	)
 }

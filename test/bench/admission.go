@@ -104,7 +104,7 @@ func startWebhook(ctx context.Context, env *testenv.Env, root, workDir string) (
 		return nil, "", err
 	}
 	p, err := startProc(filepath.Join(workDir, "svcnet.log"), filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig="+kc,
-		"--controllers=clusterip,nodeport", "--leader-elect=false",
+		"--controllers=clusterip,nodeport", "--leader-elect=false", "--metrics-secure=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
 		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[2]), "--webhook-cert-dir="+filepath.Join(workDir, "certs"),
 		"--webhook-secret-namespace=kube-system", "--webhook-cert-extra-hosts=127.0.0.1")

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -33,11 +34,18 @@ import (
 
 // Options are the manager's settings; AddFlags binds them to flags.
 type Options struct {
-	Kubeconfig             string
-	LeaderElect            bool
-	LeaderElectNamespace   string
-	LeaderElectID          string
-	MetricsBindAddress     string
+	Kubeconfig           string
+	LeaderElect          bool
+	LeaderElectNamespace string
+	LeaderElectID        string
+	MetricsBindAddress   string
+	// MetricsSecure serves /metrics over HTTPS, to clients the API server
+	// authenticates and authorizes (get on the /metrics non-resource URL,
+	// the metrics-reader ClusterRole), as kubebuilder v4 scaffolds.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for /metrics; empty: a
+	// self-signed certificate made at start.
+	MetricsCertDir         string
 	HealthProbeBindAddress string
 	PprofBindAddress       string
 	KubeAPIQPS             float32
@@ -58,7 +66,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		LeaderElectID:          "svcnet-manager",
-		MetricsBindAddress:     ":8080",
+		MetricsBindAddress:     ":8443",
+		MetricsSecure:          true,
 		HealthProbeBindAddress: ":8081",
 		Webhook:                DefaultWebhookOptions(),
 		KubeAPIQPS:             20,
@@ -77,6 +86,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease. Empty: the manager's own namespace (POD_NAMESPACE or the service account's), else kube-system.")
 	fs.StringVar(&o.LeaderElectID, "leader-elect-id", o.LeaderElectID, "Name of the leader election Lease.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS to authenticated clients allowed to get /metrics (ClusterRole svcnet-metrics-reader); false: plain HTTP to anyone.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with tls.crt and tls.key for /metrics (reloaded on change); empty: a self-signed certificate.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	o.Webhook.AddFlags(fs)
@@ -155,7 +166,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                o.metricsServer(),
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
 		PprofBindAddress:       o.PprofBindAddress,
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -189,6 +200,21 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsServer serves /metrics, behind the API server's authentication and
+// authorization when MetricsSecure.
+func (o *Options) metricsServer() metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsBindAddress}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.CertDir = o.MetricsCertDir
+	}
+	return m
 }
 
 // Run builds the manager and runs it until ctx ends.
