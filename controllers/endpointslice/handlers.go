@@ -271,7 +271,7 @@ func (h *sliceHandler) handle(obj client.Object, deleted bool, q queue) {
 		return
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
-	if managedBy == ManagedBy && h.r.slices.ownWrite(key, s, deleted) {
+	if managedBy == ManagedBy && h.r.slices.OwnWrite(key, s, deleted) {
 		return
 	}
 	q.Add(reconcile.Request{NamespacedName: key})

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/svcnet-io/svcnet/controllers/internal/slicetracker"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
@@ -97,7 +98,7 @@ type Reconciler struct {
 	opts      Options
 	clock     clock.PassiveClock
 
-	slices    *sliceTracker
+	slices    *slicetracker.Tracker
 	changes   *changeTracker
 	selectors *selectorIndex
 	nodes     *nodeInfoMap
@@ -124,7 +125,7 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		apiReader: apiReader,
 		opts:      opts,
 		clock:     clock.RealClock{},
-		slices:    newSliceTracker(),
+		slices:    slicetracker.New(),
 		changes:   newChangeTracker(),
 		selectors: newSelectorIndex(),
 		nodes:     &nodeInfoMap{m: map[string]nodeInfo{}},
@@ -193,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.slices.stale(key, ours) {
+	if r.slices.Stale(key, ours) {
 		ctrl.LoggerFrom(ctx).V(4).Info("EndpointSlice cache is behind this controller's writes, retrying", "service", klog.KObj(svc))
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
@@ -359,7 +360,7 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 			return fmt.Errorf("deleting EndpointSlice %s of deleted Service: %w", klog.KObj(&list.Items[i]), err)
 		}
 	}
-	r.slices.forget(key)
+	r.slices.Forget(key)
 	r.recordStats(key, 0, 0)
 	return nil
 }
@@ -446,7 +447,7 @@ func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w
 	} else if err := r.client.Update(ctx, s); err != nil {
 		return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
 	}
-	r.slices.record(key, s)
+	r.slices.Record(key, s)
 	metricChanges.WithLabelValues(verb).Inc()
 	ctrl.LoggerFrom(ctx).V(2).Info(msg, "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 	return nil
@@ -459,7 +460,7 @@ func (r *Reconciler) deleteSlice(ctx context.Context, key types.NamespacedName, 
 		return fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err)
 	}
 	if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-		r.slices.recordDeleted(key, s)
+		r.slices.RecordDeleted(key, s)
 	}
 	metricChanges.WithLabelValues("delete").Inc()
 	ctrl.LoggerFrom(ctx).V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])

@@ -1,4 +1,4 @@
-package endpointslice
+package slicetracker
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ func sliceGen(uid string, gen int64) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Generation: gen}}
 }
 
-func TestSliceTrackerStaleness(t *testing.T) {
+func TestStaleness(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
 	cases := map[string]struct {
 		wrote   []*discoveryv1.EndpointSlice
@@ -30,36 +30,36 @@ func TestSliceTrackerStaleness(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tr := newSliceTracker()
+			tr := New()
 			for _, s := range tc.wrote {
-				tr.record(svc, s)
+				tr.Record(svc, s)
 			}
 			for _, s := range tc.deleted {
-				tr.recordDeleted(svc, s)
+				tr.RecordDeleted(svc, s)
 			}
-			if got := tr.stale(svc, tc.cached); got != tc.want {
+			if got := tr.Stale(svc, tc.cached); got != tc.want {
 				t.Errorf("stale = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestSliceTrackerFiltersOwnWrites(t *testing.T) {
+func TestFiltersOwnWrites(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "web"}
-	tr := newSliceTracker()
-	tr.record(svc, sliceGen("a", 2))
-	if !tr.ownWrite(svc, sliceGen("a", 2), false) {
+	tr := New()
+	tr.Record(svc, sliceGen("a", 2))
+	if !tr.OwnWrite(svc, sliceGen("a", 2), false) {
 		t.Error("the event of our own write should not trigger a sync")
 	}
-	if tr.ownWrite(svc, sliceGen("a", 3), false) {
+	if tr.OwnWrite(svc, sliceGen("a", 3), false) {
 		t.Error("a newer generation is someone else's write and must trigger a sync")
 	}
-	if tr.ownWrite(svc, sliceGen("z", 1), false) {
+	if tr.OwnWrite(svc, sliceGen("z", 1), false) {
 		t.Error("an unknown slice must trigger a sync")
 	}
 	// While a sync waits for the cache, every event of the Service counts.
-	tr.stale(svc, nil)
-	if tr.ownWrite(svc, sliceGen("a", 2), false) {
+	tr.Stale(svc, nil)
+	if tr.OwnWrite(svc, sliceGen("a", 2), false) {
 		t.Error("events must trigger a sync while the Service waits for its cache")
 	}
 }
