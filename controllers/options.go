@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/controllers/endpointslicemirroring"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 )
@@ -23,6 +24,9 @@ type Options struct {
 
 	// EndpointSlice configures the endpointslice controller.
 	EndpointSlice EndpointSliceOptions
+	// EndpointSliceMirroring configures the endpointslicemirroring
+	// controller.
+	EndpointSliceMirroring EndpointSliceMirroringOptions
 	// ClusterIP configures the clusterip admission allocator.
 	ClusterIP ClusterIPOptions
 	// NodePort configures nodePort allocation and the nodeport audit.
@@ -51,10 +55,13 @@ func DefaultOptions() Options {
 	return Options{
 		Controllers:   []string{"*"},
 		EndpointSlice: endpointslice.DefaultOptions(),
-		ClusterIP:     ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
-		NodePort:      NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
-		LoadBalancer:  LoadBalancerOptions{Class: loadbalancer.DefaultClass},
-		Audit:         AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
+		EndpointSliceMirroring: EndpointSliceMirroringOptions{
+			MaxEndpointsPerSubset: endpointslicemirroring.DefaultMaxEndpointsPerSubset, Workers: 5,
+		},
+		ClusterIP:    ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
+		NodePort:     NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
+		LoadBalancer: LoadBalancerOptions{Class: loadbalancer.DefaultClass},
+		Audit:        AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
 	}
 }
 
@@ -70,6 +77,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EndpointSlice.Workers == 0 {
 		o.EndpointSlice.Workers = d.EndpointSlice.Workers
+	}
+	if o.EndpointSliceMirroring.MaxEndpointsPerSubset == 0 {
+		o.EndpointSliceMirroring.MaxEndpointsPerSubset = d.EndpointSliceMirroring.MaxEndpointsPerSubset
+	}
+	if o.EndpointSliceMirroring.Workers == 0 {
+		o.EndpointSliceMirroring.Workers = d.EndpointSliceMirroring.Workers
 	}
 	if o.NodePort.Range == "" {
 		o.NodePort.Range = d.NodePort.Range
@@ -104,6 +117,10 @@ func (o Options) Validate() error {
 			}
 			errs = append(errs, err)
 		}
+	}
+	if m := o.EndpointSliceMirroring; enabled[EndpointSliceMirroringName] && (m.MaxEndpointsPerSubset < 0 || m.Workers < 0) {
+		errs = append(errs, fmt.Errorf("EndpointSliceMirroring.MaxEndpointsPerSubset (--mirroring-max-endpoints-per-subset) and .Workers (--mirroring-concurrent-service-endpoint-syncs) must not be negative, got %d and %d",
+			m.MaxEndpointsPerSubset, m.Workers))
 	}
 	if enabled[NodePortName] {
 		if _, err := o.NodePort.Parse(); err != nil {

@@ -23,6 +23,7 @@ type controller struct {
 // registry lists every controller svcnet has, in the order they are set up.
 var registry = []controller{
 	{name: EndpointSliceName, onDefault: true, setup: setupEndpointSlice},
+	{name: EndpointSliceMirroringName, onDefault: true, setup: setupEndpointSliceMirroring},
 	{name: ServiceCIDRName, onDefault: true, setup: setupServiceCIDR},
 	{name: IPAddressName, onDefault: true, setup: setupIPAddress},
 	{name: ClusterIPName, onDefault: true, admission: true},

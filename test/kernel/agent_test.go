@@ -69,7 +69,8 @@ func startCluster(t *testing.T) *cluster {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
 	stopMgr, err := env.StartManager(controllers.Options{
-		Controllers: []string{endpointslice.ControllerName, controllers.LoadBalancerName}, EndpointSlice: endpointslice.DefaultOptions(),
+		Controllers:   []string{endpointslice.ControllerName, controllers.EndpointSliceMirroringName, controllers.LoadBalancerName},
+		EndpointSlice: endpointslice.DefaultOptions(),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(stopMgr)
@@ -378,6 +379,26 @@ func TestAgent(t *testing.T) {
 		// that is still shutting down would.
 		g.Expect(c.env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.Name}})).To(Succeed())
 		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(replacement.Name))
+	})
+
+	t.Run("a Service without a selector reaches the addresses of its hand-written Endpoints", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		// A server the Service's selector cannot find: the Endpoints name it.
+		outside := c.addPods(t, ns, "outside", c.nodes[1], 1)[0]
+		svc := c.service(t, builder.Service("external", ns).Port("http", 80, intstr.FromInt32(podPort)).Obj())
+		ep := &corev1.Endpoints{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "external"},
+			Subsets: []corev1.EndpointSubset{{
+				Addresses: []corev1.EndpointAddress{{IP: outside.IP.String()}},
+				Ports:     []corev1.EndpointPort{{Name: "http", Port: podPort}},
+			}},
+		}
+		g.Expect(c.env.Client.Create(ctx, ep)).To(Succeed())
+		fromPod := netlab.Client(clientPodOn(t, c.nodes[0]).NetNS, 2*time.Second)
+		g.Eventually(func() (string, error) {
+			return netlab.Get(ctx, fromPod, "http://"+svc.Spec.ClusterIP+":80/")
+		}).WithTimeout(converge).WithPolling(poll).Should(HavePrefix(outside.Name + " "))
 	})
 
 	t.Run("headless and ExternalName Services get no rules", func(t *testing.T) {

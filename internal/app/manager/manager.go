@@ -100,6 +100,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Controllers.Audit.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.Audit.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often; 0 means the default.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
+	mirror := &o.Controllers.EndpointSliceMirroring
+	fs.IntVar(&mirror.MaxEndpointsPerSubset, "mirroring-max-endpoints-per-subset", mirror.MaxEndpointsPerSubset, "endpointslicemirroring: most addresses mirrored from one Endpoints subset; the rest are skipped with a Warning Event.")
+	fs.IntVar(&mirror.Workers, "mirroring-concurrent-service-endpoint-syncs", mirror.Workers, "endpointslicemirroring: Endpoints synced in parallel.")
 	es := &o.Controllers.EndpointSlice
 	fs.IntVar(&es.MaxEndpointsPerSlice, "max-endpoints-per-slice", es.MaxEndpointsPerSlice, "endpointslice: most endpoints in one EndpointSlice (1..1000).")
 	fs.DurationVar(&es.BatchPeriod, "endpoint-updates-batch-period", es.BatchPeriod, "endpointslice: wait this long after a Pod change so that changes arriving together are written together.")

@@ -1,0 +1,22 @@
+// Package endpointslicemirroring mirrors hand-written Endpoints into
+// EndpointSlices, with kube-controller-manager's
+// endpointslice-mirroring-controller behaviour: the classic way to put
+// something outside the cluster behind a Service (a Service without a
+// selector, plus an Endpoints object of the same name) keeps working for
+// consumers of EndpointSlices, svcnet's node agent and kube-proxy among
+// them.
+//
+// An Endpoints object is mirrored when its Service exists and has no
+// selector, and the Endpoints carries neither the label
+// endpointslice.kubernetes.io/skip-mirror=true nor a leader-election
+// annotation. Each group of addresses with the same ports and address type
+// becomes one slice of at most MaxEndpointsPerSubset endpoints (ready and
+// not-ready addresses, ready first); the rest are skipped with a Warning
+// Event on the Endpoints, as are addresses that are not IPs. Slices carry
+// the Endpoints' labels and annotations (except the trigger-time and
+// last-applied ones), kubernetes.io/service-name and this controller's
+// endpointslice.kubernetes.io/managed-by, and a controller reference to the
+// Endpoints. Slices kube-controller-manager's mirroring controller wrote are
+// deleted once this controller's carry the same addresses (make before
+// break).
+package endpointslicemirroring

@@ -1,0 +1,254 @@
+package endpointslicemirroring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/svcnet-io/svcnet/controllers/internal/slicetracker"
+)
+
+const (
+	// ControllerName is the name `--controllers` knows it by.
+	ControllerName = "endpointslicemirroring"
+	// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+	// slices this controller writes.
+	ManagedBy = "endpointslicemirroring-controller.svcnet.io"
+	// UpstreamManagedBy is kube-controller-manager's mirroring controller's
+	// value, whose slices this controller takes over.
+	UpstreamManagedBy = "endpointslicemirroring-controller.k8s.io"
+
+	// ReportingController names this controller in Events.
+	ReportingController = "svcnet.io/endpointslicemirroring"
+
+	// ReasonInvalidIPAddress (kube-controller-manager's) reports addresses
+	// that are not IPs.
+	ReasonInvalidIPAddress = "InvalidIPAddress"
+	// ReasonTooManyAddressesToMirror (kube-controller-manager's) reports
+	// addresses over the per-subset limit.
+	ReasonTooManyAddressesToMirror = "TooManyAddressesToMirror"
+
+	// staleCacheRetry is how soon a sync whose cache misses this
+	// controller's own writes is retried.
+	staleCacheRetry = 100 * time.Millisecond
+
+	// DefaultMaxEndpointsPerSubset is kube-controller-manager's
+	// --mirroring-max-endpoints-per-subset.
+	DefaultMaxEndpointsPerSubset = 1000
+)
+
+// Options configure the controller.
+type Options struct {
+	// MaxEndpointsPerSubset is the most addresses mirrored from one subset
+	// (--mirroring-max-endpoints-per-subset); 0 means the default, 1,000.
+	MaxEndpointsPerSubset int
+	// Workers is the number of Endpoints synced in parallel
+	// (--mirroring-concurrent-service-endpoint-syncs); 0 means 5.
+	Workers int
+}
+
+// Reconciler mirrors one Endpoints object (by namespace/name, the Service's)
+// per request.
+type Reconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	opts     Options
+	slices   *slicetracker.Tracker
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// New returns a Reconciler.
+func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+	if opts.MaxEndpointsPerSubset <= 0 {
+		opts.MaxEndpointsPerSubset = DefaultMaxEndpointsPerSubset
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 5
+	}
+	return &Reconciler{client: c, recorder: recorder, opts: opts, slices: slicetracker.New()}
+}
+
+// +kubebuilder:rbac:groups="",resources=endpoints;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager watches Endpoints, their Services, and the mirrored
+// slices (this controller's and kube-controller-manager's).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	bySliceService := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		name := obj.GetLabels()[discoveryv1.LabelServiceName]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	})
+	mirrored := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return r.interesting(e.Object, false) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return r.interesting(e.ObjectNew, false) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return r.interesting(e.Object, true) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&corev1.Endpoints{}).
+		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
+		Watches(&discoveryv1.EndpointSlice{}, bySliceService, builder.WithPredicates(mirrored)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
+		Complete(r)
+}
+
+// interesting tells whether a slice event may need a sync: slices of
+// kube-controller-manager's mirroring controller, and this controller's
+// that changed other than by its own last write.
+func (r *Reconciler) interesting(obj client.Object, deleted bool) bool {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return false
+	}
+	switch s.Labels[discoveryv1.LabelManagedBy] {
+	case UpstreamManagedBy:
+		return true
+	case ManagedBy:
+		key := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+		return !r.slices.OwnWrite(key, s, deleted)
+	}
+	return false
+}
+
+// Reconcile brings the mirrored slices of one Endpoints object to what it
+// says, or removes them when it is not to be mirrored.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	key := req.NamespacedName
+	ours, upstream, err := r.existingSlices(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.slices.Stale(key, ours) {
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
+	ep, err := r.toMirror(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if ep == nil {
+		err := r.apply(ctx, key, plan{delete: ours})
+		if err == nil && len(ours) == 0 {
+			r.slices.Forget(key)
+		}
+		return ctrl.Result{}, err
+	}
+	m := computeDesiredMirror(ep, r.opts.MaxEndpointsPerSubset)
+	r.report(ep, m)
+	p := planMirror(newSliceMeta(ep), m, ours)
+	// Make before break: kube-controller-manager's slices go last.
+	p.delete = append(p.delete, upstream...)
+	return ctrl.Result{}, r.apply(ctx, key, p)
+}
+
+// toMirror returns the Endpoints of key when they are to be mirrored: the
+// Service exists without a selector, and neither the skip-mirror label nor
+// a leader-election record marks the Endpoints.
+func (r *Reconciler) toMirror(ctx context.Context, key types.NamespacedName) (*corev1.Endpoints, error) {
+	var svc corev1.Service
+	if err := r.client.Get(ctx, key, &svc); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if svc.Spec.Selector != nil {
+		return nil, nil
+	}
+	ep := &corev1.Endpoints{}
+	if err := r.client.Get(ctx, key, ep); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ep.DeletionTimestamp != nil || ep.Labels[discoveryv1.LabelSkipMirror] == "true" {
+		return nil, nil
+	}
+	if _, ok := ep.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]; ok {
+		return nil, nil
+	}
+	return ep, nil
+}
+
+// existingSlices lists the Service's mirrored slices: this controller's and
+// kube-controller-manager's.
+func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) (ours, upstream []*discoveryv1.EndpointSlice, err error) {
+	var list discoveryv1.EndpointSliceList
+	if err := r.client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
+		return nil, nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+	}
+	for i := range list.Items {
+		switch list.Items[i].Labels[discoveryv1.LabelManagedBy] {
+		case ManagedBy:
+			ours = append(ours, &list.Items[i])
+		case UpstreamManagedBy:
+			upstream = append(upstream, &list.Items[i])
+		}
+	}
+	return ours, upstream, nil
+}
+
+// report records Warning Events for the addresses that were not mirrored.
+func (r *Reconciler) report(ep *corev1.Endpoints, m mirror) {
+	if m.invalid > 0 {
+		r.recorder.Eventf(ep, nil, corev1.EventTypeWarning, ReasonInvalidIPAddress, "Mirror",
+			"Skipped %d invalid IP addresses when mirroring to EndpointSlices", m.invalid)
+	}
+	if m.skipped > m.invalid {
+		r.recorder.Eventf(ep, nil, corev1.EventTypeWarning, ReasonTooManyAddressesToMirror, "Mirror",
+			"A max of %d addresses can be mirrored to EndpointSlices per Endpoints subset. %d addresses were skipped", r.opts.MaxEndpointsPerSubset, m.skipped-m.invalid)
+	}
+}
+
+// apply writes the plan: creates and updates first, then deletes, so that
+// an address is never missing from every slice.
+func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan) error {
+	log := ctrl.LoggerFrom(ctx)
+	for _, s := range p.create {
+		if err := r.client.Create(ctx, s); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return nil
+			}
+			return fmt.Errorf("creating EndpointSlice for Endpoints %s: %w", key, err)
+		}
+		r.slices.Record(key, s)
+		log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+	}
+	for _, s := range p.update {
+		if err := r.client.Update(ctx, s); err != nil {
+			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+		}
+		r.slices.Record(key, s)
+		log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
+	}
+	var errs []error
+	for _, s := range p.delete {
+		err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err))
+			continue
+		}
+		if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			r.slices.RecordDeleted(key, s)
+		}
+		log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,174 @@
+package endpointslicemirroring_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/controllers/endpointslicemirroring"
+	"github.com/svcnet-io/svcnet/test/builder"
+)
+
+func newNS(ctx context.Context) string {
+	ns, err := env.Namespace(ctx, "mirror")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
+}
+
+// selectorless creates a Service without a selector.
+func selectorless(ctx context.Context, ns, name string) *corev1.Service {
+	svc := builder.Service(name, ns).Port("pg", 5432, intstr.FromInt32(5432)).Obj()
+	Expect(env.Client.Create(ctx, svc)).To(Succeed())
+	return svc
+}
+
+func endpoints(ns, name string, ready, notReady []string, port int32) *corev1.Endpoints {
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": "db"}}}
+	sub := corev1.EndpointSubset{Ports: []corev1.EndpointPort{{Name: "pg", Port: port}}}
+	for _, ip := range ready {
+		sub.Addresses = append(sub.Addresses, corev1.EndpointAddress{IP: ip})
+	}
+	for _, ip := range notReady {
+		sub.NotReadyAddresses = append(sub.NotReadyAddresses, corev1.EndpointAddress{IP: ip})
+	}
+	ep.Subsets = []corev1.EndpointSubset{sub}
+	return ep
+}
+
+func mirrored(ctx context.Context, ns, name string) func() ([]discoveryv1.EndpointSlice, error) {
+	return func() ([]discoveryv1.EndpointSlice, error) {
+		var list discoveryv1.EndpointSliceList
+		err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name})
+		return list.Items, err
+	}
+}
+
+// addresses lists "ip ready" of every endpoint of the slices.
+func addresses(ss []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range ss {
+		for _, e := range s.Endpoints {
+			out = append(out, fmt.Sprintf("%s %t", e.Addresses[0], ptr.Deref(e.Conditions.Ready, false)))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
+	It("mirrors addresses, ports and labels, follows updates and stops when told", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		selectorless(ctx, ns, "db")
+		ep := endpoints(ns, "db", []string{"192.0.2.10", "192.0.2.11"}, []string{"192.0.2.12"}, 5432)
+		Expect(env.Client.Create(ctx, ep)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			ss, err := mirrored(ctx, ns, "db")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ss).To(HaveLen(1))
+			s := ss[0]
+			g.Expect(s.Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
+			g.Expect(s.Labels).To(HaveKeyWithValue("team", "db"))
+			g.Expect(s.AddressType).To(Equal(discoveryv1.AddressTypeIPv4))
+			g.Expect(s.Ports).To(HaveLen(1))
+			g.Expect(*s.Ports[0].Name).To(Equal("pg"))
+			g.Expect(*s.Ports[0].Port).To(BeEquivalentTo(5432))
+			g.Expect(s.OwnerReferences).To(HaveLen(1))
+			g.Expect(s.OwnerReferences[0].Kind).To(Equal("Endpoints"))
+			g.Expect(addresses(ss)).To(Equal([]string{"192.0.2.10 true", "192.0.2.11 true", "192.0.2.12 false"}))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+
+		By("an update of the Endpoints reaches the slice")
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep)).To(Succeed())
+		ep.Subsets[0].Addresses = ep.Subsets[0].Addresses[:1]
+		ep.Subsets[0].NotReadyAddresses = nil
+		Expect(env.Client.Update(ctx, ep)).To(Succeed())
+		Eventually(func() ([]string, error) {
+			ss, err := mirrored(ctx, ns, "db")()
+			return addresses(ss), err
+		}).WithTimeout(timeout).WithPolling(interval).Should(Equal([]string{"192.0.2.10 true"}))
+
+		By("the skip-mirror label removes the slice")
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep)).To(Succeed())
+		ep.Labels[discoveryv1.LabelSkipMirror] = "true"
+		Expect(env.Client.Update(ctx, ep)).To(Succeed())
+		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
+
+		By("without it again, and then deleted, the Endpoints' slice comes and goes")
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ep), ep)).To(Succeed())
+		delete(ep.Labels, discoveryv1.LabelSkipMirror)
+		Expect(env.Client.Update(ctx, ep)).To(Succeed())
+		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(HaveLen(1))
+		Expect(env.Client.Delete(ctx, ep)).To(Succeed())
+		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
+	})
+
+	It("leaves Services with a selector, and stops when a Service gets one", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		withSelector := builder.Service("web", ns).Port("pg", 5432, intstr.FromInt32(5432)).Selector("app", "web").Obj()
+		Expect(env.Client.Create(ctx, withSelector)).To(Succeed())
+		Expect(env.Client.Create(ctx, endpoints(ns, "web", []string{"192.0.2.20"}, nil, 5432))).To(Succeed())
+		svc := selectorless(ctx, ns, "db")
+		Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.21"}, nil, 5432))).To(Succeed())
+		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(HaveLen(1))
+		Consistently(mirrored(ctx, ns, "web")).WithTimeout(time.Second).WithPolling(interval).Should(BeEmpty())
+
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+		svc.Spec.Selector = map[string]string{"app": "db"}
+		Expect(env.Client.Update(ctx, svc)).To(Succeed())
+		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
+	})
+
+	It("mirrors at most the limit per subset and says so in an Event", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		selectorless(ctx, ns, "big")
+		var ips []string
+		for i := range 60 {
+			ips = append(ips, fmt.Sprintf("192.0.2.%d", 100+i))
+		}
+		ep := endpoints(ns, "big", ips, nil, 5432)
+		Expect(env.Client.Create(ctx, ep)).To(Succeed())
+		Eventually(func() ([]string, error) {
+			ss, err := mirrored(ctx, ns, "big")()
+			return addresses(ss), err
+		}).WithTimeout(timeout).WithPolling(interval).Should(HaveLen(50))
+		Eventually(func() ([]string, error) {
+			var notes []string
+			evs, err := env.Events(ctx, endpointslicemirroring.ReportingController, ep.UID, endpointslicemirroring.ReasonTooManyAddressesToMirror)
+			for _, ev := range evs {
+				notes = append(notes, ev.Note)
+			}
+			return notes, err
+		}).WithTimeout(timeout).WithPolling(interval).Should(ContainElement(
+			"A max of 50 addresses can be mirrored to EndpointSlices per Endpoints subset. 10 addresses were skipped"))
+	})
+
+	It("takes over kube-controller-manager's mirrored slices, make before break", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		selectorless(ctx, ns, "db")
+		theirs := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-kcm", Labels: map[string]string{
+				discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: endpointslicemirroring.UpstreamManagedBy}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.30"}}},
+		}
+		Expect(env.Client.Create(ctx, theirs)).To(Succeed())
+		Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.30"}, nil, 5432))).To(Succeed())
+		Eventually(func(g Gomega) {
+			ss, err := mirrored(ctx, ns, "db")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ss).To(HaveLen(1))
+			g.Expect(ss[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	})
+})
