@@ -264,7 +264,7 @@ func TestUpBadInput(t *testing.T) {
 	}{
 		"unknown controller": {
 			args: []string{"manager", "--controllers=bogus"},
-			want: `unknown controller "bogus"; valid names: clusterip, endpointslice, ipaddress, loadbalancer, nodeport, servicecidr`,
+			want: `unknown controller "bogus"; valid names: clusterip, endpointslice, endpointslicemirroring, ipaddress, loadbalancer, nodeport, servicecidr`,
 		},
 		"missing Kubernetes binaries": {
 			args: []string{"up", "--k8s-bin-dir", t.TempDir(), "--data-dir", t.TempDir()},
