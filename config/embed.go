@@ -3,10 +3,13 @@
 package config
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 //go:embed crd/bases/*.yaml webhook/manifests.yaml
@@ -24,6 +28,10 @@ var files embed.FS
 // WebhookConfigurationName is the MutatingWebhookConfiguration's name once
 // installed (kustomize's namePrefix svcnet- on the generated name).
 const WebhookConfigurationName = "svcnet-mutating-webhook-configuration"
+
+// ValidatingWebhookConfigurationName is the ValidatingWebhookConfiguration's
+// (LoadBalancerIPPools) name once installed.
+const ValidatingWebhookConfigurationName = "svcnet-validating-webhook-configuration"
 
 // CRDs returns svcnet's CustomResourceDefinitions.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
@@ -47,22 +55,72 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // instead of an in-cluster Service when url is not empty.
 func MutatingWebhookConfiguration(url string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := decode("webhook/manifests.yaml", cfg); err != nil {
+	if err := decodeDoc("webhook/manifests.yaml", "MutatingWebhookConfiguration", cfg); err != nil {
 		return nil, err
 	}
 	cfg.Name = WebhookConfigurationName
 	for i := range cfg.Webhooks {
-		cc := &cfg.Webhooks[i].ClientConfig
-		if url != "" && cc.Service != nil {
-			path := ""
-			if cc.Service.Path != nil {
-				path = *cc.Service.Path
-			}
-			u := url + path
-			cc.URL, cc.Service = &u, nil
-		}
+		useURL(&cfg.Webhooks[i].ClientConfig, url)
 	}
 	return cfg, nil
+}
+
+// ValidatingWebhookConfiguration returns the generated configuration that
+// validates LoadBalancerIPPools, named ValidatingWebhookConfigurationName,
+// calling url when it is not empty.
+func ValidatingWebhookConfiguration(url string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := decodeDoc("webhook/manifests.yaml", "ValidatingWebhookConfiguration", cfg); err != nil {
+		return nil, err
+	}
+	cfg.Name = ValidatingWebhookConfigurationName
+	for i := range cfg.Webhooks {
+		useURL(&cfg.Webhooks[i].ClientConfig, url)
+	}
+	return cfg, nil
+}
+
+// useURL points a client config at url + its Service path.
+func useURL(cc *admissionregistrationv1.WebhookClientConfig, url string) {
+	if url == "" || cc.Service == nil {
+		return
+	}
+	path := ""
+	if cc.Service.Path != nil {
+		path = *cc.Service.Path
+	}
+	u := url + path
+	cc.URL, cc.Service = &u, nil
+}
+
+// decodeDoc decodes the document of a multi-document file whose kind is kind.
+func decodeDoc(path, kind string, into any) error {
+	b, err := files.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s has no %s", path, kind)
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return fmt.Errorf("decoding %s: %w", path, err)
+		}
+		if meta.Kind == kind {
+			if err := yaml.Unmarshal(doc, into); err != nil {
+				return fmt.Errorf("decoding %s in %s: %w", kind, path, err)
+			}
+			return nil
+		}
+	}
 }
 
 func decode(path string, into any) error {
@@ -118,40 +176,66 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 	})
 }
 
-// InstallWebhook creates or updates svcnet's MutatingWebhookConfiguration,
-// calling url (see MutatingWebhookConfiguration). svcnet's manager fills
-// in the caBundle.
+// InstallWebhook creates or updates svcnet's Mutating- and
+// ValidatingWebhookConfiguration, calling url (see
+// MutatingWebhookConfiguration). svcnet's manager fills in the caBundles,
+// which an update keeps.
 func InstallWebhook(ctx context.Context, c client.Client, url string) error {
-	want, err := MutatingWebhookConfiguration(url)
+	mutating, err := MutatingWebhookConfiguration(url)
 	if err != nil {
 		return err
 	}
 	have := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	err = c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if err := install(ctx, c, mutating, have, func() {
+		for i := range mutating.Webhooks {
+			for _, old := range have.Webhooks {
+				if old.Name == mutating.Webhooks[i].Name {
+					mutating.Webhooks[i].ClientConfig.CABundle = old.ClientConfig.CABundle
+				}
+			}
+		}
+		have.Webhooks = mutating.Webhooks
+	}); err != nil {
+		return err
+	}
+	validating, err := ValidatingWebhookConfiguration(url)
+	if err != nil {
+		return err
+	}
+	haveV := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	return install(ctx, c, validating, haveV, func() {
+		for i := range validating.Webhooks {
+			for _, old := range haveV.Webhooks {
+				if old.Name == validating.Webhooks[i].Name {
+					validating.Webhooks[i].ClientConfig.CABundle = old.ClientConfig.CABundle
+				}
+			}
+		}
+		haveV.Webhooks = validating.Webhooks
+	})
+}
+
+// install creates want, or reads it into have and, after merge made have
+// what it should be, updates it.
+func install(ctx context.Context, c client.Client, want, have client.Object, merge func()) error {
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
 		return c.Create(ctx, want)
 	}
 	if err != nil {
 		return err
 	}
-	for i := range want.Webhooks {
-		for _, old := range have.Webhooks {
-			if old.Name == want.Webhooks[i].Name {
-				want.Webhooks[i].ClientConfig.CABundle = old.ClientConfig.CABundle
-			}
-		}
-	}
-	have.Webhooks = want.Webhooks
+	merge()
 	return c.Update(ctx, have)
 }
 
-// RemoveWebhook deletes svcnet's MutatingWebhookConfiguration, if any:
+// RemoveWebhook deletes svcnet's webhook configurations, if any:
 // `svcnet up --pipeline=upstream` on a data dir that svcnet's pipeline used
 // must not send Services to a webhook nobody serves.
 func RemoveWebhook(ctx context.Context, c client.Client) error {
-	want, err := MutatingWebhookConfiguration("https://127.0.0.1")
-	if err != nil {
-		return err
-	}
-	return client.IgnoreNotFound(c.Delete(ctx, want))
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	mutating.Name = WebhookConfigurationName
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	validating.Name = ValidatingWebhookConfigurationName
+	return errors.Join(client.IgnoreNotFound(c.Delete(ctx, mutating)), client.IgnoreNotFound(c.Delete(ctx, validating)))
 }

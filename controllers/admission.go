@@ -43,5 +43,10 @@ func setupAdmission(mgr ctrl.Manager, opts Options, enabled map[string]bool) err
 // webhook (and so need its certificates).
 func NeedsWebhook(spec []string) bool {
 	enabled, err := Enabled(spec)
-	return err == nil && (enabled[ClusterIPName] || enabled[NodePortName])
+	return err == nil && servesWebhook(enabled)
+}
+
+// servesWebhook: the webhook server runs for allocation at admission.
+func servesWebhook(enabled map[string]bool) bool {
+	return enabled[ClusterIPName] || enabled[NodePortName]
 }

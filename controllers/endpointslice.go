@@ -12,6 +12,6 @@ const EndpointSliceName = endpointslice.ControllerName
 // EndpointSliceOptions configures the endpointslice controller.
 type EndpointSliceOptions = endpointslice.Options
 
-func setupEndpointSlice(mgr ctrl.Manager, opts Options) error {
+func setupEndpointSlice(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
 	return endpointslice.New(mgr.GetClient(), mgr.GetAPIReader(), opts.EndpointSlice).SetupWithManager(mgr)
 }

@@ -14,7 +14,7 @@ const EndpointSliceMirroringName = endpointslicemirroring.ControllerName
 // controller.
 type EndpointSliceMirroringOptions = endpointslicemirroring.Options
 
-func setupEndpointSliceMirroring(mgr ctrl.Manager, opts Options) error {
+func setupEndpointSliceMirroring(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
 	recorder := mgr.GetEventRecorder(endpointslicemirroring.ReportingController)
 	return endpointslicemirroring.New(mgr.GetClient(), recorder, opts.EndpointSliceMirroring).SetupWithManager(mgr)
 }

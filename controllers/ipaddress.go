@@ -9,7 +9,7 @@ import (
 // IPAddressName is the ipaddress audit's --controllers name.
 const IPAddressName = ipaddress.ControllerName
 
-func setupIPAddress(mgr ctrl.Manager, opts Options) error {
+func setupIPAddress(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
 	iopts := ipaddress.Options{EventQuietPeriod: opts.Audit.EventQuietPeriod, LeakGracePeriod: opts.Audit.LeakGracePeriod}
 	return ipaddress.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ipaddress.ReportingController), iopts).SetupWithManager(mgr)
 }

@@ -16,11 +16,14 @@ type LoadBalancerOptions struct {
 	Class string
 }
 
-func setupLoadBalancer(mgr ctrl.Manager, opts Options) error {
+func setupLoadBalancer(mgr ctrl.Manager, opts Options, enabled map[string]bool) error {
 	lopts := loadbalancer.Options{
 		Class:            opts.LoadBalancer.Class,
 		LeakGracePeriod:  opts.Audit.LeakGracePeriod,
 		EventQuietPeriod: opts.Audit.EventQuietPeriod,
+		// Pools are validated where the webhook server runs anyway, for
+		// the allocation at admission.
+		ValidatePools: servesWebhook(enabled),
 	}
 	return loadbalancer.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(loadbalancer.ReportingController), lopts).SetupWithManager(mgr)
 }

@@ -43,7 +43,7 @@ func (o NodePortOptions) Parse() (portrange.Options, error) {
 	return portrange.Options{Range: r, Exclude: ex, ReuseDelay: o.ReuseDelay}, nil
 }
 
-func setupNodePortAudit(mgr ctrl.Manager, opts Options) error {
+func setupNodePortAudit(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
 	ports, err := opts.NodePort.Parse()
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ type controller struct {
 	onDefault bool
 	// setup registers a controller; nil when it is only a part of the
 	// admission webhook.
-	setup func(mgr ctrl.Manager, opts Options) error
+	setup func(mgr ctrl.Manager, opts Options, enabled map[string]bool) error
 	// admission: the controller allocates in the admission webhook, which
 	// setupAdmission registers once for all of them.
 	admission bool
@@ -104,7 +104,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		admission = admission || c.admission
 		if c.setup != nil {
-			if err := c.setup(mgr, opts); err != nil {
+			if err := c.setup(mgr, opts, enabled); err != nil {
 				return fmt.Errorf("setting up controller %s: %w", c.name, err)
 			}
 		}

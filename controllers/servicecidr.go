@@ -9,7 +9,7 @@ import (
 // ServiceCIDRName is the servicecidr controller's --controllers name.
 const ServiceCIDRName = servicecidr.ControllerName
 
-func setupServiceCIDR(mgr ctrl.Manager, _ Options) error {
+func setupServiceCIDR(mgr ctrl.Manager, _ Options, _ map[string]bool) error {
 	if err := servicecidr.New(mgr.GetClient()).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -81,14 +81,21 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // WebhookInstallOptions returns envtest options that install svcnet's
-// MutatingWebhookConfiguration for Services; envtest points it at the
-// local webhook server Start runs.
+// webhook configurations (Services, and LoadBalancerIPPools); envtest
+// points them at the local webhook server Start runs.
 func WebhookInstallOptions() (envtest.WebhookInstallOptions, error) {
-	cfg, err := svcnetconfig.MutatingWebhookConfiguration("")
+	mutating, err := svcnetconfig.MutatingWebhookConfiguration("")
 	if err != nil {
 		return envtest.WebhookInstallOptions{}, err
 	}
-	return envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{cfg}}, nil
+	validating, err := svcnetconfig.ValidatingWebhookConfiguration("")
+	if err != nil {
+		return envtest.WebhookInstallOptions{}, err
+	}
+	return envtest.WebhookInstallOptions{
+		MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutating},
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
+	}, nil
 }
 
 // AddToScheme registers every type svcnet's controllers read or write.

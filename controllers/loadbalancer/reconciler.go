@@ -81,6 +81,9 @@ type Options struct {
 	// EventQuietPeriod: a Warning Event repeats for the same Service and
 	// reason no more often than this.
 	EventQuietPeriod time.Duration
+	// ValidatePools serves the pool validation webhook (PoolValidator) on
+	// the manager's webhook server, which must then have its certificates.
+	ValidatePools bool
 }
 
 // DefaultOptions are the flags' defaults.

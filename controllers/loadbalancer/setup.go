@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
@@ -68,6 +70,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	registerMetrics(r.alloc)
+	if r.opts.ValidatePools {
+		mgr.GetWebhookServer().Register(PoolWebhookPath, &webhook.Admission{Handler: NewPoolValidator(mgr.GetClient(), admission.NewDecoder(mgr.GetScheme()))})
+	}
 	if err := r.setupServiceController(mgr); err != nil {
 		return err
 	}

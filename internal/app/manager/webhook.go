@@ -36,18 +36,22 @@ type WebhookOptions struct {
 	SecretName      string
 	ServiceName     string
 	ConfigName      string
-	ExtraHosts      []string
+	// ValidatingConfigName is the ValidatingWebhookConfiguration (pools)
+	// whose caBundle svcnet keeps current.
+	ValidatingConfigName string
+	ExtraHosts           []string
 }
 
 // DefaultWebhookOptions match config/ (kustomize namePrefix svcnet-).
 func DefaultWebhookOptions() WebhookOptions {
 	return WebhookOptions{
-		Port:           9443,
-		CertDir:        filepath.Join("/tmp", "k8s-webhook-server", "serving-certs"),
-		CertManagement: CertManagementSelf,
-		SecretName:     "svcnet-webhook-server-cert",
-		ServiceName:    "svcnet-webhook-service",
-		ConfigName:     config.WebhookConfigurationName,
+		Port:                 9443,
+		CertDir:              filepath.Join("/tmp", "k8s-webhook-server", "serving-certs"),
+		CertManagement:       CertManagementSelf,
+		SecretName:           "svcnet-webhook-server-cert",
+		ServiceName:          "svcnet-webhook-service",
+		ConfigName:           config.WebhookConfigurationName,
+		ValidatingConfigName: config.ValidatingWebhookConfigurationName,
 	}
 }
 
@@ -61,6 +65,7 @@ func (o *WebhookOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SecretName, "webhook-secret-name", o.SecretName, "Name of the Secret that holds the webhook's CA and serving certificate.")
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName, "Service in front of the webhook; its DNS names go into the serving certificate.")
 	fs.StringVar(&o.ConfigName, "webhook-configuration-name", o.ConfigName, "MutatingWebhookConfiguration whose caBundle svcnet keeps current.")
+	fs.StringVar(&o.ValidatingConfigName, "webhook-validating-configuration-name", o.ValidatingConfigName, "ValidatingWebhookConfiguration (LoadBalancerIPPools) whose caBundle svcnet keeps current; empty: none.")
 	fs.StringSliceVar(&o.ExtraHosts, "webhook-cert-extra-hosts", o.ExtraHosts, "More DNS names or IPs for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook by URL.")
 }
 
@@ -104,6 +109,7 @@ func (o *WebhookOptions) hosts() []string {
 func (o *WebhookOptions) rotator(c client.Client) *certs.Rotator {
 	return &certs.Rotator{
 		Client: c, Namespace: o.SecretNamespace, SecretName: o.SecretName, ConfigName: o.ConfigName,
-		Hosts: o.hosts(), CertDir: o.CertDir,
+		ValidatingConfigName: o.ValidatingConfigName,
+		Hosts:                o.hosts(), CertDir: o.CertDir,
 	}
 }

@@ -29,6 +29,9 @@ type Rotator struct {
 	// ConfigName is the MutatingWebhookConfiguration whose caBundle is kept
 	// in step; empty: none.
 	ConfigName string
+	// ValidatingConfigName is the ValidatingWebhookConfiguration whose
+	// caBundle is kept in step; empty: none.
+	ValidatingConfigName string
 	// Hosts are the DNS names and IPs the serving certificate is valid for.
 	Hosts    []string
 	CertDir  string
@@ -40,7 +43,7 @@ type Rotator struct {
 }
 
 // +kubebuilder:rbac:groups="",namespace=svcnet-system,resources=secrets,verbs=get;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;patch
 
 // Ensure makes the Secret, the files and the caBundle current. It returns
 // whether the caBundle is in place.
@@ -124,21 +127,33 @@ func (r *Rotator) writeFiles(b Bundle) error {
 }
 
 func (r *Rotator) patchCABundle(ctx context.Context, ca []byte) (bool, error) {
-	if r.ConfigName == "" {
+	mutating, err := r.patchConfig(ctx, r.ConfigName, &admissionregistrationv1.MutatingWebhookConfiguration{}, ca)
+	if err != nil {
+		return false, err
+	}
+	validating, err := r.patchConfig(ctx, r.ValidatingConfigName, &admissionregistrationv1.ValidatingWebhookConfiguration{}, ca)
+	return mutating && validating, err
+}
+
+// patchConfig puts ca into every webhook of the named configuration (a
+// Mutating- or ValidatingWebhookConfiguration, into cfg). It reports
+// whether the caBundle is in place; an empty name needs none.
+func (r *Rotator) patchConfig(ctx context.Context, name string, cfg client.Object, ca []byte) (bool, error) {
+	if name == "" {
 		return true, nil
 	}
-	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.ConfigName}, cfg); err != nil {
+	kind := fmt.Sprintf("%T", cfg)[len("*v1."):]
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cfg); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", r.ConfigName, err)
+		return false, fmt.Errorf("reading %s %s: %w", kind, name, err)
 	}
-	base := cfg.DeepCopy()
+	base := cfg.DeepCopyObject().(client.Object)
 	changed := false
-	for i := range cfg.Webhooks {
-		if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, ca) {
-			cfg.Webhooks[i].ClientConfig.CABundle = ca
+	for _, cc := range clientConfigs(cfg) {
+		if !bytes.Equal(cc.CABundle, ca) {
+			cc.CABundle = ca
 			changed = true
 		}
 	}
@@ -146,10 +161,27 @@ func (r *Rotator) patchCABundle(ctx context.Context, ca []byte) (bool, error) {
 		return true, nil
 	}
 	if err := r.Client.Patch(ctx, cfg, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, fmt.Errorf("patching caBundle of MutatingWebhookConfiguration %s: %w", r.ConfigName, err)
+		return false, fmt.Errorf("patching caBundle of %s %s: %w", kind, name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Patched webhook caBundle", "mutatingWebhookConfiguration", r.ConfigName)
+	ctrl.LoggerFrom(ctx).Info("Patched webhook caBundle", "kind", kind, "name", name)
 	return true, nil
+}
+
+// clientConfigs are the client configurations of a webhook configuration's
+// webhooks, to change in place.
+func clientConfigs(cfg client.Object) []*admissionregistrationv1.WebhookClientConfig {
+	var out []*admissionregistrationv1.WebhookClientConfig
+	switch c := cfg.(type) {
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range c.Webhooks {
+			out = append(out, &c.Webhooks[i].ClientConfig)
+		}
+	}
+	return out
 }
 
 // Start checks periodically until ctx ends; it is a manager Runnable.
