@@ -28,7 +28,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,9 +37,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
 // startTimeout bounds how long Start waits for the controllers to be ready.
@@ -99,12 +98,7 @@ func WebhookInstallOptions() (envtest.WebhookInstallOptions, error) {
 }
 
 // AddToScheme registers every type svcnet's controllers read or write.
-func AddToScheme(s *runtime.Scheme) error {
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return err
-	}
-	return svcnetv1alpha1.AddToScheme(s)
-}
+func AddToScheme(s *runtime.Scheme) error { return scheme.AddToScheme(s) }
 
 // Start runs the selected controllers against cfg in a manager of their
 // own (no leader election, no metrics) and returns once their caches are
