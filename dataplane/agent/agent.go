@@ -78,6 +78,10 @@ type Agent struct {
 	// staleUDP are UDP endpoints removed by the last renders, whose
 	// conntrack entries go once the rules without them are applied.
 	staleUDP []udpPort
+	// udpChanged: a render since the last conntrack cleanup touched a UDP
+	// service port, so flows that its rules no longer (or not yet) send
+	// where they go may exist.
+	udpChanged bool
 }
 
 // serviceState is what the agent keeps of one Service between syncs,
@@ -94,6 +98,7 @@ type healthPort struct {
 
 type udpPort struct {
 	dests     []netip.Addr // cluster, external and load-balancer IPs
+	port      int32        // the service port on those addresses
 	nodePort  int32
 	endpoints map[netip.Addr]bool
 }
@@ -578,6 +583,7 @@ func (a *Agent) forgetService(key string) {
 		b.SetService(key, nil)
 	}
 	a.forgetUDP(old, nil)
+	a.udpChanged = a.udpChanged || len(old.udp) > 0
 	delete(a.services, key)
 	if i, found := slices.BinarySearch(a.order, key); found {
 		a.order = slices.Delete(a.order, i, i+1)
@@ -602,7 +608,9 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 			}
 		}
 	}
+	a.udpChanged = a.udpChanged || len(st.udp) > 0
 	if old := a.services[key]; old != nil {
+		a.udpChanged = a.udpChanged || len(old.udp) > 0
 		a.forgetUDP(old, st)
 	} else if i, found := slices.BinarySearch(a.order, key); !found {
 		a.order = slices.Insert(a.order, i, key)
@@ -615,7 +623,7 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 // count only where a Local policy uses them: under the Cluster policy a
 // terminating local endpoint is in LocalEndpoints but gets no traffic.
 func udpPortOf(p *model.ServicePort) udpPort {
-	u := udpPort{nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
+	u := udpPort{port: p.Port, nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
 	u.dests = append(u.dests, p.ClusterIP)
 	u.dests = append(u.dests, p.ExternalIPs...)
 	u.dests = append(u.dests, p.LoadBalancerIPs...)

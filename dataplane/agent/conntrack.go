@@ -30,17 +30,23 @@ func (a *Agent) forgetUDP(old, cur *serviceState) {
 }
 
 // clearStaleUDP deletes the conntrack entries that still send UDP traffic
-// of a service port to an endpoint that is no longer programmed; without
-// this, a client reusing its source port keeps talking to a gone Pod.
-// TCP needs nothing: its connections fail and are retried. The entries go
-// over netlink in one table dump per family, as kube-proxy does, instead
-// of one conntrack process per entry.
+// of a service port somewhere its rules no longer do; without this, a
+// client reusing its source port keeps talking to a gone Pod, or, for a
+// flow that began before the Service's rules existed, to nothing. Two
+// kinds go, as with kube-proxy: flows DNATed to an endpoint a render
+// removed (to a service address or a node port), and flows to a service
+// address and port whose reply does not come from one of the port's
+// current endpoints (not DNATed, or DNATed to an endpoint gone while the
+// agent was down). TCP needs nothing: its connections fail and are
+// retried. The entries go over netlink in one table dump per family
+// instead of one conntrack process per entry, and only after a sync that
+// touched a UDP service port.
 func (a *Agent) clearStaleUDP() {
-	if len(a.staleUDP) == 0 {
+	if len(a.staleUDP) == 0 && !a.udpChanged {
 		return
 	}
-	match := newStaleUDPFlows(a.staleUDP)
-	a.staleUDP = nil
+	match := newStaleUDPFlows(a.staleUDP, a.currentUDP())
+	a.staleUDP, a.udpChanged = nil, false
 	err := netns.Do(a.opts.NetNS, func() error {
 		for _, family := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
 			n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family, match)
@@ -58,14 +64,26 @@ func (a *Agent) clearStaleUDP() {
 	}
 }
 
-// staleUDPFlows matches the conntrack entries of UDP traffic that was
-// DNATed to an endpoint no longer behind the service address or node port
-// it was sent to.
+// currentUDP lists the UDP service ports the rules now program.
+func (a *Agent) currentUDP() []udpPort {
+	var out []udpPort
+	for _, k := range a.order {
+		for _, u := range a.services[k].udp {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// staleUDPFlows matches the conntrack entries clearStaleUDP deletes.
 type staleUDPFlows struct {
-	// byDest holds (service address, endpoint) pairs.
+	// byDest holds (service address, removed endpoint) pairs.
 	byDest map[[2]netip.Addr]bool
-	// byNodePort holds (node port, endpoint) pairs.
+	// byNodePort holds (node port, removed endpoint) pairs.
 	byNodePort map[nodePortEndpoint]bool
+	// current maps each programmed service address and port to the
+	// endpoints its rules send traffic to.
+	current map[netip.AddrPort]map[netip.Addr]bool
 }
 
 type nodePortEndpoint struct {
@@ -75,8 +93,8 @@ type nodePortEndpoint struct {
 
 var _ netlink.CustomConntrackFilter = staleUDPFlows{}
 
-func newStaleUDPFlows(stale []udpPort) staleUDPFlows {
-	m := staleUDPFlows{byDest: map[[2]netip.Addr]bool{}, byNodePort: map[nodePortEndpoint]bool{}}
+func newStaleUDPFlows(stale, current []udpPort) staleUDPFlows {
+	m := staleUDPFlows{byDest: map[[2]netip.Addr]bool{}, byNodePort: map[nodePortEndpoint]bool{}, current: map[netip.AddrPort]map[netip.Addr]bool{}}
 	for _, u := range stale {
 		for ep := range u.endpoints {
 			for _, dst := range u.dests {
@@ -87,23 +105,32 @@ func newStaleUDPFlows(stale []udpPort) staleUDPFlows {
 			}
 		}
 	}
+	for _, u := range current {
+		for _, dst := range u.dests {
+			m.current[netip.AddrPortFrom(dst, uint16(u.port))] = u.endpoints
+		}
+	}
 	return m
 }
 
-// MatchConntrackFlow implements netlink.CustomConntrackFilter: a UDP flow
-// whose reply comes from the endpoint (the DNAT target) and whose original
-// destination is one of the endpoint's old service addresses or node ports.
+// MatchConntrackFlow implements netlink.CustomConntrackFilter.
 func (m staleUDPFlows) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 	if flow.Forward.Protocol != unix.IPPROTO_UDP {
 		return false
 	}
-	endpoint, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
+	replySrc, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
 	if !ok {
 		return false
 	}
-	endpoint = endpoint.Unmap()
-	if dst, ok := netip.AddrFromSlice(flow.Forward.DstIP); ok && m.byDest[[2]netip.Addr{dst.Unmap(), endpoint}] {
+	replySrc = replySrc.Unmap()
+	dst, ok := netip.AddrFromSlice(flow.Forward.DstIP)
+	if !ok {
+		return false
+	}
+	dst = dst.Unmap()
+	if m.byDest[[2]netip.Addr{dst, replySrc}] || m.byNodePort[nodePortEndpoint{flow.Forward.DstPort, replySrc}] {
 		return true
 	}
-	return m.byNodePort[nodePortEndpoint{flow.Forward.DstPort, endpoint}]
+	endpoints, programmed := m.current[netip.AddrPortFrom(dst, flow.Forward.DstPort)]
+	return programmed && !endpoints[replySrc]
 }

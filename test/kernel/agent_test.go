@@ -165,6 +165,25 @@ func (c *cluster) addPods(t *testing.T, ns, app string, n *netlab.Node, count in
 	return out
 }
 
+// addUDPPod creates a Pod labelled app on node n that answers UDP on
+// udpPort with its name.
+func (c *cluster) addUDPPod(t *testing.T, ns, app string, n *netlab.Node) *netlab.Pod {
+	t.Helper()
+	p, err := n.AddPod(c.nextName("u"), podPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := []byte(p.Name)
+	if err := p.ServeUDP(udpPort, func(net.Addr) []byte { return name }); err != nil {
+		t.Fatal(err)
+	}
+	pod := builder.Pod(p.Name, ns).Label("app", app).Node(n.Name).IP(p.IP.String()).Ready().Obj()
+	if err := c.env.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // nextName returns a Pod name unique in the lab (it names a namespace too).
 func (c *cluster) nextName(prefix string) string {
 	c.mu.Lock()
@@ -352,15 +371,7 @@ func TestAgent(t *testing.T) {
 	t.Run("a UDP flow moves to a new endpoint once its old one is removed", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := newNS(t)
-		udpPod := func(n *netlab.Node) *netlab.Pod {
-			p, err := n.AddPod(c.nextName("u"), podPort)
-			g.Expect(err).NotTo(HaveOccurred())
-			name := []byte(p.Name)
-			g.Expect(p.ServeUDP(udpPort, func(net.Addr) []byte { return name })).To(Succeed())
-			pod := builder.Pod(p.Name, ns).Label("app", "dns").Node(n.Name).IP(p.IP.String()).Ready().Obj()
-			g.Expect(c.env.CreatePod(ctx, pod)).To(Succeed())
-			return p
-		}
+		udpPod := func(n *netlab.Node) *netlab.Pod { return c.addUDPPod(t, ns, "dns", n) }
 		old := udpPod(c.nodes[0])
 		svc := c.service(t, builder.Service("dns", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "dns").Obj())
 		// Datagrams sent before the rules exist would pin the flow to an
@@ -399,6 +410,32 @@ func TestAgent(t *testing.T) {
 		g.Eventually(func() (string, error) {
 			return netlab.Get(ctx, fromPod, "http://"+svc.Spec.ClusterIP+":80/")
 		}).WithTimeout(converge).WithPolling(poll).Should(HavePrefix(outside.Name + " "))
+	})
+
+	t.Run("a UDP flow that began while the node had no rules for it reaches an endpoint once they exist", func(t *testing.T) {
+		g := NewWithT(t)
+		ns := newNS(t)
+		client := clientPodOn(t, c.nodes[0])
+		c.stopAgent(c.nodes[0].Name)
+		server := c.addUDPPod(t, ns, "late", c.nodes[1])
+		svc := c.service(t, builder.Service("late", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "late").Obj())
+		// node1's stopped agent has no rules for the new Service. As on a
+		// node whose routes take the address somewhere (here: to itself),
+		// these datagrams go unanswered and their flow is recorded without
+		// DNAT; every later datagram would follow it.
+		local := []string{"ip", "route", "add", "local", svc.Spec.ClusterIP + "/32", "dev", "lo", "table", "local"}
+		_, err := c.lab.Run(c.nodes[0].NetNS, local...)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() {
+			_, _ = c.lab.Run(c.nodes[0].NetNS, "ip", "route", "del", "local", svc.Spec.ClusterIP+"/32", "dev", "lo", "table", "local")
+		})
+		conn := udpClient(t, client, svc.Spec.ClusterIP+":53")
+		for range 3 {
+			_, err := conn.ask()
+			g.Expect(err).To(HaveOccurred())
+		}
+		c.startAgent(t, c.nodes[0])
+		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(server.Name))
 	})
 
 	t.Run("headless and ExternalName Services get no rules", func(t *testing.T) {
