@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,20 +43,21 @@ type replica struct {
 	done    chan struct{}
 }
 
-func startReplica(t *testing.T, kubeconfig, dir, name string) *replica {
+func startReplica(t *testing.T, kubeconfig, dir, name string, extraArgs ...string) *replica {
 	t.Helper()
 	ports := freePorts(t, 3)
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(svcnet(t), "manager", "--kubeconfig="+kubeconfig,
+	args := append([]string{"manager", "--kubeconfig=" + kubeconfig,
 		"--leader-elect", "--leader-elect-namespace=kube-system",
 		"--controllers=clusterip,nodeport,ipaddress",
 		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[0]),
 		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", ports[1]),
-		"--webhook-cert-dir="+filepath.Join(dir, name+"-certs"), "--webhook-secret-namespace=kube-system",
-		"--webhook-cert-extra-hosts=127.0.0.1", "--service-node-port-range=30000-32767")
+		"--webhook-cert-dir=" + filepath.Join(dir, name+"-certs"), "--webhook-secret-namespace=kube-system",
+		"--webhook-cert-extra-hosts=127.0.0.1", "--service-node-port-range=30000-32767"}, extraArgs...)
+	cmd := exec.Command(svcnet(t), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -317,4 +319,58 @@ func consistent(svcs []corev1.Service, ips []networkingv1.IPAddress) string {
 		}
 	}
 	return ""
+}
+
+// TestWebhookCertRotationUnderTraffic renews the webhook's serving
+// certificate every few seconds while Services are created: every create
+// is answered by svcnet's allocator (its choices are contiguous, where
+// kube-apiserver alone, which failurePolicy Ignore would fall back to,
+// picks at random), across at least two renewals.
+func TestWebhookCertRotationUnderTraffic(t *testing.T) {
+	env, err := testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16", NodePortRange: "30000-32767"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := env.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplica(t, kc, dir, "rotating", "--webhook-cert-validity=6s")
+	if err := svcnetconfig.InstallWebhook(ctx, env.Client, "https://"+r.webhook); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, []*replica{r}, time.Minute)
+	ns, err := env.Namespace(ctx, "rotation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile := filepath.Join(dir, "rotating-certs", "tls.crt")
+	serving := func() string {
+		b, _ := os.ReadFile(certFile)
+		return string(b)
+	}
+	seen := map[string]bool{serving(): true}
+	var ips []netip.Addr
+	deadline := time.Now().Add(12 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		svc := builder.Service(fmt.Sprintf("s%d", i), ns).Port("http", 80, intstr.FromInt32(8080)).Selector("app", "x").Obj()
+		if err := env.Client.Create(ctx, svc); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		ips = append(ips, netip.MustParseAddr(svc.Spec.ClusterIP))
+		seen[serving()] = true
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(seen) < 3 {
+		t.Fatalf("the serving certificate was renewed %d times during the creates, want at least 2", len(seen)-1)
+	}
+	for i := 1; i < len(ips); i++ {
+		if ips[i] != ips[i-1].Next() {
+			t.Fatalf("create %d got %s after %s: not svcnet's choice, so the webhook was not answering (renewals: %d)", i, ips[i], ips[i-1], len(seen)-1)
+		}
+	}
+	t.Logf("%d creates across %d certificate renewals, every one allocated by svcnet", len(ips), len(seen)-1)
 }

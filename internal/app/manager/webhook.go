@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,9 @@ type WebhookOptions struct {
 	// whose caBundle svcnet keeps current.
 	ValidatingConfigName string
 	ExtraHosts           []string
+	// CertValidity is the serving certificate's lifetime; it is renewed
+	// once a third is left, and checked every tenth of it (at most hourly).
+	CertValidity time.Duration
 }
 
 // DefaultWebhookOptions match config/ (kustomize namePrefix svcnet-).
@@ -52,6 +56,7 @@ func DefaultWebhookOptions() WebhookOptions {
 		ServiceName:          "svcnet-webhook-service",
 		ConfigName:           config.WebhookConfigurationName,
 		ValidatingConfigName: config.ValidatingWebhookConfigurationName,
+		CertValidity:         certs.DefaultValidity.Serving,
 	}
 }
 
@@ -66,6 +71,7 @@ func (o *WebhookOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName, "Service in front of the webhook; its DNS names go into the serving certificate.")
 	fs.StringVar(&o.ConfigName, "webhook-configuration-name", o.ConfigName, "MutatingWebhookConfiguration whose caBundle svcnet keeps current.")
 	fs.StringVar(&o.ValidatingConfigName, "webhook-validating-configuration-name", o.ValidatingConfigName, "ValidatingWebhookConfiguration (LoadBalancerIPPools) whose caBundle svcnet keeps current; empty: none.")
+	fs.DurationVar(&o.CertValidity, "webhook-cert-validity", o.CertValidity, "Lifetime of the serving certificate svcnet makes (--webhook-cert-management=self); renewed once a third of it is left. Its CA lives 10 years.")
 	fs.StringSliceVar(&o.ExtraHosts, "webhook-cert-extra-hosts", o.ExtraHosts, "More DNS names or IPs for the serving certificate, e.g. 127.0.0.1 when the API server calls the webhook by URL.")
 }
 
@@ -86,6 +92,9 @@ func (o *WebhookOptions) Validate() error {
 	case CertManagementExternal:
 	default:
 		errs = append(errs, fmt.Errorf("--webhook-cert-management must be %q or %q, got %q", CertManagementSelf, CertManagementExternal, o.CertManagement))
+	}
+	if o.CertValidity < time.Second || o.CertValidity > certs.DefaultValidity.CA/3 {
+		errs = append(errs, fmt.Errorf("--webhook-cert-validity must be between 1s and %s, got %s", certs.DefaultValidity.CA/3, o.CertValidity))
 	}
 	if o.Host != "" && net.ParseIP(o.Host) == nil && o.Host != "localhost" {
 		errs = append(errs, fmt.Errorf("--webhook-host must be an IP address, got %q", o.Host))
@@ -111,5 +120,7 @@ func (o *WebhookOptions) rotator(c client.Client) *certs.Rotator {
 		Client: c, Namespace: o.SecretNamespace, SecretName: o.SecretName, ConfigName: o.ConfigName,
 		ValidatingConfigName: o.ValidatingConfigName,
 		Hosts:                o.hosts(), CertDir: o.CertDir,
+		Validity: certs.Validity{CA: certs.DefaultValidity.CA, Serving: o.CertValidity},
+		Interval: min(time.Hour, o.CertValidity/10),
 	}
 }
