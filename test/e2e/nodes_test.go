@@ -6,13 +6,17 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -212,6 +216,8 @@ func TestUpNodes(t *testing.T) {
 	}
 	reachAll(t, "svcnet-client", "http://"+lb.Status.LoadBalancer.Ingress[0].IP+"/", podNames)
 
+	controlPlaneRestart(t, up, c, web.Spec.ClusterIP, podNames)
+
 	// A second svcnet up at the same time gets namespaces of its own.
 	secondArgs := upArgs(t, t.TempDir())
 	secondArgs[1] = "--nodes=1"
@@ -264,6 +270,88 @@ func TestUpNodes(t *testing.T) {
 	if len(ifaces) != 1 {
 		t.Errorf("svcnet up touched the caller's network namespace: interfaces %v", ifaces)
 	}
+}
+
+// controlPlaneRestart kills etcd and kube-apiserver under svcnet up while
+// the client sends requests through a Service: svcnet up restarts them, the
+// nodes keep their rules (no request fails), and a change made after the
+// restart is programmed on every node.
+func controlPlaneRestart(t *testing.T, up *upProcess, c client.Client, clusterIP string, podNames map[string]bool) {
+	t.Helper()
+	ctx := context.Background()
+	var requests, failures atomic.Int64
+	stop := make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			body, err := fromClient(ctx, "svcnet-client", "http://"+clusterIP+"/")
+			requests.Add(1)
+			if err != nil || !podNames[body] {
+				failures.Add(1)
+				t.Logf("request through %s during the control plane restart: %q, %v", clusterIP, body, err)
+			}
+		}
+	}()
+	killed := 0
+	for _, pid := range proctree.Descendants(up.cmd.Process.Pid) {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if name := strings.TrimSpace(string(comm)); name == "etcd" || name == "kube-apiserver" {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed++
+		}
+	}
+	if killed != 2 {
+		t.Fatalf("found %d of etcd and kube-apiserver below svcnet up, want 2", killed)
+	}
+	waitOutput(t, up, "kube-apiserver stopped", time.Minute)
+	// A change after the restart: one more replica, on every node's rules.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+		err := c.SubResource("scale").Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":11}}`)))
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the API server did not come back after svcnet up restarted it:\n%s", up.out.String())
+	}
+	chain := iptables.ServiceChain("demo", "web", "", corev1.ProtocolTCP)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, n := range []string{"svcnet-node-1", "svcnet-node-2"} {
+			save, err := iptables.NewExec(corev1.IPv4Protocol, netlab.Path(n)).Save(ctx, "nat")
+			if err != nil || iptables.EndpointJumps(save, chain) != 11 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal("the scale to 11 after the restart was not programmed on every node")
+	}
+	close(stop)
+	<-loopDone
+	// Whichever Pod the scale back to 10 removes, later checks accept the
+	// ones that remain.
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("demo")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		podNames[p.Name] = true
+	}
+	if failures.Load() != 0 || requests.Load() < 10 {
+		t.Errorf("%d of %d requests through %s failed across the control plane restart, want none", failures.Load(), requests.Load(), clusterIP)
+	}
+	// Back to 10, as the rest of the test expects.
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	if err := c.SubResource("scale").Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":10}}`))); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control plane restart: %d requests, %d failed", requests.Load(), failures.Load())
 }
 
 // stopUp sends SIGTERM and waits for svcnet up and all its children.

@@ -296,9 +296,10 @@ type session struct {
 	pk            *pki
 	upstream      bool
 
-	// procs are the child processes, stopped in reverse order; failed
+	// procs are the control plane's supervised children, stopped in
+	// reverse order; failed
 	// receives any that exits.
-	procs  []*process
+	procs  []*supervised
 	failed chan *process
 
 	etcdURL    string
@@ -368,14 +369,6 @@ func (s *session) prepare() error {
 }
 
 // watch keeps p to be stopped at the end and reports its exit on failed.
-func (s *session) watch(p *process) {
-	s.procs = append(s.procs, p)
-	go func() {
-		<-p.done
-		s.failed <- p
-	}()
-}
-
 func (s *session) stopProcesses() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].stop(10 * time.Second)
@@ -398,7 +391,7 @@ func (s *session) startEtcd(ctx context.Context) error {
 	c := s.cfg
 	s.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPeerPort)
-	etcd, err := startProcess("etcd", filepath.Join(s.binDir, "etcd"), []string{
+	etcd, err := s.supervise("etcd", filepath.Join(s.binDir, "etcd"), []string{
 		"--name=svcnet", "--data-dir=" + filepath.Join(s.dataDir, "etcd"),
 		"--listen-client-urls=" + s.etcdURL, "--advertise-client-urls=" + s.etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
@@ -407,7 +400,6 @@ func (s *session) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.watch(etcd)
 	if err := waitReady(ctx, etcd, s.etcdURL+"/health", nil, "", 60*time.Second); err != nil {
 		return err
 	}
@@ -418,7 +410,7 @@ func (s *session) startEtcd(ctx context.Context) error {
 func (s *session) startAPIServer(ctx context.Context) error {
 	c, pk := s.cfg, s.pk
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
-	apiserver, err := startProcess("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), []string{
+	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), []string{
 		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
@@ -434,7 +426,6 @@ func (s *session) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.watch(apiserver)
 	caPEM, err := os.ReadFile(pk.caCert)
 	if err != nil {
 		return err
@@ -458,7 +449,7 @@ func (s *session) startControllerManager() error {
 	if s.upstream {
 		kcmControllers, kcmNote = "*", "all its controllers: --pipeline=upstream"
 	}
-	kcm, err := startProcess("kube-controller-manager", filepath.Join(s.binDir, "kube-controller-manager"), []string{
+	_, err := s.supervise("kube-controller-manager", filepath.Join(s.binDir, "kube-controller-manager"), []string{
 		"--kubeconfig=" + s.kubeconfig,
 		"--controllers=" + kcmControllers,
 		"--leader-elect=false", "--secure-port=0",
@@ -469,7 +460,6 @@ func (s *session) startControllerManager() error {
 	if err != nil {
 		return err
 	}
-	s.watch(kcm)
 	fmt.Fprintf(s.out, "kube-controller-manager started (%s)\n", kcmNote)
 	return nil
 }
