@@ -12,7 +12,9 @@
 // annotation. Each group of addresses with the same ports and address type
 // becomes one slice of at most MaxEndpointsPerSubset endpoints (ready and
 // not-ready addresses, ready first); the rest are skipped with a Warning
-// Event on the Endpoints, as are addresses that are not IPs. Slices carry
+// Event on the Endpoints and its endpoints.kubernetes.io/over-capacity
+// annotation set to "truncated", and addresses that are not IPs with a
+// Warning Event. Slices carry
 // the Endpoints' labels and annotations (except the trigger-time and
 // last-applied ones), kubernetes.io/service-name and this controller's
 // endpointslice.kubernetes.io/managed-by, and a controller reference to the

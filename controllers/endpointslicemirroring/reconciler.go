@@ -49,6 +49,10 @@ const (
 	// controller's own writes is retried.
 	staleCacheRetry = 100 * time.Millisecond
 
+	// overCapacityTruncated is the endpoints.kubernetes.io/over-capacity
+	// value of an Endpoints object not mirrored in full.
+	overCapacityTruncated = "truncated"
+
 	// DefaultMaxEndpointsPerSubset is kube-controller-manager's
 	// --mirroring-max-endpoints-per-subset.
 	DefaultMaxEndpointsPerSubset = 1000
@@ -87,6 +91,7 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 }
 
 // +kubebuilder:rbac:groups="",resources=endpoints;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=endpoints,verbs=patch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -157,6 +162,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	m := computeDesiredMirror(ep, r.opts.MaxEndpointsPerSubset)
 	r.report(ep, m)
+	if err := r.markOverCapacity(ctx, ep, m.skipped > m.invalid); err != nil {
+		return ctrl.Result{}, err
+	}
 	p := planMirror(newSliceMeta(ep), m, ours)
 	// Make before break: kube-controller-manager's slices go last.
 	p.delete = append(p.delete, upstream...)
@@ -203,6 +211,27 @@ func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedNam
 		}
 	}
 	return ours, upstream, nil
+}
+
+// markOverCapacity sets the Endpoints' over-capacity annotation to
+// "truncated" while addresses are left out for the per-subset limit, and
+// removes the value it set once none are.
+func (r *Reconciler) markOverCapacity(ctx context.Context, ep *corev1.Endpoints, truncated bool) error {
+	have, annotated := ep.Annotations[corev1.EndpointsOverCapacity]
+	switch {
+	case truncated && have != overCapacityTruncated:
+		patch := client.MergeFrom(ep.DeepCopy())
+		if ep.Annotations == nil {
+			ep.Annotations = map[string]string{}
+		}
+		ep.Annotations[corev1.EndpointsOverCapacity] = overCapacityTruncated
+		return r.client.Patch(ctx, ep, patch)
+	case !truncated && annotated && have == overCapacityTruncated:
+		patch := client.MergeFrom(ep.DeepCopy())
+		delete(ep.Annotations, corev1.EndpointsOverCapacity)
+		return r.client.Patch(ctx, ep, patch)
+	}
+	return nil
 }
 
 // report records Warning Events for the addresses that were not mirrored.

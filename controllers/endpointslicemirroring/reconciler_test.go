@@ -129,7 +129,7 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
 	})
 
-	It("mirrors at most the limit per subset and says so in an Event", func(ctx SpecContext) {
+	It("mirrors at most the limit per subset, and says so in an Event and the over-capacity annotation", func(ctx SpecContext) {
 		ns := newNS(ctx)
 		selectorless(ctx, ns, "big")
 		var ips []string
@@ -151,6 +151,23 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 			return notes, err
 		}).WithTimeout(timeout).WithPolling(interval).Should(ContainElement(
 			"A max of 50 addresses can be mirrored to EndpointSlices per Endpoints subset. 10 addresses were skipped"))
+		overCapacity := func() (string, error) {
+			var got corev1.Endpoints
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), &got)
+			return got.Annotations[corev1.EndpointsOverCapacity], err
+		}
+		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(Equal("truncated"))
+
+		By("back under the limit, the annotation goes")
+		Eventually(func() error {
+			var cur corev1.Endpoints
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), &cur); err != nil {
+				return err
+			}
+			cur.Subsets[0].Addresses = cur.Subsets[0].Addresses[:40]
+			return env.Client.Update(ctx, &cur)
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
 	})
 
 	It("takes over kube-controller-manager's mirrored slices, make before break", func(ctx SpecContext) {
