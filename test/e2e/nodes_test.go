@@ -216,6 +216,34 @@ func TestUpNodes(t *testing.T) {
 	}
 	reachAll(t, "svcnet-client", "http://"+lb.Status.LoadBalancer.Ingress[0].IP+"/", podNames)
 
+	// A Service without a selector, backed by a hand-written Endpoints
+	// object naming one Pod: svcnet's mirroring controller gives it a
+	// slice, the agents rules, and the client reaches that Pod.
+	target := pods.Items[0]
+	external := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "by-hand"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	if err := c.Create(ctx, external); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "by-hand"},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: target.Status.PodIP}},
+			Ports:     []corev1.EndpointPort{{Name: "http", Port: 80}},
+		}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var answer string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		answer, _ = fromClient(ctx, "svcnet-client", "http://"+external.Spec.ClusterIP+"/")
+		return answer == target.Name, nil
+	}); err != nil {
+		t.Fatalf("the selector-less Service %s does not reach %s named by its Endpoints: last answer %q", external.Spec.ClusterIP, target.Name, answer)
+	}
+
 	controlPlaneRestart(t, up, c, web.Spec.ClusterIP, podNames)
 
 	// A second svcnet up at the same time gets namespaces of its own.
