@@ -37,6 +37,8 @@ const (
 
 // replica is one `svcnet manager` process of the failover test.
 type replica struct {
+	name    string
+	logPath string
 	cmd     *exec.Cmd
 	readyz  string
 	webhook string
@@ -62,7 +64,7 @@ func startReplica(t *testing.T, kubeconfig, dir, name string, extraArgs ...strin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{cmd: cmd, readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0]), webhook: fmt.Sprintf("127.0.0.1:%d", ports[1]), done: make(chan struct{})}
+	r := &replica{name: name, logPath: filepath.Join(dir, name+".log"), cmd: cmd, readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0]), webhook: fmt.Sprintf("127.0.0.1:%d", ports[1]), done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(r.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -172,6 +174,14 @@ func TestLeaderFailoverDuringBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := waitLeader(t, replicas, time.Minute)
+	for _, r := range replicas {
+		select {
+		case <-r.done:
+			b, _ := os.ReadFile(r.logPath)
+			t.Fatalf("replica %s exited before the failover; its log:\n%s", r.name, b)
+		default:
+		}
+	}
 	ns, err := env.Namespace(ctx, "failover")
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +221,7 @@ func TestLeaderFailoverDuringBurst(t *testing.T) {
 	close(work)
 	wg.Wait()
 	burstEnd := time.Now()
-	waitLeader(t, replicas, time.Minute)
+	waitLeader(t, replicas, 3*time.Minute)
 	newLeaderAt = time.Now()
 
 	var svcs corev1.ServiceList
@@ -254,6 +264,13 @@ func waitLeader(t *testing.T, replicas []*replica, timeout time.Duration) *repli
 		}
 		return false, nil
 	}); err != nil {
+		for _, r := range replicas {
+			b, _ := os.ReadFile(r.logPath)
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("replica %s's log ends:\n%s", r.name, b)
+		}
 		t.Fatalf("no manager replica became ready (the leader) within %s", timeout)
 	}
 	return leader

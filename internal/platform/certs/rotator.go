@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,28 +144,38 @@ func (r *Rotator) patchConfig(ctx context.Context, name string, cfg client.Objec
 		return true, nil
 	}
 	kind := fmt.Sprintf("%T", cfg)[len("*v1."):]
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cfg); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	inPlace := false
+	// Every replica patches the same object at start: a conflict means
+	// another got there first, so read again and check.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		inPlace = false
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cfg); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("reading %s %s: %w", kind, name, err)
 		}
-		return false, fmt.Errorf("reading %s %s: %w", kind, name, err)
-	}
-	base := cfg.DeepCopyObject().(client.Object)
-	changed := false
-	for _, cc := range clientConfigs(cfg) {
-		if !bytes.Equal(cc.CABundle, ca) {
-			cc.CABundle = ca
-			changed = true
+		base := cfg.DeepCopyObject().(client.Object)
+		changed := false
+		for _, cc := range clientConfigs(cfg) {
+			if !bytes.Equal(cc.CABundle, ca) {
+				cc.CABundle = ca
+				changed = true
+			}
 		}
-	}
-	if !changed {
-		return true, nil
-	}
-	if err := r.Client.Patch(ctx, cfg, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, fmt.Errorf("patching caBundle of %s %s: %w", kind, name, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("Patched webhook caBundle", "kind", kind, "name", name)
-	return true, nil
+		if changed {
+			if err := r.Client.Patch(ctx, cfg, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+				if apierrors.IsConflict(err) {
+					return err
+				}
+				return fmt.Errorf("patching caBundle of %s %s: %w", kind, name, err)
+			}
+			ctrl.LoggerFrom(ctx).Info("Patched webhook caBundle", "kind", kind, "name", name)
+		}
+		inPlace = true
+		return nil
+	})
+	return inPlace, err
 }
 
 // clientConfigs are the client configurations of a webhook configuration's
