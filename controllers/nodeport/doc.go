@@ -8,7 +8,7 @@
 //   - NodePortInExcludedRange: a nodePort inside a --nodeport-exclude range
 //     (asked for explicitly, or given while svcnet was not answering).
 //
-// Events are de-duplicated (internal/auditevents). It also exports the
+// Events are de-duplicated (internal/platform/auditevents). It also exports the
 // range's usage (svcnet_nodeport_*). Allocation itself happens at admission
 // (package admission).
 package nodeport

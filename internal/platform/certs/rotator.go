@@ -128,22 +128,21 @@ func (r *Rotator) writeFiles(b Bundle) error {
 }
 
 func (r *Rotator) patchCABundle(ctx context.Context, ca []byte) (bool, error) {
-	mutating, err := r.patchConfig(ctx, r.ConfigName, &admissionregistrationv1.MutatingWebhookConfiguration{}, ca)
+	mutating, err := r.patchConfig(ctx, "MutatingWebhookConfiguration", r.ConfigName, &admissionregistrationv1.MutatingWebhookConfiguration{}, ca)
 	if err != nil {
 		return false, err
 	}
-	validating, err := r.patchConfig(ctx, r.ValidatingConfigName, &admissionregistrationv1.ValidatingWebhookConfiguration{}, ca)
+	validating, err := r.patchConfig(ctx, "ValidatingWebhookConfiguration", r.ValidatingConfigName, &admissionregistrationv1.ValidatingWebhookConfiguration{}, ca)
 	return mutating && validating, err
 }
 
 // patchConfig puts ca into every webhook of the named configuration (a
 // Mutating- or ValidatingWebhookConfiguration, into cfg). It reports
 // whether the caBundle is in place; an empty name needs none.
-func (r *Rotator) patchConfig(ctx context.Context, name string, cfg client.Object, ca []byte) (bool, error) {
+func (r *Rotator) patchConfig(ctx context.Context, kind, name string, cfg client.Object, ca []byte) (bool, error) {
 	if name == "" {
 		return true, nil
 	}
-	kind := fmt.Sprintf("%T", cfg)[len("*v1."):]
 	inPlace := false
 	// Every replica patches the same object at start: a conflict means
 	// another got there first, so read again and check.
