@@ -1,25 +1,15 @@
 package iptables
 
 import (
-	"flag"
 	"fmt"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
+	"github.com/svcnet-io/svcnet/dataplane/internal/goldencases"
 	"github.com/svcnet-io/svcnet/dataplane/model"
-	"github.com/svcnet-io/svcnet/test/builder"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func TestChainNamesMatchKubeProxy(t *testing.T) {
 	// Every cluster with kube-dns has this chain; the hash is kube-proxy's.
@@ -63,164 +53,22 @@ COMMIT
 	}
 }
 
-const node = "node-a"
-
-// ep is an endpoint for the slice builder.
-type ep struct {
-	ip          string
-	node        string
-	ready       bool
-	serving     bool
-	terminating bool
-	zoneHint    string
-}
-
-func slice(svc, ns string, family discoveryv1.AddressType, port int32, eps ...ep) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: svc + "-abc", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: family,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for _, e := range eps {
-		x := discoveryv1.Endpoint{
-			Addresses:  []string{e.ip},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(e.ready), Serving: ptr.To(e.serving), Terminating: ptr.To(e.terminating)},
-			NodeName:   ptr.To(e.node),
-		}
-		if e.zoneHint != "" {
-			x.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: e.zoneHint}}}
-		}
-		s.Endpoints = append(s.Endpoints, x)
-	}
-	return s
-}
-
-func ready(ip, node string) ep { return ep{ip: ip, node: node, ready: true, serving: true} }
-
-func web(mutate func(*corev1.Service)) *corev1.Service {
-	s := builder.Service("web", "ns").Port("http", 80, intstr.FromInt32(8080)).Selector("app", "web").Obj()
-	s.Spec.ClusterIP = "10.96.0.10"
-	s.Spec.ClusterIPs = []string{"10.96.0.10"}
-	if mutate != nil {
-		mutate(s)
-	}
-	return s
-}
-
 func TestRenderGolden(t *testing.T) {
-	three := slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, ready("10.244.1.2", node), ready("10.244.2.2", "node-b"), ready("10.244.3.2", "node-c"))
-	cfg := Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	cases := map[string]struct {
-		services []*corev1.Service
-		slices   []*discoveryv1.EndpointSlice
-		family   corev1.IPFamily
-		zone     string
-		cfg      *Config
-	}{
-		"clusterip": {services: []*corev1.Service{web(nil)}, slices: []*discoveryv1.EndpointSlice{three}},
-		"no-endpoints": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeNodePort
-			s.Spec.Ports[0].NodePort = 30080
-		})}},
-		"nodeport": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeNodePort
-			s.Spec.Ports[0].NodePort = 30080
-		})}, slices: []*discoveryv1.EndpointSlice{three}},
-		"nodeport-addresses": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeNodePort
-			s.Spec.Ports[0].NodePort = 30080
-		})}, slices: []*discoveryv1.EndpointSlice{three}, cfg: &Config{
-			ClusterCIDRs: cfg.ClusterCIDRs, NodePortIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")},
-		}},
-		"loadbalancer-local-sourceranges": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeLoadBalancer
-			s.Spec.Ports[0].NodePort = 30080
-			s.Spec.HealthCheckNodePort = 32000
-			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-			s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
-			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
-		})}, slices: []*discoveryv1.EndpointSlice{three}},
-		"loadbalancer-local-no-local-endpoints": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.Type = corev1.ServiceTypeLoadBalancer
-			s.Spec.Ports[0].NodePort = 30080
-			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
-		})}, slices: []*discoveryv1.EndpointSlice{slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, ready("10.244.2.2", "node-b"))}},
-		"externalips-affinity": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.ExternalIPs = []string{"192.0.2.20"}
-			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
-		})}, slices: []*discoveryv1.EndpointSlice{three}},
-		"internal-local": {services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
-		})}, slices: []*discoveryv1.EndpointSlice{three}},
-		"terminating-fallback": {services: []*corev1.Service{web(nil)}, slices: []*discoveryv1.EndpointSlice{slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080,
-			ep{ip: "10.244.1.2", node: node, serving: true, terminating: true},
-			ep{ip: "10.244.2.2", node: "node-b", terminating: true},
-		)}},
-		"topology-hints": {zone: "zone-a", services: []*corev1.Service{web(nil)}, slices: []*discoveryv1.EndpointSlice{slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080,
-			ep{ip: "10.244.1.2", node: node, ready: true, serving: true, zoneHint: "zone-a"},
-			ep{ip: "10.244.2.2", node: "node-b", ready: true, serving: true, zoneHint: "zone-b"},
-		)}},
-		"masquerade-all": {services: []*corev1.Service{web(nil)}, slices: []*discoveryv1.EndpointSlice{three}, cfg: &Config{MasqueradeAll: true}},
-		"ipv6": {family: corev1.IPv6Protocol, services: []*corev1.Service{web(func(s *corev1.Service) {
-			s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
-			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-		})}, slices: []*discoveryv1.EndpointSlice{three, slice("web", "ns", discoveryv1.AddressTypeIPv6, 8080, ready("fd00:244::2", node), ready("fd00:244::3", "node-b"))},
-			cfg: &Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:244::/64")}}},
-		"no-rules-for-headless-externalname-and-other-proxy": {services: []*corev1.Service{
-			web(func(s *corev1.Service) {
-				s.Spec.ClusterIP = corev1.ClusterIPNone
-				s.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
-			}),
-			builder.Service("ext", "ns").ExternalName("example.com").Obj(),
-			web(func(s *corev1.Service) {
-				s.Name = "other"
-				s.Labels = map[string]string{model.LabelServiceProxyName: "someone-else"}
-			}),
-		}, slices: []*discoveryv1.EndpointSlice{three}},
-	}
-	for name, tc := range cases {
+	for name, tc := range goldencases.Cases() {
 		t.Run(name, func(t *testing.T) {
-			family := tc.family
-			if family == "" {
-				family = corev1.IPv4Protocol
-			}
-			bySvc := map[string][]*discoveryv1.EndpointSlice{}
-			for _, s := range tc.slices {
-				k := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-				bySvc[k] = append(bySvc[k], s)
-			}
-			m := model.Build(family, model.Node{Name: node, Zone: tc.zone}, tc.services, bySvc, model.Options{})
-			c := cfg
-			if tc.cfg != nil {
-				c = *tc.cfg
-			}
-			got := string(Render(m, c).RestoreText(nil, nil))
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./dataplane/iptables -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("rules (-want +got):\n%s", diff)
-			}
+			cfg := Config{ClusterCIDRs: tc.ClusterCIDRs, MasqueradeAll: tc.MasqueradeAll, NodePortIPs: tc.NodePortIPs}
+			goldencases.Check(t, name, string(Render(tc.Model(), cfg).RestoreText(nil, nil)), "dataplane/iptables")
 		})
 	}
 }
 
 func TestProbabilities(t *testing.T) {
-	var eps []ep
+	var eps []goldencases.Endpoint
 	for i := range 4 {
-		eps = append(eps, ready(fmt.Sprintf("10.244.0.%d", i+1), node))
+		eps = append(eps, goldencases.Ready(fmt.Sprintf("10.244.0.%d", i+1), goldencases.Node))
 	}
-	m := model.Build(corev1.IPv4Protocol, model.Node{Name: node}, []*corev1.Service{web(nil)},
-		map[string][]*discoveryv1.EndpointSlice{"ns/web": {slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
+	m := model.Build(corev1.IPv4Protocol, model.Node{Name: goldencases.Node}, []*corev1.Service{goldencases.Web(nil)},
+		map[string][]*discoveryv1.EndpointSlice{"ns/web": {goldencases.Slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
 	r := Render(m, Config{})
 	var svc *Chain
 	for _, c := range r.NAT {
@@ -251,3 +99,14 @@ func cut(s, sep string) (string, string, bool) { // strings.Cut without the impo
 	}
 	return s, "", false
 }
+
+// Shorthands for the other tests of this package.
+const node = goldencases.Node
+
+type ep = goldencases.Endpoint
+
+var (
+	ready = goldencases.Ready
+	slice = goldencases.Slice
+	web   = goldencases.Web
+)

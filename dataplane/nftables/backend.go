@@ -1,0 +1,370 @@
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/model"
+)
+
+// nodeOwner owns the elements that come from the node, not a Service.
+const nodeOwner = " node"
+
+// Backend is the nftables implementation of dataplane.Backend for one IP
+// family. The first sync, the one after a failure and forced ones are
+// full: the live table is listed, every chain and static set flushed and
+// refilled, and whatever the table holds that is no longer wanted deleted.
+// The others write only the elements, chains and sets that changed. Each
+// sync is one nft transaction: a failed one leaves the previous table in
+// place.
+type Backend struct {
+	family corev1.IPFamily
+	fam    family
+	cfg    Config
+	nft    knftables.Interface
+
+	mu      sync.Mutex
+	st      *state
+	applied map[string]*object
+	// needFull makes the next sync full; recreate makes it delete and
+	// re-create the table in the same transaction (after a failed full
+	// sync, whatever the table held that blocked it goes too).
+	needFull, recreate bool
+}
+
+var _ dataplane.Backend = (*Backend)(nil)
+
+// NewBackend returns a backend writing through nft (NewInterface's, or
+// knftables.NewFake in tests) for the table of family.
+func NewBackend(family corev1.IPFamily, nft knftables.Interface, cfg Config) *Backend {
+	return &Backend{family: family, fam: familyOf(family), cfg: cfg, nft: nft, st: newState(), needFull: true}
+}
+
+// Mode implements dataplane.Backend.
+func (b *Backend) Mode() string { return Mode }
+
+// Family implements dataplane.Backend.
+func (b *Backend) Family() corev1.IPFamily { return b.family }
+
+// SetService implements dataplane.Backend.
+func (b *Backend) SetService(key string, ports []*model.ServicePort) {
+	var f *Fragment
+	if len(ports) > 0 {
+		f = Render(b.fam, ports)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.st.set(key, f)
+}
+
+// ForceFull implements dataplane.Backend.
+func (b *Backend) ForceFull() {
+	b.mu.Lock()
+	b.needFull = true
+	b.mu.Unlock()
+}
+
+// Cleanup implements dataplane.Backend: the table goes.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	return Cleanup(ctx, b.nft)
+}
+
+// Sync implements dataplane.Backend.
+func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.st.set(nodeOwner, nodeFragment(node.NodePortIPs))
+	desired := b.desired(node.NodePortIPs)
+	full := b.needFull
+	var tx *knftables.Transaction
+	var n int
+	if full {
+		live, err := b.listLive(ctx)
+		if err != nil {
+			return dataplane.SyncResult{Full: true}, err
+		}
+		tx, n = b.fullTransaction(desired, live)
+	} else {
+		tx, n = b.partialTransaction(desired)
+	}
+	if n == 0 {
+		b.st.markApplied(b.st.dirty)
+		return dataplane.SyncResult{Full: full}, nil
+	}
+	if err := b.nft.Run(ctx, tx); err != nil {
+		b.recreate = full
+		b.needFull = true
+		return dataplane.SyncResult{Full: full}, fmt.Errorf("applying %d changes: %w", n, err)
+	}
+	b.applied = desired
+	if full {
+		b.markAllApplied()
+	} else {
+		b.st.markApplied(b.st.dirty)
+	}
+	b.needFull, b.recreate = false, false
+	return dataplane.SyncResult{Full: full, Rules: n}, nil
+}
+
+func nodeFragment(nodePortIPs []netip.Addr) *Fragment {
+	f := &Fragment{}
+	for _, ip := range nodePortIPs {
+		f.elems = append(f.elems, elem{set: setNodePortIPs, key: ip.String()})
+	}
+	return f
+}
+
+// desired is every object the table should have, by name.
+func (b *Backend) desired(nodePortIPs []netip.Addr) map[string]*object {
+	out := map[string]*object{}
+	for _, o := range layout(b.fam, b.cfg, nodePortIPs, b.st.countsByPick()) {
+		out[o.name] = o
+	}
+	for name, ref := range b.st.objects {
+		out[name] = ref.obj
+	}
+	return out
+}
+
+// liveTable is what a listing of the table found.
+type liveTable struct {
+	chains, sets, maps []string
+}
+
+func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
+	var live liveTable
+	for _, kind := range []string{"chains", "sets", "maps"} {
+		names, err := b.nft.List(ctx, kind)
+		if knftables.IsNotFound(err) {
+			return liveTable{}, nil
+		}
+		if err != nil {
+			return live, fmt.Errorf("listing %s: %w", kind, err)
+		}
+		switch kind {
+		case "chains":
+			live.chains = names
+		case "sets":
+			live.sets = names
+		default:
+			live.maps = names
+		}
+	}
+	return live, nil
+}
+
+// fullTransaction rewrites the table: live chains and static sets are
+// flushed, what is no longer wanted deleted, and every object, rule and
+// element written. The affinity sets keep the clients they remember.
+func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*knftables.Transaction, int) {
+	tx := b.nft.NewTransaction()
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for svcnet agent")})
+	if b.recreate {
+		tx.Delete(&knftables.Table{})
+		tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for svcnet agent")})
+		live = liveTable{}
+	}
+	for _, name := range live.chains {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	var stale []*object
+	for _, name := range append(slices.Clone(live.sets), live.maps...) {
+		switch o := desired[name]; {
+		case o == nil:
+			kind := kindSet
+			if slices.Contains(live.maps, name) {
+				kind = kindMap
+			}
+			stale = append(stale, &object{kind: kind, name: name})
+		case !o.dynamic():
+			flushObject(tx, o)
+		}
+	}
+	for _, o := range stale {
+		deleteSet(tx, o)
+	}
+	for _, name := range live.chains {
+		if desired[name] == nil {
+			tx.Delete(&knftables.Chain{Name: name})
+		}
+	}
+	n := addObjects(tx, sortedObjects(desired))
+	for _, id := range sortedIDs(b.st.elems) {
+		if v, ok := b.st.elems[id].want(); ok && desired[id.set] != nil {
+			tx.Add(id.knft(v, desired[id.set].kind == kindMap))
+			n++
+		}
+	}
+	return tx, n
+}
+
+// partialTransaction writes what changed since the last applied sync, in
+// an order the kernel accepts: elements out, changed chains flushed, stale
+// chains and sets deleted, new objects and rules in, elements in.
+func (b *Backend) partialTransaction(desired map[string]*object) (*knftables.Transaction, int) {
+	tx := b.nft.NewTransaction()
+	n := 0
+	var adds []elemID
+	for _, id := range sortedIDs(b.st.dirty) {
+		st := b.st.elems[id]
+		if st == nil {
+			continue
+		}
+		v, ok := st.want()
+		if st.present && (!ok || v != st.applied) && desired[id.set] != nil && b.applied[id.set] != nil {
+			tx.Delete(id.knft(st.applied, desired[id.set].kind == kindMap))
+			n++
+		}
+		if ok && (!st.present || v != st.applied) {
+			adds = append(adds, id)
+		}
+	}
+	var changed, removed []*object
+	for name, o := range desired {
+		if a := b.applied[name]; a == nil || a.content != o.content {
+			changed = append(changed, o)
+		}
+	}
+	for name, a := range b.applied {
+		if desired[name] == nil {
+			removed = append(removed, a)
+		}
+	}
+	sortByName(changed)
+	sortByName(removed)
+	n += b.replaceObjects(tx, changed, removed)
+	for _, id := range adds {
+		if o := desired[id.set]; o != nil {
+			v, _ := b.st.elems[id].want()
+			tx.Add(id.knft(v, o.kind == kindMap))
+			n++
+		}
+	}
+	return tx, n
+}
+
+// replaceObjects flushes changed chains, deletes removed objects and sets
+// whose definition changed, and writes the changed objects.
+func (b *Backend) replaceObjects(tx *knftables.Transaction, changed, removed []*object) int {
+	n := 0
+	for _, o := range append(slices.Clone(changed), removed...) {
+		if o.kind == kindChain && b.applied[o.name] != nil {
+			tx.Flush(&knftables.Chain{Name: o.name})
+		}
+	}
+	for _, o := range removed {
+		if o.isSetOrMap() {
+			deleteSet(tx, o)
+			n++
+		}
+	}
+	for _, o := range changed {
+		if o.isSetOrMap() && b.applied[o.name] != nil {
+			deleteSet(tx, o)
+		}
+	}
+	for _, o := range removed {
+		if o.kind == kindChain {
+			tx.Delete(&knftables.Chain{Name: o.name})
+			n++
+		}
+	}
+	return n + addObjects(tx, changed)
+}
+
+// addObjects writes sets and maps, then chains, then the chains' rules;
+// it counts the rules.
+func addObjects(tx *knftables.Transaction, objs []*object) int {
+	for _, o := range objs {
+		switch o.kind {
+		case kindSet:
+			tx.Add(o.set)
+		case kindMap:
+			tx.Add(o.m)
+		}
+	}
+	for _, o := range objs {
+		if o.kind == kindChain {
+			tx.Add(o.chain)
+		}
+	}
+	n := 0
+	for _, o := range objs {
+		for _, r := range o.rules {
+			tx.Add(r)
+			n++
+		}
+	}
+	return n
+}
+
+func deleteSet(tx *knftables.Transaction, o *object) {
+	if o.kind == kindMap {
+		tx.Delete(&knftables.Map{Name: o.name})
+	} else {
+		tx.Delete(&knftables.Set{Name: o.name})
+	}
+}
+
+func flushObject(tx *knftables.Transaction, o *object) {
+	if o.kind == kindMap {
+		tx.Flush(&knftables.Map{Name: o.name})
+	} else {
+		tx.Flush(&knftables.Set{Name: o.name})
+	}
+}
+
+func (b *Backend) markAllApplied() {
+	for id, st := range b.st.elems {
+		st.applied, st.present = st.want()
+		if !st.present {
+			delete(b.st.elems, id)
+		}
+	}
+	clear(b.st.dirty)
+}
+
+func sortedObjects(m map[string]*object) []*object {
+	out := make([]*object, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	sortByName(out)
+	return out
+}
+
+func sortByName(objs []*object) {
+	slices.SortFunc(objs, func(a, b *object) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
+		}
+		return 0
+	})
+}
+
+// sortedIDs lists a map's element IDs in set and key order, so that
+// transactions are the same from one run to the next.
+func sortedIDs[V any](m map[elemID]V) []elemID {
+	ids := make([]elemID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b elemID) int {
+		if c := strings.Compare(a.set, b.set); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	return ids
+}

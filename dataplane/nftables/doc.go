@@ -1,0 +1,25 @@
+// Package nftables is the node agent's nftables dataplane (`svcnet agent
+// --mode=nftables`): one table per IP family ("ip svcnet", "ip6 svcnet")
+// that nothing else writes to.
+//
+// The layout is built around what the kernel's cost is, not only around
+// kube-proxy's shape. A transaction that adds a rule, or a jump or goto
+// element of a verdict map, makes the kernel validate every chain reachable
+// from the table's base chains; with a chain per Service and per endpoint,
+// as kube-proxy's nftables mode has, that walk grows with the cluster. Here
+// the chains are a small fixed set, and every Service lives in data: sets
+// that classify destinations, and maps named endpoints-<N> that hold the
+// endpoints of every service port with N endpoints, keyed by destination
+// and bucket (0..N-1). The chain "endpoints" has one rule per N in use,
+// `dnat to <destination> . numgen random mod N map @endpoints-<N>`: a
+// destination whose endpoints are not in endpoints-<N> misses the lookup
+// and falls through to the next rule. An endpoint change is therefore a
+// handful of element deletions and additions that no rule or verdict
+// depends on. Only ports with ClientIP affinity get chains of their own
+// (kube-proxy's shape: a set per endpoint remembering its clients), reached
+// through a verdict map; their changes walk those chains only.
+//
+// Render computes a Service's Fragment (its elements and its own objects);
+// Backend keeps the fragments and applies the difference from what it last
+// applied through knftables, as one `nft -f` transaction per sync.
+package nftables

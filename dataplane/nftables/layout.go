@@ -1,0 +1,171 @@
+package nftables
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Config is the node's own settings that shape the table.
+type Config struct {
+	// ClusterCIDRs are the Pod ranges of this family; traffic from outside
+	// them to a cluster IP is masqueraded (kube-proxy's --cluster-cidr).
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll masquerades all traffic to cluster IPs.
+	MasqueradeAll bool
+}
+
+// layout returns the table's fixed objects: the chains hooked into the
+// kernel, the dispatch chains, the sets that classify destinations, and for
+// each way of picking an endpoint, its chain with a rule per endpoint count
+// in use (counts, ascending) and the maps of those counts.
+func layout(fam family, cfg Config, nodePortIPs []netip.Addr, counts map[pick][]int) []*object {
+	var objs []*object
+	objs = append(objs, layoutSets(fam)...)
+	objs = append(objs, layoutFilter(fam, nodePortIPs)...)
+	objs = append(objs, layoutNAT(fam, cfg, nodePortIPs)...)
+	for _, p := range picks {
+		objs = append(objs, layoutPick(fam, p, counts[p])...)
+	}
+	for _, o := range objs {
+		o.freeze()
+	}
+	return objs
+}
+
+func layoutSets(fam family) []*object {
+	dest := fam.dest()
+	const port = "meta l4proto . th dport"
+	return []*object{
+		newSet(setClusterIPs, dest, "cluster IP and port of every service port"),
+		newSet(setExternalIPs, dest, "external and load balancer IPs of service ports with external traffic policy Cluster"),
+		newSet(setExternalIPsLocal, dest, "external and load balancer IPs of service ports with external traffic policy Local"),
+		newSet(setNodePorts, port, "node ports with external traffic policy Cluster"),
+		newSet(setNodePortsLocal, port, "node ports with external traffic policy Local"),
+		newSet(setNoEndpoints, dest, "service ports with no endpoints: rejected"),
+		newSet(setNoLocalEndpoints, dest, "service ports with no endpoints on this node under a Local policy: dropped"),
+		newSet(setNoEndpointNodePorts, port, "node ports with no endpoints: rejected"),
+		newSet(setNoLocalEndpointNodePts, port, "node ports with no endpoints on this node under a Local policy: dropped"),
+		newSet(setFirewallIPs, dest, "load balancer IPs with loadBalancerSourceRanges"),
+		newSet(setFirewallAllow, dest+" . "+fam.ip+" saddr", "sources allowed to each load balancer IP", knftables.IntervalFlag),
+		newSet(setHairpin, fam.ip+" saddr . "+fam.ip+" daddr", "endpoints reaching themselves through a service: masqueraded"),
+		newSet(setNodePortIPs, fam.ip+" daddr", "addresses accepting node port traffic (--nodeport-addresses)"),
+	}
+}
+
+// layoutFilter rejects or drops new connections to ports with no
+// endpoints, and drops load balancer traffic from outside its source
+// ranges, before DNAT.
+func layoutFilter(fam family, nodePortIPs []netip.Addr) []*object {
+	dest := fam.dest()
+	const port = "meta l4proto . th dport"
+	const filterPrio, preDNATPrio = knftables.BaseChainPriority("filter - 10"), knftables.BaseChainPriority("-110")
+	nodePortDst := fam.ip + " daddr != " + fam.loopback
+	if len(nodePortIPs) > 0 {
+		nodePortDst = fam.ip + " daddr @" + setNodePortIPs
+	}
+	return []*object{
+		newBaseChain(chainFilterPrerouting, knftables.FilterType, knftables.PreroutingHook, preDNATPrio).
+			add("ct state new jump", chainFirewallCheck),
+		newBaseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, filterPrio).
+			add("ct state new jump", chainNodePortsCheck).
+			add("ct state new jump", chainEndpointsCheck),
+		newBaseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, filterPrio).
+			add("ct state new jump", chainEndpointsCheck),
+		newBaseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, filterPrio).
+			add("ct state new jump", chainEndpointsCheck),
+		newBaseChain(chainFilterOutputPreDNAT, knftables.FilterType, knftables.OutputHook, preDNATPrio).
+			add("ct state new jump", chainFirewallCheck),
+		newChain(chainFirewallCheck).
+			add(dest, "@"+setFirewallIPs, dest, ".", fam.ip, "saddr != @"+setFirewallAllow, "drop"),
+		newChain(chainEndpointsCheck).
+			add(dest, "@"+setNoEndpoints, "reject").
+			add(dest, "@"+setNoLocalEndpoints, "drop"),
+		newChain(chainNodePortsCheck).
+			add(nodePortDst, port, "@"+setNoEndpointNodePorts, "reject").
+			add(nodePortDst, port, "@"+setNoLocalEndpointNodePts, "drop"),
+	}
+}
+
+// layoutNAT sends cluster IPs, external IPs and node ports to the chains
+// that pick an endpoint, masquerading where kube-proxy does.
+func layoutNAT(fam family, cfg Config, nodePortIPs []netip.Addr) []*object {
+	dest := fam.dest()
+	const port = "meta l4proto . th dport"
+	services := newChain(chainServices)
+	switch {
+	case cfg.MasqueradeAll:
+		services.add(dest, "@"+setClusterIPs, "jump", chainMarkMasq)
+	case len(cfg.ClusterCIDRs) > 0:
+		services.add(fam.ip, "saddr !=", cidrSet(cfg.ClusterCIDRs), dest, "@"+setClusterIPs, "jump", chainMarkMasq)
+	}
+	services.add(dest, "@"+setClusterIPs, "goto", pickEndpoints.chain).
+		add(dest, "@"+setExternalIPs, "goto", chainExternal).
+		add(dest, "@"+setExternalIPsLocal, "goto", chainExternalLocal)
+	if len(nodePortIPs) > 0 {
+		services.add(fam.ip, "daddr", "@"+setNodePortIPs, "jump", chainNodePorts)
+	} else {
+		services.add("fib daddr type local", fam.ip, "daddr !=", fam.loopback, "jump", chainNodePorts)
+	}
+	return []*object{
+		newBaseChain(chainNATPrerouting, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority).add("jump", chainServices),
+		newBaseChain(chainNATOutput, knftables.NATType, knftables.OutputHook, knftables.DNATPriority).add("jump", chainServices),
+		newBaseChain(chainNATPostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority).add("jump", chainMasquerading),
+		services,
+		externalChain(chainExternal, pickEndpoints),
+		localPolicyChain(fam, cfg, chainExternalLocal, pickEndpoints, pickClusterEndpoints),
+		newChain(chainNodePorts).
+			add(port, "@"+setNodePorts, "goto", chainNodePortExternal).
+			add(port, "@"+setNodePortsLocal, "goto", chainNodePortLocal),
+		externalChain(chainNodePortExternal, pickNodePort),
+		localPolicyChain(fam, cfg, chainNodePortLocal, pickNodePort, pickNodePortCluster),
+		newChain(chainMarkMasq).add("meta mark set meta mark |", masqueradeMark),
+		newChain(chainMasquerading).
+			add("ct status dnat", fam.ip, "saddr .", fam.ip, "daddr", "@"+setHairpin, "jump", chainMarkMasq).
+			add("meta mark &", masqueradeMark, "== 0 return").
+			add("meta mark set meta mark ^", masqueradeMark).
+			add("masquerade fully-random"),
+	}
+}
+
+// externalChain masquerades external traffic under the Cluster policy and
+// picks any endpoint.
+func externalChain(name string, p pick) *object {
+	return newChain(name).add("jump", chainMarkMasq).add("goto", p.chain)
+}
+
+// localPolicyChain handles external traffic under the Local policy: from
+// Pods and from the node itself it may still go to any endpoint (the
+// node's own traffic masqueraded), the rest only to this node's.
+func localPolicyChain(fam family, cfg Config, name string, local, cluster pick) *object {
+	c := newChain(name)
+	if len(cfg.ClusterCIDRs) > 0 {
+		c.add(fam.ip, "saddr", cidrSet(cfg.ClusterCIDRs), "goto", cluster.chain)
+	}
+	return c.add("fib saddr type local jump", chainMarkMasq).
+		add("fib saddr type local goto", cluster.chain).
+		add("goto", local.chain)
+}
+
+// layoutPick is a pick's chain, its affinity verdict map and its data maps.
+func layoutPick(fam family, p pick, counts []int) []*object {
+	key := fam.key(p)
+	c := newChain(p.chain).add(key, "vmap @"+p.affinityMap())
+	objs := []*object{newMap(p.affinityMap(), key+" : verdict", "service ports with ClientIP affinity")}
+	for _, n := range counts {
+		c.add("dnat", fam.ip, "to", key, ". numgen random mod", strconv.Itoa(n), "map @"+p.mapName(n))
+		objs = append(objs, newMap(p.mapName(n), key+" . numgen random mod "+strconv.Itoa(n)+" : "+fam.ip+" daddr . th dport",
+			"service ports with "+strconv.Itoa(n)+" endpoints"))
+	}
+	return append(objs, c)
+}
+
+func cidrSet(cidrs []netip.Prefix) string {
+	ss := make([]string, len(cidrs))
+	for i, c := range cidrs {
+		ss[i] = c.String()
+	}
+	return "{ " + strings.Join(ss, ", ") + " }"
+}

@@ -1,0 +1,137 @@
+package nftables
+
+import (
+	"maps"
+	"slices"
+)
+
+// state is what the table should hold: every Service's fragment folded
+// into elements (each with the Services that want it), the endpoint counts
+// in use, and the Services' own objects. It remembers which elements
+// changed since the last applied sync, so that a sync writes only those.
+type state struct {
+	frags map[string]*Fragment
+	elems map[elemID]*elemState
+	// counts holds, per pick and endpoint count, how many ports use it.
+	counts map[count]int
+	// objects are the Services' own objects with the number of fragments
+	// holding them.
+	objects map[string]*objectRef
+	dirty   map[elemID]bool
+}
+
+// elemState is one element: the value each owner wants, and what was last
+// applied.
+type elemState struct {
+	owners  map[string]string
+	applied string
+	// present tells whether the element is in the table.
+	present bool
+}
+
+type objectRef struct {
+	obj  *object
+	refs int
+}
+
+func newState() *state {
+	return &state{
+		frags:   map[string]*Fragment{},
+		elems:   map[elemID]*elemState{},
+		counts:  map[count]int{},
+		objects: map[string]*objectRef{},
+		dirty:   map[elemID]bool{},
+	}
+}
+
+// set replaces owner's fragment; nil removes it.
+func (s *state) set(owner string, f *Fragment) {
+	if old := s.frags[owner]; old != nil {
+		s.release(owner, old)
+		delete(s.frags, owner)
+	}
+	if f == nil {
+		return
+	}
+	s.frags[owner] = f
+	for _, e := range f.elems {
+		st := s.elems[e.id()]
+		if st == nil {
+			st = &elemState{owners: map[string]string{}}
+			s.elems[e.id()] = st
+		}
+		st.owners[owner] = e.value
+		s.dirty[e.id()] = true
+	}
+	for _, c := range f.counts {
+		s.counts[c]++
+	}
+	for _, o := range f.objects {
+		ref := s.objects[o.name]
+		if ref == nil {
+			ref = &objectRef{}
+			s.objects[o.name] = ref
+		}
+		ref.obj = o
+		ref.refs++
+	}
+}
+
+func (s *state) release(owner string, f *Fragment) {
+	for _, e := range f.elems {
+		if st := s.elems[e.id()]; st != nil {
+			delete(st.owners, owner)
+			s.dirty[e.id()] = true
+		}
+	}
+	for _, c := range f.counts {
+		if s.counts[c]--; s.counts[c] <= 0 {
+			delete(s.counts, c)
+		}
+	}
+	for _, o := range f.objects {
+		if ref := s.objects[o.name]; ref != nil {
+			if ref.refs--; ref.refs <= 0 {
+				delete(s.objects, o.name)
+			}
+		}
+	}
+}
+
+// want is the value the element should have: the one of its first owner
+// in name order (two Services claiming the same external IP and port: the
+// older name wins, as in iptables mode's rule order).
+func (st *elemState) want() (string, bool) {
+	if len(st.owners) == 0 {
+		return "", false
+	}
+	first := slices.Min(slices.Collect(maps.Keys(st.owners)))
+	return st.owners[first], true
+}
+
+// countsByPick lists the endpoint counts in use per pick, ascending.
+func (s *state) countsByPick() map[pick][]int {
+	out := map[pick][]int{}
+	for c := range s.counts {
+		out[c.pick] = append(out[c.pick], c.n)
+	}
+	for p := range out {
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// markApplied records that the dirty elements are now as wanted.
+func (s *state) markApplied(ids map[elemID]bool) {
+	for id := range ids {
+		st := s.elems[id]
+		if st == nil {
+			continue
+		}
+		st.applied, st.present = st.want()
+		if !st.present {
+			delete(s.elems, id)
+		}
+		delete(s.dirty, id)
+	}
+}
