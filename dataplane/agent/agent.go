@@ -28,7 +28,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/dataplane"
-	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
@@ -186,6 +185,7 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeOtherModes(context.Background(), opts, log)
 	return newAgent(reader, opts, log, clock.RealClock{}, backends)
 }
 
@@ -204,27 +204,6 @@ func Cleanup(ctx context.Context, opts Options, log logr.Logger) error {
 		log.Info("Removed rules", "mode", b.Mode(), "family", b.Family())
 	}
 	return errors.Join(errs...)
-}
-
-// newBackends builds the backends of opts.Mode: IPv4, and IPv6 too when
-// the node can program it (ip6tables works).
-func newBackends(opts Options, log logr.Logger) ([]dataplane.Backend, error) {
-	cidrs, err := opts.clusterCIDRsByFamily()
-	if err != nil {
-		return nil, err
-	}
-	var backends []dataplane.Backend
-	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
-		ipt := iptables.NewExec(f, opts.NetNS)
-		if f == corev1.IPv6Protocol {
-			if _, err := ipt.Save(context.Background(), "filter"); err != nil {
-				log.Info("IPv6 rules disabled: ip6tables is not usable", "err", err.Error())
-				continue
-			}
-		}
-		backends = append(backends, iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs[f], MasqueradeAll: opts.MasqueradeAll}))
-	}
-	return backends, nil
 }
 
 // newAgent builds an agent on the given backends, one per IP family.

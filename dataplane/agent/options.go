@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,11 +13,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
-// ModeIPTables is the only dataplane mode so far.
-const ModeIPTables = iptables.Mode
+// The dataplane modes.
+const (
+	ModeIPTables = iptables.Mode
+	ModeNFTables = nftables.Mode
+)
+
+// Modes are the valid values of --mode.
+var Modes = []string{ModeIPTables, ModeNFTables}
 
 // Options are `svcnet agent`'s settings; AddFlags binds them, with
 // kube-proxy's flag names where the meaning is the same.
@@ -57,7 +65,7 @@ func DefaultOptions() Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration, then $KUBECONFIG.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node's Node object (default: the hostname).")
-	fs.StringVar(&o.Mode, "mode", o.Mode, "Dataplane: iptables.")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "Dataplane: iptables or nftables. On start the agent removes the rules the other mode left (svcnet's or kube-proxy's).")
 	fs.StringSliceVar(&o.ClusterCIDRs, "cluster-cidr", o.ClusterCIDRs, "Pod CIDRs (comma separated, one per family); traffic to a cluster IP from outside them is masqueraded.")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "Masquerade all traffic to cluster IPs.")
 	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses, "CIDRs of the local addresses that accept NodePort traffic. Empty: all local addresses.")
@@ -73,8 +81,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the options, naming the bad flag.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Mode != ModeIPTables {
-		errs = append(errs, fmt.Errorf("--mode %q is not supported; valid modes: %s", o.Mode, ModeIPTables))
+	if !slices.Contains(Modes, o.Mode) {
+		errs = append(errs, fmt.Errorf("--mode %q is not supported; valid modes: %s", o.Mode, strings.Join(Modes, ", ")))
 	}
 	if o.NodeName == "" {
 		errs = append(errs, errors.New("--node-name must not be empty"))

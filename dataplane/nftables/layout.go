@@ -156,7 +156,10 @@ func layoutPick(fam family, p pick, counts []int) []*object {
 	objs := []*object{newMap(p.affinityMap(), key+" : verdict", "service ports with ClientIP affinity")}
 	for _, n := range counts {
 		c.add("dnat", fam.ip, "to", key, ". numgen random mod", strconv.Itoa(n), "map @"+p.mapName(n))
-		objs = append(objs, newMap(p.mapName(n), key+" . numgen random mod "+strconv.Itoa(n)+" : "+fam.ip+" daddr . th dport",
+		// The value is declared "tcp dport" for every protocol: it only
+		// gives the type (inet_service), and nft 1.0.6 cannot read "th
+		// dport" back from the kernel's map.
+		objs = append(objs, newMap(p.mapName(n), key+" . numgen random mod "+strconv.Itoa(n)+" : "+fam.ip+" daddr . tcp dport",
 			"service ports with "+strconv.Itoa(n)+" endpoints"))
 	}
 	return append(objs, c)

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/test/builder"
@@ -51,6 +51,8 @@ var (
 // cluster is the shared fixture: API server, controllers, two nodes with
 // agents, and a client outside the nodes.
 type cluster struct {
+	// mode is the dataplane mode the agents start in.
+	mode   string
 	env    *testenv.Env
 	lab    *netlab.Lab
 	nodes  []*netlab.Node
@@ -62,7 +64,7 @@ type cluster struct {
 	logDir string
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, mode string) *cluster {
 	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
@@ -78,7 +80,7 @@ func startCluster(t *testing.T) *cluster {
 	lab, err := netlab.New(fmt.Sprintf("svcnet-kt%04d", rand.IntN(10000)))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(lab.Close)
-	c := &cluster{env: env, lab: lab, agents: map[string]context.CancelFunc{}, logDir: t.TempDir()}
+	c := &cluster{mode: mode, env: env, lab: lab, agents: map[string]context.CancelFunc{}, logDir: t.TempDir()}
 	for i := 1; i <= 2; i++ {
 		n, err := lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.50.%d/24", 10+i)),
 			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)), serviceCIDR)
@@ -107,10 +109,16 @@ func startCluster(t *testing.T) *cluster {
 }
 
 // startAgent runs an agent for node n in this process, programming n's
-// network namespace.
+// network namespace in the cluster's mode.
 func (c *cluster) startAgent(t *testing.T, n *netlab.Node) {
 	t.Helper()
+	c.startAgentMode(t, n, c.mode)
+}
+
+func (c *cluster) startAgentMode(t *testing.T, n *netlab.Node, mode string) {
+	t.Helper()
 	opts := agent.DefaultOptions()
+	opts.Mode = mode
 	opts.NodeName = n.Name
 	opts.NetNS = netlab.Path(n.NetNS)
 	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
@@ -217,16 +225,40 @@ func fetchAll(ctx context.Context, hc *http.Client, url string, n int) (map[stri
 	return counts, nil
 }
 
+// TestAgent runs the suite in every dataplane mode.
 func TestAgent(t *testing.T) {
 	requireKernel(t)
-	c := startCluster(t)
+	for _, mode := range agent.Modes {
+		t.Run(mode, func(t *testing.T) { testAgent(t, mode) })
+	}
+}
+
+// rules is what a node's dataplane holds in the cluster's mode, as an
+// operator would list it.
+func (c *cluster) rules(n *netlab.Node) string {
+	var out string
+	if c.mode == agent.ModeNFTables {
+		out, _ = c.lab.Run(n.NetNS, "nft", "list", "table", "ip", nftables.TableName)
+	} else {
+		out, _ = c.lab.Run(n.NetNS, "iptables-save")
+	}
+	return out
+}
+
+// hasEndpoint tells whether a node's rules send traffic to ip:port.
+func (c *cluster) hasEndpoint(n *netlab.Node, ip netip.Addr, port int) bool {
+	rules := c.rules(n)
+	return strings.Contains(rules, fmt.Sprintf("%s:%d", ip, port)) || strings.Contains(rules, fmt.Sprintf(": %s . %d", ip, port))
+}
+
+func testAgent(t *testing.T, mode string) {
+	c := startCluster(t, mode)
 	ctx := context.Background()
 	newNS := func(t *testing.T) string {
 		t.Cleanup(func() {
 			if t.Failed() {
 				for _, n := range c.nodes {
-					out, _ := c.lab.Run(n.NetNS, "iptables-save")
-					t.Logf("iptables-save on %s:\n%s", n.Name, out)
+					t.Logf("%s rules on %s:\n%s", c.mode, n.Name, c.rules(n))
 				}
 			}
 		})
@@ -376,9 +408,7 @@ func TestAgent(t *testing.T) {
 		svc := c.service(t, builder.Service("dns", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "dns").Obj())
 		// Datagrams sent before the rules exist would pin the flow to an
 		// entry without DNAT: start it once the endpoint is programmed.
-		g.Eventually(func() (string, error) {
-			return c.lab.Run(c.nodes[0].NetNS, "iptables-save", "-t", "nat")
-		}).WithTimeout(converge).WithPolling(poll).Should(ContainSubstring(old.IP.String() + ":" + strconv.Itoa(udpPort)))
+		g.Eventually(func() bool { return c.hasEndpoint(c.nodes[0], old.IP, udpPort) }).WithTimeout(converge).WithPolling(poll).Should(BeTrue())
 		// One socket, one source port: every datagram is the same conntrack
 		// flow, which keeps going to the endpoint it was first sent to
 		// unless the agent deletes the entry.
@@ -450,12 +480,8 @@ func TestAgent(t *testing.T) {
 		// agent has seen the other two.
 		marker := c.service(t, webService(ns, "marker"))
 		c.addPods(t, ns, "marker", c.nodes[0], 1)
-		g.Eventually(func() string {
-			out, _ := c.lab.Run(c.nodes[0].NetNS, "iptables-save", "-t", "nat")
-			return out
-		}).WithTimeout(converge).WithPolling(poll).Should(ContainSubstring(marker.Spec.ClusterIP))
-		out, err := c.lab.Run(c.nodes[0].NetNS, "iptables-save")
-		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func() string { return c.rules(c.nodes[0]) }).WithTimeout(converge).WithPolling(poll).Should(ContainSubstring(marker.Spec.ClusterIP))
+		out := c.rules(c.nodes[0])
 		g.Expect(out).NotTo(ContainSubstring(ns + "/hl"))
 		g.Expect(out).NotTo(ContainSubstring(ns + "/ext"))
 	})
@@ -504,6 +530,40 @@ func TestAgent(t *testing.T) {
 		g.Eventually(func() (string, error) { return netlab.Get(ctx, outside, url) }).
 			WithTimeout(converge).WithPolling(poll).Should(MatchRegexp(`^p\d+ `))
 	})
+
+	if c.mode == agent.ModeIPTables { // once, from the iptables suite
+		t.Run("switching a node iptables -> nftables -> iptables keeps serving and leaves no rules of the other mode", func(t *testing.T) {
+			g := NewWithT(t)
+			ns := newNS(t)
+			c.addPods(t, ns, "switch", c.nodes[1], 2)
+			svc := c.service(t, webService(ns, "switch"))
+			url := "http://" + svc.Spec.ClusterIP + ":80/"
+			hc := netlab.Client(clientPodOn(t, c.nodes[0]).NetNS, 2*time.Second)
+			node := c.nodes[0]
+			t.Cleanup(func() {
+				c.stopAgent(node.Name)
+				c.startAgent(t, node)
+			})
+			for _, step := range []struct{ mode, gone string }{
+				{agent.ModeIPTables, ""},
+				{agent.ModeNFTables, "KUBE-SVC-"},
+				{agent.ModeIPTables, "table ip svcnet"},
+			} {
+				c.stopAgent(node.Name)
+				c.startAgentMode(t, node, step.mode)
+				g.Eventually(func() (map[string]int, error) { return fetchAll(ctx, hc, url, 20) }).
+					WithTimeout(converge).WithPolling(poll).Should(HaveLen(2), "traffic in %s mode", step.mode)
+				if step.gone == "" {
+					continue
+				}
+				g.Eventually(func() string {
+					ipt, _ := c.lab.Run(node.NetNS, "iptables-save")
+					nft, _ := c.lab.Run(node.NetNS, "nft", "list", "ruleset")
+					return ipt + nft
+				}).WithTimeout(converge).WithPolling(poll).ShouldNot(ContainSubstring(step.gone), "rules of the other mode after moving to %s", step.mode)
+			}
+		})
+	}
 
 	t.Run("restarting the agent drops no request", func(t *testing.T) {
 		g := NewWithT(t)
