@@ -163,3 +163,71 @@ func AffinityChain(namespace, service, portName string, p corev1.Protocol, local
 func affinitySet(base string, ep netip.AddrPort) string {
 	return "affinity-" + base + "__" + ep.Addr().String() + "/" + strconv.Itoa(int(ep.Port()))
 }
+
+// EndpointCount counts the endpoints a listing of svcnet's table (`nft list
+// table ip svcnet`) gives a destination ("10.96.0.10 . tcp . 80"): its
+// buckets in the endpoints-<N> maps. -1: the destination is not there.
+func EndpointCount(listing, dest string) int {
+	if !strings.Contains(listing, dest) {
+		return -1
+	}
+	n := 0
+	for _, line := range strings.Split(listing, "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "elements = {"))
+		for _, elem := range strings.Split(line, ",") {
+			elem = strings.TrimSpace(elem)
+			rest, ok := strings.CutPrefix(elem, dest+" . ")
+			if !ok {
+				continue
+			}
+			if bucket, _, ok := strings.Cut(rest, " : "); ok && isDigits(bucket) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// KubeProxyEndpointCount counts the endpoints of a service port in a
+// listing of kube-proxy's nftables table, from its
+// service-<hash>-<namespace>/<name>/<protocol>/<port name> chain: the N of
+// its `numgen random mod N`, else its endpoint gotos and DNATs. -1: no
+// such chain.
+func KubeProxyEndpointCount(listing, namespace, service, portName string, p corev1.Protocol) int {
+	suffix := "-" + namespace + "/" + service + "/" + proto(p) + "/" + portName + " {"
+	n, in := -1, false
+	for _, line := range strings.Split(listing, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "chain service-") && strings.HasSuffix(t, suffix):
+			n, in = 0, true
+		case in && t == "}":
+			in = false
+		case in:
+			if _, rest, ok := strings.Cut(t, "numgen random mod "); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					if v, err := strconv.Atoi(f[0]); err == nil {
+						return v
+					}
+				}
+			}
+			n += strings.Count(t, "goto endpoint-")
+			if strings.Contains(t, "dnat") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}

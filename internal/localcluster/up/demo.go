@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 )
 
@@ -166,17 +166,23 @@ func (d *demo) readyEndpoints(ctx context.Context, name string) (int, error) {
 	return n, nil
 }
 
-// endpointsInRules counts the KUBE-SEP jumps of a Service's KUBE-SVC chain
-// in every node (-1: no chain), read in parallel.
+// endpointsInRules counts the endpoints every node's rules give a
+// Service's port (-1: none), read in parallel.
 func (d *demo) endpointsInRules(ctx context.Context, name string) []int {
-	chain := iptables.ServiceChain(demoNamespace, name, "", corev1.ProtocolTCP)
 	counts := make([]int, len(d.cl.nodes))
+	var svc corev1.Service
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: name}, &svc); err != nil {
+		for i := range counts {
+			counts[i] = -1
+		}
+		return counts
+	}
 	var wg sync.WaitGroup
 	for i, n := range d.cl.nodes {
 		wg.Go(func() {
 			counts[i] = -1
-			if save, err := iptables.NewExec(corev1.IPv4Protocol, netlab.Path(n.Net.NetNS)).Save(ctx, "nat"); err == nil {
-				counts[i] = iptables.EndpointJumps(save, chain)
+			if rules, err := d.cl.nodeRules(ctx, n.Net.NetNS); err == nil {
+				counts[i] = d.cl.endpointCount(rules, &svc)
 			}
 		})
 	}
@@ -264,14 +270,15 @@ func (d *demo) clusterIP(ctx context.Context) error {
 		return err
 	}
 
-	d.title("Every node's agent programmed KUBE-SERVICES -> KUBE-SVC -> KUBE-SEP (DNAT)")
+	d.title("Every node's " + d.cl.mode + " rules send web's cluster IP to its 3 Pods (DNAT)")
 	if err := waitFor(ctx, 30*time.Second, "web's rules on every node", func() (bool, error) {
 		return allEqual(d.endpointsInRules(ctx, "web"), 3), nil
 	}); err != nil {
 		return err
 	}
-	rules := d.inNode(ctx, d.cl.nodes[0].Net.NetNS, "iptables-save -t nat | grep demo/web")
-	for _, want := range []string{"-A KUBE-SERVICES", "-j KUBE-SVC-", "--mode random --probability", "-j KUBE-SEP-", "-j DNAT"} {
+	view, wants := d.cl.serviceRulesView(svc, 3)
+	rules := d.inNode(ctx, d.cl.nodes[0].Net.NetNS, view)
+	for _, want := range wants {
 		if !strings.Contains(rules, want) {
 			return fmt.Errorf("the node's rules for demo/web lack %q", want)
 		}
@@ -295,7 +302,7 @@ func (d *demo) scale(ctx context.Context) error {
 	}
 	took := time.Since(start)
 	d.say("all %d nodes were reprogrammed with 10 endpoints %d ms after `kubectl scale` started", len(d.cl.nodes), took.Milliseconds())
-	d.say("(kubectl itself, the Deployment and ReplicaSet controllers, Pod start-up, the EndpointSlice write and the agents' iptables-restore included)")
+	d.say("(kubectl itself, the Deployment and ReplicaSet controllers, Pod start-up, the EndpointSlice write and the nodes' rule updates included)")
 	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web"); err != nil {
 		return err
 	}
@@ -362,7 +369,11 @@ func (d *demo) headless(ctx context.Context) error {
 // noRules shows and checks that no node has a rule for a Service.
 func (d *demo) noRules(ctx context.Context, name string) error {
 	for _, n := range d.cl.nodes {
-		out := d.inNode(ctx, n.Net.NetNS, "iptables-save | grep -c demo/"+name+"[^-]")
+		list := "iptables-save"
+		if d.cl.mode == agent.ModeNFTables {
+			list = "nft list ruleset"
+		}
+		out := d.inNode(ctx, n.Net.NetNS, list+" | grep -c demo/"+name+"[^-]")
 		if strings.TrimSpace(out) != "0" {
 			return fmt.Errorf("node %s has rules for demo/%s", n.Name, name)
 		}

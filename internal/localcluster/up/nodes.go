@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -59,6 +60,8 @@ type cluster struct {
 	lab    *netlab.Lab
 	nodes  []nodesim.Node
 	client string
+	// mode is the nodes' dataplane mode (--proxy-mode).
+	mode string
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
 	proxyName string
 	agents    []*process
@@ -104,10 +107,14 @@ func claimPrefix() (string, func(), []string, error) {
 
 // checkNetnsSupport fails early, with the reason, when this process cannot
 // create network namespaces.
-func checkNetnsSupport() error {
-	for _, tool := range []string{"ip", "iptables-restore"} {
+func checkNetnsSupport(mode string) error {
+	tools := []string{"ip", "iptables-restore"}
+	if mode == agent.ModeNFTables {
+		tools = append(tools, "nft")
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("--nodes needs %s (packages iproute2, iptables); use --nodes=0 for the control plane alone", tool)
+			return fmt.Errorf("--nodes needs %s (packages iproute2, iptables, nftables); use --nodes=0 for the control plane alone", tool)
 		}
 	}
 	if os.Geteuid() != 0 {
@@ -126,7 +133,7 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 	if len(removed) > 0 {
 		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
 	}
-	cl := &cluster{prefix: prefix, unlock: unlock}
+	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode}
 	defer func() {
 		if err != nil {
 			cl.stop()
@@ -270,7 +277,7 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, kub
 		return err
 	}
 	args := []string{"agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
-		"--netns=" + netlab.Path(n.Net.NetNS), "--cluster-cidr=" + c.ClusterCIDR,
+		"--netns=" + netlab.Path(n.Net.NetNS), "--cluster-cidr=" + c.ClusterCIDR, "--mode=" + c.ProxyMode,
 		"--healthz-bind-address=127.0.0.1:" + strconv.Itoa(health),
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 		"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
@@ -296,7 +303,7 @@ func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node,
 	}
 	const healthz = "127.0.0.1:10256"
 	args := []string{"netns", "exec", n.Net.NetNS, filepath.Join(binDir, upstreamNodeBinary),
-		"--kubeconfig=" + kubeconfig, "--proxy-mode=iptables", "--hostname-override=" + n.Name,
+		"--kubeconfig=" + kubeconfig, "--proxy-mode=" + c.ProxyMode, "--hostname-override=" + n.Name,
 		"--cluster-cidr=" + c.ClusterCIDR, "--conntrack-max-per-core=0",
 		"--healthz-bind-address=" + healthz, "--metrics-bind-address=127.0.0.1:10249",
 		"--v=" + strconv.Itoa(max(c.Verbosity, 2))}

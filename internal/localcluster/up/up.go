@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/svcnet-io/svcnet/allocator/portrange"
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
@@ -64,6 +66,9 @@ type Config struct {
 	// kube-controller-manager's own controllers and kube-proxy instead of
 	// svcnet's, for side-by-side comparisons.
 	Pipeline string
+	// ProxyMode is the dataplane mode of every node's agent (or
+	// kube-proxy): iptables or nftables.
+	ProxyMode string
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -83,6 +88,7 @@ func DefaultConfig() Config {
 		ServiceCIDRs:      "10.96.0.0/16",
 		Nodes:             3,
 		Pipeline:          PipelineSvcnet,
+		ProxyMode:         agent.ModeIPTables,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
 		Manager:           m,
@@ -102,6 +108,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: iptables or nftables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream).")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -139,6 +146,9 @@ func (c *Config) validateNodes() []error {
 	}
 	if c.Pipeline != PipelineSvcnet && c.Pipeline != PipelineUpstream {
 		errs = append(errs, fmt.Errorf("--pipeline %q is not valid; valid values: %s, %s", c.Pipeline, PipelineSvcnet, PipelineUpstream))
+	}
+	if !slices.Contains(agent.Modes, c.ProxyMode) {
+		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -323,7 +333,7 @@ func (s *session) preflight() (unlock func(), err error) {
 		return nil, err
 	}
 	if c.Nodes > 0 {
-		if err := checkNetnsSupport(); err != nil {
+		if err := checkNetnsSupport(c.ProxyMode); err != nil {
 			return nil, err
 		}
 	}
@@ -590,8 +600,8 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
 		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
   ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
   ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services
-  ip netns exec %[3]s iptables-save -t nat | grep KUBE-SVC
-`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS)
+  ip netns exec %[3]s %[4]s
+`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy"))
 	}
 	fmt.Fprintln(out, "Ctrl-C stops everything.")
 }
