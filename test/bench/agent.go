@@ -45,24 +45,34 @@ var agentEndpointRange = netip.MustParsePrefix("10.240.0.0/12")
 
 type agentImpl struct {
 	name string
+	// mode is the dataplane mode; the first implementation of each mode
+	// is svcnet's, the ones compared with it follow.
+	mode string
 	argv func(root, kubeconfig, node string) []string
 }
 
 func agentImpls() []agentImpl {
-	kubeProxy := func(extra ...string) func(root, kc, node string) []string {
+	kubeProxy := func(mode string, extra ...string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
-			return append([]string{filepath.Join(root, "bin/k8s/kube-proxy"), "--kubeconfig=" + kc, "--proxy-mode=iptables",
+			return append([]string{filepath.Join(root, "bin/k8s/kube-proxy"), "--kubeconfig=" + kc, "--proxy-mode=" + mode,
 				"--hostname-override=" + node, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2"}, extra...)
 		}
 	}
-	return []agentImpl{
-		{name: "svcnet agent", argv: func(root, kc, node string) []string {
+	svcnet := func(mode string) func(root, kc, node string) []string {
+		return func(root, kc, node string) []string {
 			return []string{filepath.Join(root, "bin/svcnet"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
-				"--cluster-cidr=" + agentClusterCIDR, "--v=2"}
-		}},
-		{name: "kube-proxy", argv: kubeProxy()},
-		{name: "kube-proxy --iptables-min-sync-period=0", argv: kubeProxy("--iptables-min-sync-period=0")},
+				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--v=2"}
+		}
 	}
+	var impls []agentImpl
+	for _, mode := range []string{"iptables", "nftables"} {
+		impls = append(impls,
+			agentImpl{name: "svcnet agent --mode=" + mode, mode: mode, argv: svcnet(mode)},
+			agentImpl{name: "kube-proxy --proxy-mode=" + mode, mode: mode, argv: kubeProxy(mode)},
+			// kube-proxy 1.37 has no nftables-specific flag for it.
+			agentImpl{name: "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0", mode: mode, argv: kubeProxy(mode, "--iptables-min-sync-period=0")})
+	}
+	return impls
 }
 
 type agentScenario struct {
@@ -275,7 +285,7 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 		return res, err
 	}
 	argv := append([]string{"ip", "netns", "exec", n.node.NetNS}, impl.argv(root, kc, n.node.Name)...)
-	logPath := filepath.Join(workDir, strings.Fields(impl.name)[0]+".log")
+	logPath := filepath.Join(workDir, strings.Fields(impl.name)[0]+"-"+impl.mode+".log")
 	p, err := startProc(logPath, argv...)
 	if err != nil {
 		return res, err
@@ -309,14 +319,14 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 		{letter: 'h', services: 10000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
 	}
 	var b strings.Builder
-	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables mode)\n\n")
+	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables and nftables modes)\n\n")
 	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
 		"kube-apiserver through a forwarder) and programs real iptables there (%s). Services have no selector; the benchmark "+
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
 		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
 		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
 		"The cold sync is from process start until the probe Service (created after all others) answers. kube-proxy runs at its "+
-		"defaults (--iptables-min-sync-period=1s) and with --iptables-min-sync-period=0. CPU is the process's user+system time for the "+
+		"defaults (a minimum sync period of 1s) and with --iptables-min-sync-period=0, in each mode. CPU is the process's user+system time for the "+
 		"whole run including the iptables-restore children it waited for; RSS its peak.\n\n", iptablesVersion())
 	var pending []agentScenario
 	for _, sc := range scenarios {
@@ -367,14 +377,7 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 				ms(percentile(r.latencies, 0.5)), ms(percentile(r.latencies, 0.99)), ms(slices.Max(r.latencies)), r.cpu, r.rssMiB)
 		}
 		w.close()
-		s := results[0]
-		for i, u := range results[1:] {
-			fmt.Fprintf(&b, "| %s | **svcnet / %s** | **%.2fx** | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", title, agentImpls()[i+1].name,
-				ratio(s.coldSync.Seconds(), u.coldSync.Seconds()),
-				ratio(percentile(s.latencies, 0.5).Seconds(), percentile(u.latencies, 0.5).Seconds()),
-				ratio(percentile(s.latencies, 0.99).Seconds(), percentile(u.latencies, 0.99).Seconds()),
-				ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
-		}
+		writeAgentRatios(&b, title, agentImpls(), results)
 	}
 	return b.String(), nil
 }
@@ -389,4 +392,21 @@ func iptablesVersion() string {
 		return "version unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// writeAgentRatios compares svcnet with each proxy of the same mode.
+func writeAgentRatios(b *strings.Builder, title string, impls []agentImpl, results []agentResult) {
+	var s agentResult
+	for i, impl := range impls {
+		if strings.HasPrefix(impl.name, "svcnet") {
+			s = results[i]
+			continue
+		}
+		u := results[i]
+		fmt.Fprintf(b, "| %s | **svcnet / %s** | **%.2fx** | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", title, impl.name,
+			ratio(s.coldSync.Seconds(), u.coldSync.Seconds()),
+			ratio(percentile(s.latencies, 0.5).Seconds(), percentile(u.latencies, 0.5).Seconds()),
+			ratio(percentile(s.latencies, 0.99).Seconds(), percentile(u.latencies, 0.99).Seconds()),
+			ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
+	}
 }
