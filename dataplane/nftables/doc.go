@@ -8,12 +8,13 @@
 // from the table's base chains; with a chain per Service and per endpoint,
 // as kube-proxy's nftables mode has, that walk grows with the cluster. Here
 // the chains are a small fixed set, and every Service lives in data: sets
-// that classify destinations, and maps named endpoints-<N> that hold the
-// endpoints of every service port with N endpoints, keyed by destination
-// and bucket (0..N-1). The chain "endpoints" has one rule per N in use,
-// `dnat to <destination> . numgen random mod N map @endpoints-<N>`: a
-// destination whose endpoints are not in endpoints-<N> misses the lookup
-// and falls through to the next rule. An endpoint change is therefore a
+// that classify destinations, and maps named endpoints-<protocol>-<N> that
+// hold the endpoints of every service port of that protocol with N
+// endpoints, keyed by destination and bucket (0..N-1). The chain
+// "endpoints" has one rule per protocol and N in use, `meta l4proto tcp
+// dnat to <destination> . numgen random mod N map @endpoints-tcp-<N>`: a
+// destination whose endpoints are not in that map misses the lookup and
+// falls through to the next rule. An endpoint change is therefore a
 // handful of element deletions and additions that no rule or verdict
 // depends on. Only ports with ClientIP affinity get chains of their own
 // (kube-proxy's shape: a set per endpoint remembering its clients), reached

@@ -20,8 +20,8 @@ type Config struct {
 // layout returns the table's fixed objects: the chains hooked into the
 // kernel, the dispatch chains, the sets that classify destinations, and for
 // each way of picking an endpoint, its chain with a rule per endpoint count
-// in use (counts, ascending) and the maps of those counts.
-func layout(fam family, cfg Config, nodePortIPs []netip.Addr, counts map[pick][]int) []*object {
+// and protocol in use (counts, in order) and the maps of those counts.
+func layout(fam family, cfg Config, nodePortIPs []netip.Addr, counts map[pick][]count) []*object {
 	var objs []*object
 	objs = append(objs, layoutSets(fam)...)
 	objs = append(objs, layoutFilter(fam, nodePortIPs)...)
@@ -149,18 +149,20 @@ func localPolicyChain(fam family, cfg Config, name string, local, cluster pick) 
 		add("goto", local.chain)
 }
 
-// layoutPick is a pick's chain, its affinity verdict map and its data maps.
-func layoutPick(fam family, p pick, counts []int) []*object {
+// layoutPick is a pick's chain, its affinity verdict map and its data maps,
+// one per protocol and endpoint count. A map's value is declared
+// "<protocol> dport" and its rule starts with the protocol: nft 1.0.6
+// cannot read a map whose value is declared "th dport" back from the
+// kernel, and it derives from a declared protocol a match on it.
+func layoutPick(fam family, p pick, counts []count) []*object {
 	key := fam.key(p)
 	c := newChain(p.chain).add(key, "vmap @"+p.affinityMap())
 	objs := []*object{newMap(p.affinityMap(), key+" : verdict", "service ports with ClientIP affinity")}
-	for _, n := range counts {
-		c.add("dnat", fam.ip, "to", key, ". numgen random mod", strconv.Itoa(n), "map @"+p.mapName(n))
-		// The value is declared "tcp dport" for every protocol: it only
-		// gives the type (inet_service), and nft 1.0.6 cannot read "th
-		// dport" back from the kernel's map.
-		objs = append(objs, newMap(p.mapName(n), key+" . numgen random mod "+strconv.Itoa(n)+" : "+fam.ip+" daddr . tcp dport",
-			"service ports with "+strconv.Itoa(n)+" endpoints"))
+	for _, cnt := range counts {
+		n, name := strconv.Itoa(cnt.n), p.mapName(cnt.proto, cnt.n)
+		c.add("meta l4proto", cnt.proto, "dnat", fam.ip, "to", key, ". numgen random mod", n, "map @"+name)
+		objs = append(objs, newMap(name, key+" . numgen random mod "+n+" : "+fam.ip+" daddr . "+cnt.proto+" dport",
+			cnt.proto+" service ports with "+n+" endpoints"))
 	}
 	return append(objs, c)
 }

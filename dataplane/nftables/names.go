@@ -88,8 +88,10 @@ var (
 	picks = []pick{pickEndpoints, pickClusterEndpoints, pickNodePort, pickNodePortCluster}
 )
 
-// mapName is the data map of the ports with n endpoints.
-func (p pick) mapName(n int) string { return p.chain + "-" + strconv.Itoa(n) }
+// mapName is the data map of the ports of a protocol with n endpoints.
+func (p pick) mapName(proto string, n int) string {
+	return p.chain + "-" + proto + "-" + strconv.Itoa(n)
+}
 
 // affinityMap is the verdict map sending ports with ClientIP affinity to
 // their own chains.
@@ -166,7 +168,8 @@ func affinitySet(base string, ep netip.AddrPort) string {
 
 // EndpointCount counts the endpoints a listing of svcnet's table (`nft list
 // table ip svcnet`) gives a destination ("10.96.0.10 . tcp . 80"): its
-// buckets in the endpoints-<N> maps. -1: the destination is not there.
+// buckets in the endpoints-<protocol>-<N> maps. -1: the destination is
+// not there.
 func EndpointCount(listing, dest string) int {
 	if !strings.Contains(listing, dest) {
 		return -1

@@ -19,10 +19,12 @@ type Fragment struct {
 	objects []*object
 }
 
-// count is one endpoint count a fragment puts in a pick's maps.
+// count is one protocol and endpoint count a fragment puts in a pick's
+// maps.
 type count struct {
-	pick pick
-	n    int
+	pick  pick
+	proto string
+	n     int
 }
 
 // Render computes the fragment of a list of ports (a Service's) for one
@@ -100,9 +102,9 @@ func (r *portRenderer) endpoints(pk pick, key string, eps []model.Endpoint, loca
 		r.elem(pk.affinityMap(), key, "goto "+r.affinityChain(eps, local))
 	default:
 		for i, ep := range eps {
-			r.elem(pk.mapName(len(eps)), key+" . "+strconv.Itoa(i), ep.IP.String()+" . "+strconv.Itoa(int(ep.Port)))
+			r.elem(pk.mapName(r.proto, len(eps)), key+" . "+strconv.Itoa(i), ep.IP.String()+" . "+strconv.Itoa(int(ep.Port)))
 		}
-		r.f.counts = append(r.f.counts, count{pk, len(eps)})
+		r.f.counts = append(r.f.counts, count{pk, r.proto, len(eps)})
 	}
 }
 

@@ -3,6 +3,7 @@ package nftables
 import (
 	"maps"
 	"slices"
+	"strings"
 )
 
 // state is what the table should hold: every Service's fragment folded
@@ -109,14 +110,20 @@ func (st *elemState) want() (string, bool) {
 	return st.owners[first], true
 }
 
-// countsByPick lists the endpoint counts in use per pick, ascending.
-func (s *state) countsByPick() map[pick][]int {
-	out := map[pick][]int{}
+// countsByPick lists the protocols and endpoint counts in use per pick,
+// by protocol and then count.
+func (s *state) countsByPick() map[pick][]count {
+	out := map[pick][]count{}
 	for c := range s.counts {
-		out[c.pick] = append(out[c.pick], c.n)
+		out[c.pick] = append(out[c.pick], c)
 	}
 	for p := range out {
-		slices.Sort(out[p])
+		slices.SortFunc(out[p], func(a, b count) int {
+			if a.proto != b.proto {
+				return strings.Compare(a.proto, b.proto)
+			}
+			return a.n - b.n
+		})
 	}
 	return out
 }
