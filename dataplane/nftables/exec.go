@@ -1,7 +1,11 @@
 package nftables
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -23,10 +27,81 @@ func NewInterface(f corev1.IPFamily, table, netnsPath string) (knftables.Interfa
 	if err != nil {
 		return nil, err
 	}
-	if netnsPath == "" {
-		return nft, nil
+	path, err := exec.LookPath("nft")
+	if err != nil {
+		return nil, err
 	}
-	return &inNetNS{Interface: nft, path: netnsPath}, nil
+	if netnsPath == "" {
+		return &batching{Interface: nft, nft: path}, nil
+	}
+	return &inNetNS{Interface: &batching{Interface: nft, nft: path, netns: netnsPath}, path: netnsPath}, nil
+}
+
+// batching runs a transaction with `nft -f -` as knftables does, but with
+// consecutive element commands of one set merged into one command: nft
+// parses one command of a thousand elements far faster than a thousand
+// commands, which is most of a cold sync's time at 10,000 Services.
+type batching struct {
+	knftables.Interface
+	nft   string
+	netns string
+}
+
+func (b *batching) Run(ctx context.Context, tx *knftables.Transaction) error {
+	cmd := exec.CommandContext(ctx, b.nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(mergeElements(tx.String(), maxBatch))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := netns.Run(b.netns, cmd); err != nil {
+		return fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// maxBatch bounds the elements of one merged command.
+const maxBatch = 1000
+
+// mergeElements merges runs of "add element" (or "delete element") lines
+// naming the same set into lines of at most max elements each; every other
+// line, and the order of everything, stays.
+func mergeElements(text string, max int) string {
+	var b strings.Builder
+	var head string
+	var elems []string
+	flush := func() {
+		if len(elems) > 0 {
+			b.WriteString(head + " { " + strings.Join(elems, ", ") + " }\n")
+		}
+		elems = elems[:0]
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		h, body, ok := splitElementLine(line)
+		if !ok {
+			flush()
+			b.WriteString(line + "\n")
+			continue
+		}
+		if h != head || len(elems) == max {
+			flush()
+			head = h
+		}
+		elems = append(elems, body)
+	}
+	flush()
+	return b.String()
+}
+
+// splitElementLine cuts "add element ip t s { k : v }" into its command
+// and set ("add element ip t s") and its element ("k : v").
+func splitElementLine(line string) (string, string, bool) {
+	if !strings.HasPrefix(line, "add element ") && !strings.HasPrefix(line, "delete element ") {
+		return "", "", false
+	}
+	head, rest, ok := strings.Cut(line, " { ")
+	if !ok || !strings.HasSuffix(rest, " }") || strings.Contains(rest, "comment") {
+		return "", "", false
+	}
+	return head, strings.TrimSuffix(rest, " }"), true
 }
 
 // inNetNS runs every nft command of an Interface in a network namespace.

@@ -96,6 +96,13 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 	if ag != "" {
 		b.WriteString("\n" + ag)
 	}
+	if selected(only, "k") {
+		floor, err := nftFloorReport(ctx, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + floor)
+	}
 	if selected(only, "j") {
 		pl, err := pipelineReport(ctx, root, scale, skip)
 		if err != nil {
