@@ -198,8 +198,8 @@ func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*
 	}
 	n := addObjects(tx, sortedObjects(desired))
 	for _, id := range sortedIDs(b.st.elems) {
-		if v, ok := b.st.elems[id].want(); ok && desired[id.set] != nil {
-			tx.Add(id.knft(v, desired[id.set].kind == kindMap))
+		if w, ok := b.st.elems[id].wantAll(); ok && desired[id.set] != nil {
+			tx.Add(id.knftWith(w, desired[id.set].kind == kindMap))
 			n++
 		}
 	}
@@ -243,8 +243,8 @@ func (b *Backend) partialTransaction(desired map[string]*object) (*knftables.Tra
 	n += b.replaceObjects(tx, changed, removed)
 	for _, id := range adds {
 		if o := desired[id.set]; o != nil {
-			v, _ := b.st.elems[id].want()
-			tx.Add(id.knft(v, o.kind == kindMap))
+			w, _ := b.st.elems[id].wantAll()
+			tx.Add(id.knftWith(w, o.kind == kindMap))
 			n++
 		}
 	}

@@ -98,7 +98,7 @@ func splitElementLine(line string) (string, string, bool) {
 		return "", "", false
 	}
 	head, rest, ok := strings.Cut(line, " { ")
-	if !ok || !strings.HasSuffix(rest, " }") || strings.Contains(rest, "comment") {
+	if !ok || !strings.HasSuffix(rest, " }") {
 		return "", "", false
 	}
 	return head, strings.TrimSuffix(rest, " }"), true

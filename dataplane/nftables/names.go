@@ -183,7 +183,7 @@ func EndpointCount(listing, dest string) int {
 			if !ok {
 				continue
 			}
-			if bucket, _, ok := strings.Cut(rest, " : "); ok && isDigits(bucket) {
+			if bucket, _, ok := strings.Cut(rest, " "); ok && isDigits(bucket) && strings.Contains(rest, " : ") {
 				n++
 			}
 		}

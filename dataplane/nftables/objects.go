@@ -126,9 +126,10 @@ func (o *object) dynamic() bool {
 	return o.kind == kindSet && slices.Contains(o.set.Flags, knftables.DynamicFlag)
 }
 
-// elem is one element of a set or map; value is empty in a set.
+// elem is one element of a set or map; value is empty in a set. comment
+// names the service port the element is for, as kube-proxy's do.
 type elem struct {
-	set, key, value string
+	set, key, value, comment string
 }
 
 // elemID identifies an element: its set and key.
@@ -140,7 +141,16 @@ func (e elem) id() elemID { return elemID{e.set, e.key} }
 
 // knft is the element as knftables writes it.
 func (id elemID) knft(value string, isMap bool) *knftables.Element {
+	return id.knftWith(wanted{value: value}, isMap)
+}
+
+// knftWith is knft with the element's comment.
+func (id elemID) knftWith(w wanted, isMap bool) *knftables.Element {
+	value := w.value
 	e := &knftables.Element{Key: []string{id.key}}
+	if w.comment != "" {
+		e.Comment = &w.comment
+	}
 	if isMap {
 		e.Map = id.set
 		e.Value = []string{value}

@@ -173,8 +173,14 @@ func (r *portRenderer) dest(ip netip.Addr, port int32) string {
 	return ip.String() + " . " + r.proto + " . " + strconv.Itoa(int(port))
 }
 
+// elem adds an element for the port, commented with its name; hairpin
+// elements are shared by every port of an endpoint and go uncommented.
 func (r *portRenderer) elem(set, key, value string) {
-	r.f.elems = append(r.f.elems, elem{set: set, key: key, value: value})
+	comment := r.p.Name
+	if set == setHairpin {
+		comment = ""
+	}
+	r.f.elems = append(r.f.elems, elem{set: set, key: key, value: value, comment: comment})
 }
 
 // portName is the port's name as its Name ("namespace/name:port") carries

@@ -24,7 +24,7 @@ type state struct {
 // elemState is one element: the value each owner wants, and what was last
 // applied.
 type elemState struct {
-	owners  map[string]string
+	owners  map[string]wanted
 	applied string
 	// present tells whether the element is in the table.
 	present bool
@@ -58,10 +58,10 @@ func (s *state) set(owner string, f *Fragment) {
 	for _, e := range f.elems {
 		st := s.elems[e.id()]
 		if st == nil {
-			st = &elemState{owners: map[string]string{}}
+			st = &elemState{owners: map[string]wanted{}}
 			s.elems[e.id()] = st
 		}
-		st.owners[owner] = e.value
+		st.owners[owner] = wanted{value: e.value, comment: e.comment}
 		s.dirty[e.id()] = true
 	}
 	for _, c := range f.counts {
@@ -99,15 +99,30 @@ func (s *state) release(owner string, f *Fragment) {
 	}
 }
 
+// wanted is what one owner wants of an element.
+type wanted struct {
+	value, comment string
+}
+
 // want is the value the element should have: the one of its first owner
 // in name order (two Services claiming the same external IP and port: the
 // older name wins, as in iptables mode's rule order).
 func (st *elemState) want() (string, bool) {
+	w, ok := st.wantAll()
+	return w.value, ok
+}
+
+// wantAll is want with the first owner's comment.
+func (st *elemState) wantAll() (wanted, bool) {
 	if len(st.owners) == 0 {
-		return "", false
+		return wanted{}, false
 	}
-	first := slices.Min(slices.Collect(maps.Keys(st.owners)))
-	return st.owners[first], true
+	if len(st.owners) == 1 {
+		for _, w := range st.owners {
+			return w, true
+		}
+	}
+	return st.owners[slices.Min(slices.Collect(maps.Keys(st.owners)))], true
 }
 
 // countsByPick lists the protocols and endpoint counts in use per pick,

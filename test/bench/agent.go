@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -51,6 +52,10 @@ type agentImpl struct {
 	argv func(root, kubeconfig, node string) []string
 }
 
+// kubeProxyModes are the modes kube-proxy runs in (-kube-proxy-modes);
+// svcnet runs in every mode.
+var kubeProxyModes = flag.String("kube-proxy-modes", "iptables,nftables", "modes kube-proxy is measured in by the node agent benchmark (kube-proxy's iptables mode takes over 15 minutes for a cold sync at 10,000 Services)")
+
 func agentImpls() []agentImpl {
 	kubeProxy := func(mode string, extra ...string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
@@ -66,8 +71,11 @@ func agentImpls() []agentImpl {
 	}
 	var impls []agentImpl
 	for _, mode := range []string{"iptables", "nftables"} {
+		impls = append(impls, agentImpl{name: "svcnet agent --mode=" + mode, mode: mode, argv: svcnet(mode)})
+		if !slices.Contains(strings.Split(*kubeProxyModes, ","), mode) {
+			continue
+		}
 		impls = append(impls,
-			agentImpl{name: "svcnet agent --mode=" + mode, mode: mode, argv: svcnet(mode)},
 			agentImpl{name: "kube-proxy --proxy-mode=" + mode, mode: mode, argv: kubeProxy(mode)},
 			// kube-proxy 1.37 has no nftables-specific flag for it.
 			agentImpl{name: "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0", mode: mode, argv: kubeProxy(mode, "--iptables-min-sync-period=0")})
