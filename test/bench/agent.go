@@ -329,13 +329,13 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 	var b strings.Builder
 	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables and nftables modes)\n\n")
 	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
-		"kube-apiserver through a forwarder) and programs real iptables there (%s). Services have no selector; the benchmark "+
+		"kube-apiserver through a forwarder) and programs real iptables or nftables there (%s; %s). Services have no selector; the benchmark "+
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
 		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
 		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
 		"The cold sync is from process start until the probe Service (created after all others) answers. kube-proxy runs at its "+
 		"defaults (a minimum sync period of 1s) and with --iptables-min-sync-period=0, in each mode. CPU is the process's user+system time for the "+
-		"whole run including the iptables-restore children it waited for; RSS its peak.\n\n", iptablesVersion())
+		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion())
 	var pending []agentScenario
 	for _, sc := range scenarios {
 		if selected(only, string(sc.letter)) || (sc.letter == 'h' && selected(only, "i")) {
@@ -417,4 +417,12 @@ func writeAgentRatios(b *strings.Builder, title string, impls []agentImpl, resul
 			ratio(percentile(s.latencies, 0.99).Seconds(), percentile(u.latencies, 0.99).Seconds()),
 			ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
 	}
+}
+
+func nftVersion() string {
+	out, err := exec.Command("nft", "--version").Output()
+	if err != nil {
+		return "nft: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -24,7 +24,7 @@ func TestUpNFTables(t *testing.T) {
 		shown           []string
 		count           func(table string, web *corev1.Service) int
 	}{
-		{"svcnet", nftables.TableName, []string{"@cluster-ips goto endpoints", "numgen random mod 3 map @endpoints-tcp-3"},
+		{"svcnet", nftables.TableName, []string{"numgen random mod 3 map @endpoints-tcp-3", `. tcp . 80 . 0 comment "demo/web"`},
 			func(table string, web *corev1.Service) int {
 				return nftables.EndpointCount(table, web.Spec.ClusterIP+" . tcp . 80")
 			}},

@@ -94,6 +94,9 @@ func TestUpNodes(t *testing.T) {
 	dataDir := t.TempDir()
 	args := upArgs(t, dataDir)
 	args[1] = "--nodes=2"
+	// iptables mode here, restarts included; TestUpNFTables runs the
+	// default, nftables.
+	args = append(args, "--proxy-mode=iptables")
 	up := startUp(t, append(args, "--demo"))
 	waitOutput(t, up, "Walkthrough complete", walkthroughTimeout)
 	out := up.out.String()

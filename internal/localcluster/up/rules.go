@@ -73,8 +73,8 @@ func (cl *cluster) serviceRulesView(svc *corev1.Service, endpoints int) (string,
 			[]string{"numgen random mod " + strconv.Itoa(endpoints), "dnat"}
 	default:
 		n := strconv.Itoa(endpoints)
-		return fmt.Sprintf("nft list chain ip %[1]s services; nft list chain ip %[1]s endpoints; nft list map ip %[1]s endpoints-tcp-%[2]s | grep %[3]s",
+		return fmt.Sprintf("nft list chain ip %[1]s endpoints; nft list map ip %[1]s endpoints-tcp-%[2]s | grep %[3]s",
 				nftables.TableName, n, svc.Spec.ClusterIP),
-			[]string{"@cluster-ips goto endpoints", "numgen random mod " + n + " map @endpoints-tcp-" + n, svc.Spec.ClusterIP + " . tcp . 80 . 0 :"}
+			[]string{"numgen random mod " + n + " map @endpoints-tcp-" + n, svc.Spec.ClusterIP + " . tcp . 80 . 0 comment"}
 	}
 }
