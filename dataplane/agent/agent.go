@@ -81,6 +81,9 @@ type Agent struct {
 	// service port, so flows that its rules no longer (or not yet) send
 	// where they go may exist.
 	udpChanged bool
+	// afterFirstSync runs once, after the first sync that applied
+	// everything.
+	afterFirstSync func(ctx context.Context)
 }
 
 // serviceState is what the agent keeps of one Service between syncs,
@@ -185,8 +188,14 @@ func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	removeOtherModes(context.Background(), opts, log)
-	return newAgent(reader, opts, log, clock.RealClock{}, backends)
+	a, err := newAgent(reader, opts, log, clock.RealClock{}, backends)
+	if err != nil {
+		return nil, err
+	}
+	// The other mode's rules go only once this mode's serve: a node moving
+	// between modes is never without rules.
+	a.afterFirstSync = func(ctx context.Context) { removeOtherModes(ctx, opts, log) }
+	return a, nil
 }
 
 // Cleanup removes what the backends of opts.Mode own from the node.
@@ -315,6 +324,10 @@ func (a *Agent) Loop(ctx context.Context) error {
 		}
 		retry = nil
 		backoff = retryMin
+		if a.afterFirstSync != nil {
+			a.afterFirstSync(ctx)
+			a.afterFirstSync = nil
+		}
 	}
 }
 

@@ -561,6 +561,14 @@ func testAgent(t *testing.T, mode string) {
 					nft, _ := c.lab.Run(node.NetNS, "nft", "list", "ruleset")
 					return ipt + nft
 				}).WithTimeout(converge).WithPolling(poll).ShouldNot(ContainSubstring(step.gone), "rules of the other mode after moving to %s", step.mode)
+				// Only this mode's rules are left: they alone serve.
+				got, err := fetchAll(ctx, hc, url, 20)
+				if err != nil {
+					ipt, _ := c.lab.Run(node.NetNS, "iptables-save", "-t", "nat")
+					nft, _ := c.lab.Run(node.NetNS, "nft", "list", "ruleset")
+					t.Fatalf("in %s mode: %v\n%s\n%s", step.mode, err, ipt, nft)
+				}
+				g.Expect(got).To(HaveLen(2), "traffic in %s mode alone", step.mode)
 			}
 		})
 	}
