@@ -5,8 +5,9 @@
 // The layout is built around what the kernel's cost is, not only around
 // kube-proxy's shape. A transaction that adds a rule, or a jump or goto
 // element of a verdict map, makes the kernel validate every chain reachable
-// from the table's base chains; with a chain per Service and per endpoint,
-// as kube-proxy's nftables mode has, that walk grows with the cluster. Here
+// from the table's base chains; with a chain per Service (and, before
+// Kubernetes 1.37, per endpoint), as kube-proxy's nftables mode has, that
+// walk grows with the cluster. Here
 // the chains are a small fixed set, and every Service lives in data: sets
 // that classify destinations, and maps named endpoints-<protocol>-<N> that
 // hold the endpoints of every service port of that protocol with N

@@ -104,14 +104,11 @@ func splitElementLine(line string) (string, string, bool) {
 	return head, strings.TrimSuffix(rest, " }"), true
 }
 
-// inNetNS runs every nft command of an Interface in a network namespace.
+// inNetNS runs knftables' checks and listings in a network namespace;
+// transactions go through batching, which starts nft there itself.
 type inNetNS struct {
 	knftables.Interface
 	path string
-}
-
-func (n *inNetNS) Run(ctx context.Context, tx *knftables.Transaction) error {
-	return netns.Do(n.path, func() error { return n.Interface.Run(ctx, tx) })
 }
 
 func (n *inNetNS) Check(ctx context.Context, tx *knftables.Transaction) error {
