@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,13 +84,13 @@ func TestServedPortsAndDelays(t *testing.T) {
 		},
 	}}
 	var got []string
-	for _, p := range servedPorts(pod) {
+	for _, p := range servedPorts(pod, nil) {
 		got = append(got, fmt.Sprintf("%s/%d", p.Protocol, p.ContainerPort))
 	}
 	if strings.Join(got, " ") != "TCP/9090 TCP/8080 UDP/53" {
 		t.Errorf("servedPorts = %v, want the sidecar's and the containers' TCP and UDP ports, once each", got)
 	}
-	if p := servedPorts(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}); len(p) != 1 || p[0].ContainerPort != DefaultPort {
+	if p := servedPorts(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}, nil); len(p) != 1 || p[0].ContainerPort != DefaultPort {
 		t.Errorf("a Pod without ports serves %v, want port %d", p, DefaultPort)
 	}
 	if d := readinessDelay(pod); d != 4*time.Second {
@@ -320,12 +319,7 @@ func TestSimulator(t *testing.T) {
 			Containers:    []corev1.Container{{Name: "web", Image: "nginx"}},
 		}}
 		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
-		r := &podReconciler{c: env.Client, recorder: mgr.GetEventRecorder(ReportingController), log: logr.Discard(), now: time.Now,
-			nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{}}
-		for _, n := range nodes {
-			r.nodes[n.Name] = &nodeState{Node: n, used: map[netip.Addr]bool{}}
-			r.order = append(r.order, n.Name)
-		}
+		r := newPodReconciler(env.Client, mgr.GetEventRecorder(ReportingController), logr.Discard(), time.Now, Options{Nodes: nodes})
 		// The API server refuses a binding for another UID (a Pod deleted
 		// and made again meanwhile) with a conflict.
 		stale := pod.DeepCopy()

@@ -1,6 +1,7 @@
 package nodesim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 )
@@ -40,6 +44,19 @@ type Options struct {
 	Nodes []Node
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// Programs are the images run for real; a Pod with none of them gets
+	// a server on each containerPort instead.
+	Programs []Program
+	// PodsDir holds the files of each Pod that runs Programs (volumes,
+	// resolv.conf, hosts, container roots); LogDir receives each such
+	// container's output as <namespace>_<pod>_<container>.log. Both are
+	// needed with Programs.
+	PodsDir, LogDir string
+	// DNS is the kubelet's DNS settings, for the Pods' resolv.conf.
+	DNS DNS
+	// RestartBackoff is the first crash back-off (the kubelet's 10 s when
+	// zero), doubled per restart up to 5 minutes.
+	RestartBackoff time.Duration
 }
 
 // Add registers the Node keeper and the Pod reconciler with mgr.
@@ -52,19 +69,66 @@ func Add(mgr manager.Manager, opts Options) error {
 	if err := mgr.Add(&nodeKeeper{c: mgr.GetClient(), r: mgr.GetAPIReader(), nodes: opts.Nodes, log: log, now: now}); err != nil {
 		return err
 	}
+	if len(opts.Programs) > 0 && (opts.PodsDir == "" || opts.LogDir == "") {
+		return errors.New("node simulator: Programs need PodsDir and LogDir")
+	}
+	r := newPodReconciler(mgr.GetClient(), mgr.GetEventRecorder(ReportingController), log, now, opts)
+	// The Programs' processes end with the simulator.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.stopAll()
+		return nil
+	})); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("node-simulator").
+		For(&corev1.Pod{}).
+		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		Complete(r)
+}
+
+// newPodReconciler is the kubelets' and scheduler's state for opts.Nodes.
+func newPodReconciler(c client.Client, recorder events.EventRecorder, log logr.Logger, now func() time.Time, opts Options) *podReconciler {
 	r := &podReconciler{
-		c: mgr.GetClient(), recorder: mgr.GetEventRecorder(ReportingController), log: log, now: now,
+		c: c, recorder: recorder, log: log, now: now,
 		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{},
+		changes: make(chan event.GenericEvent, 64),
+	}
+	r.runtime = &runtimeEnv{
+		c: c, log: log, now: now, programs: opts.Programs, podsDir: opts.PodsDir, logDir: opts.LogDir,
+		dns: opts.DNS, backoff: cmp.Or(opts.RestartBackoff, defaultRestartBackoff), changed: r.changed,
 	}
 	for _, n := range opts.Nodes {
 		r.nodes[n.Name] = &nodeState{Node: n, used: map[netip.Addr]bool{}}
 		r.order = append(r.order, n.Name)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("node-simulator").
-		For(&corev1.Pod{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
-		Complete(r)
+	return r
+}
+
+// changed asks for a Pod's status to be written again: one of its
+// Program containers started, exited or changed readiness.
+func (r *podReconciler) changed(key client.ObjectKey) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	r.changes <- event.GenericEvent{Object: pod}
+}
+
+// stopAll stops every Pod's Programs, as a node going down would.
+func (r *podReconciler) stopAll() {
+	r.mu.Lock()
+	var rts []*podRuntime
+	for _, run := range r.pods {
+		if run.rt != nil {
+			rts = append(rts, run.rt)
+		}
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rt := range rts {
+		wg.Go(func() { _ = rt.stop() })
+	}
+	wg.Wait()
 }
 
 type nodeState struct {
@@ -81,6 +145,8 @@ type runningPod struct {
 	started time.Time
 	// stopping is when the deletion was first seen.
 	stopping time.Time
+	// rt runs the Pod's Programs, if it has any.
+	rt *podRuntime
 }
 
 type podReconciler struct {
@@ -95,6 +161,9 @@ type podReconciler struct {
 	pods  map[types.NamespacedName]*runningPod
 	// bound remembers which node each known Pod is on, for spreading.
 	bound map[types.NamespacedName]string
+
+	runtime *runtimeEnv
+	changes chan event.GenericEvent
 }
 
 func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -128,7 +197,7 @@ func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if pod.DeletionTimestamp != nil {
 		return r.terminate(ctx, &pod)
 	}
-	run, err := r.start(&pod, node)
+	run, err := r.start(ctx, &pod, node)
 	if err != nil {
 		r.recorder.Eventf(&pod, nil, corev1.EventTypeWarning, "FailedCreatePodSandBox", "CreateSandbox", "Simulated Pod network: %v", err)
 		return ctrl.Result{}, err
@@ -205,7 +274,7 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 		defer close(started)
 		if bound.DeletionTimestamp == nil {
 			// A failure is retried, and reported, by the start after binding.
-			_, _ = r.start(bound, r.nodes[best])
+			_, _ = r.start(ctx, bound, r.nodes[best])
 		}
 	}()
 	binding := &corev1.Binding{
@@ -225,8 +294,9 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 	return best, nil
 }
 
-// start gives pod its namespace and servers, once per Pod UID.
-func (r *podReconciler) start(pod *corev1.Pod, node *nodeState) (*runningPod, error) {
+// start gives pod its namespace, its servers and its Programs, once per
+// Pod UID.
+func (r *podReconciler) start(ctx context.Context, pod *corev1.Pod, node *nodeState) (*runningPod, error) {
 	key := client.ObjectKeyFromObject(pod)
 	r.mu.Lock()
 	run := r.pods[key]
@@ -240,13 +310,32 @@ func (r *podReconciler) start(pod *corev1.Pod, node *nodeState) (*runningPod, er
 			return nil, err
 		}
 	}
-	if pod.Spec.HostNetwork {
-		run = &runningPod{uid: pod.UID, node: node.Name, started: r.now()}
-		r.mu.Lock()
-		r.pods[key] = run
-		r.mu.Unlock()
-		return run, nil
+	run = &runningPod{uid: pod.UID, node: node.Name, started: r.now()}
+	netnsPath, ip := netlab.Path(node.Net.NetNS), node.Net.IP
+	if !pod.Spec.HostNetwork {
+		np, err := r.startNetwork(pod, node)
+		if err != nil {
+			return nil, err
+		}
+		run.net, netnsPath, ip = np, netlab.Path(np.NetNS), np.IP
 	}
+	if runsPrograms(r.runtime.programs, pod) {
+		rt, err := r.runtime.startRuntime(ctx, pod, netnsPath, ip)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("starting the Pod's containers: %w", err), r.removeNetwork(run))
+		}
+		run.rt = rt
+	}
+	r.mu.Lock()
+	r.pods[key] = run
+	r.mu.Unlock()
+	r.log.V(1).Info("Started Pod", "pod", key, "node", node.Name, "ip", ip)
+	return run, nil
+}
+
+// startNetwork makes the Pod's namespace with an address of its node and
+// a server on each containerPort its Programs do not serve.
+func (r *podReconciler) startNetwork(pod *corev1.Pod, node *nodeState) (*netlab.Pod, error) {
 	ip, err := r.takeIP(node, pod)
 	if err != nil {
 		return nil, err
@@ -257,7 +346,7 @@ func (r *podReconciler) start(pod *corev1.Pod, node *nodeState) (*runningPod, er
 		return nil, err
 	}
 	name := []byte(pod.Name + "\n")
-	for _, p := range servedPorts(pod) {
+	for _, p := range servedPorts(pod, r.runtime.programs) {
 		switch p.Protocol {
 		case corev1.ProtocolUDP:
 			err = np.ServeUDP(int(p.ContainerPort), func(net.Addr) []byte { return name })
@@ -270,12 +359,17 @@ func (r *podReconciler) start(pod *corev1.Pod, node *nodeState) (*runningPod, er
 			return nil, fmt.Errorf("serving %s port %d: %w", p.Protocol, p.ContainerPort, err)
 		}
 	}
-	run = &runningPod{uid: pod.UID, node: node.Name, net: np, started: r.now()}
-	r.mu.Lock()
-	r.pods[key] = run
-	r.mu.Unlock()
-	r.log.V(1).Info("Started Pod", "pod", key, "node", node.Name, "ip", ip)
-	return run, nil
+	return np, nil
+}
+
+// removeNetwork removes the Pod's namespace and frees its address.
+func (r *podReconciler) removeNetwork(run *runningPod) error {
+	if run.net == nil {
+		return nil
+	}
+	err := run.net.Remove()
+	r.releaseIP(run.node, run.net.IP)
+	return err
 }
 
 // podRole names the Pod's namespace: "pod-<namespace>-<name>", cut with a
@@ -288,12 +382,16 @@ func podRole(pod *corev1.Pod) string {
 	return role
 }
 
-// servedPorts are the Pod's TCP and UDP containerPorts (restartable init
-// containers included), each once; DefaultPort when it declares none.
-func servedPorts(pod *corev1.Pod) []corev1.ContainerPort {
+// servedPorts are the TCP and UDP containerPorts (restartable init
+// containers included), each once, of the Pod's containers that are not
+// Programs; DefaultPort when the Pod declares none and runs no Program.
+func servedPorts(pod *corev1.Pod, programs []Program) []corev1.ContainerPort {
 	var out []corev1.ContainerPort
 	seen := map[string]bool{}
 	add := func(c corev1.Container) {
+		if _, ok := programFor(programs, c.Image); ok {
+			return
+		}
 		for _, p := range c.Ports {
 			proto := p.Protocol
 			if proto == "" {
@@ -315,7 +413,7 @@ func servedPorts(pod *corev1.Pod) []corev1.ContainerPort {
 	for _, c := range pod.Spec.Containers {
 		add(c)
 	}
-	if len(out) == 0 {
+	if len(out) == 0 && !runsPrograms(programs, pod) {
 		out = append(out, corev1.ContainerPort{ContainerPort: DefaultPort, Protocol: corev1.ProtocolTCP})
 	}
 	return out
@@ -363,13 +461,16 @@ func (r *podReconciler) stop(key types.NamespacedName) error {
 	delete(r.pods, key)
 	r.forget(key)
 	r.mu.Unlock()
-	if run == nil || run.net == nil {
+	if run == nil {
 		return nil
 	}
-	err := run.net.Remove()
-	r.releaseIP(run.node, run.net.IP)
+	var errs []error
+	if run.rt != nil {
+		errs = append(errs, run.rt.stop())
+	}
+	errs = append(errs, r.removeNetwork(run))
 	r.log.V(1).Info("Stopped Pod", "pod", key, "node", run.node)
-	return err
+	return errors.Join(errs...)
 }
 
 // terminate keeps a deleted Pod serving for its preStop sleep (at most its
@@ -450,19 +551,24 @@ func readinessDelay(pod *corev1.Pod) time.Duration {
 	return d
 }
 
-// writeStatus reports the Pod Running with its address, and Ready once
-// its readiness delay has passed.
+// writeStatus reports the Pod Running with its address, its Program
+// containers as they are, and its other containers Ready once the
+// readiness delay has passed.
 func (r *podReconciler) writeStatus(ctx context.Context, pod *corev1.Pod, node *nodeState, run *runningPod) (ctrl.Result, error) {
 	readyAt := run.started.Add(readinessDelay(pod))
 	now := r.now()
-	ready := !now.Before(readyAt)
+	simulatedReady := !now.Before(readyAt)
 	ip := node.Net.IP
 	if run.net != nil {
 		ip = run.net.IP
 	}
-	want := podStatus(pod, node, ip, metav1.NewTime(run.started), ready, metav1.NewTime(now))
+	var programs map[string]corev1.ContainerStatus
+	if run.rt != nil {
+		programs = run.rt.statuses(pod)
+	}
+	want := podStatus(pod, node, ip, metav1.NewTime(run.started), simulatedReady, programs, metav1.NewTime(now))
 	var res ctrl.Result
-	if !ready {
+	if !simulatedReady {
 		res.RequeueAfter = readyAt.Sub(now)
 	}
 	if statusEqual(pod.Status, want) {
@@ -479,8 +585,35 @@ func (r *podReconciler) writeStatus(ctx context.Context, pod *corev1.Pod, node *
 	return res, nil
 }
 
-// podStatus is what a kubelet would report for a running Pod.
-func podStatus(pod *corev1.Pod, node *nodeState, ip netip.Addr, started metav1.Time, ready bool, now metav1.Time) corev1.PodStatus {
+// podStatus is what a kubelet would report for a running Pod: programs
+// are the states of its Program containers, the others are Ready when
+// simulatedReady.
+func podStatus(pod *corev1.Pod, node *nodeState, ip netip.Addr, started metav1.Time, simulatedReady bool, programs map[string]corev1.ContainerStatus, now metav1.Time) corev1.PodStatus {
+	var statuses []corev1.ContainerStatus
+	ready, terminated, failed := true, 0, false
+	for _, c := range pod.Spec.Containers {
+		cs, ok := programs[c.Name]
+		if !ok {
+			cs = corev1.ContainerStatus{
+				Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: simulatedReady, Started: ptr.To(true),
+				ContainerID: "svcnet://" + string(pod.UID)[:8] + "-" + c.Name,
+				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			}
+		}
+		ready = ready && cs.Ready
+		if t := cs.State.Terminated; t != nil {
+			terminated++
+			failed = failed || t.ExitCode != 0
+		}
+		statuses = append(statuses, cs)
+	}
+	phase := corev1.PodRunning
+	if terminated > 0 && terminated == len(pod.Spec.Containers) {
+		phase = corev1.PodSucceeded
+		if failed {
+			phase = corev1.PodFailed
+		}
+	}
 	readyStatus := corev1.ConditionFalse
 	if ready {
 		readyStatus = corev1.ConditionTrue
@@ -494,8 +627,8 @@ func podStatus(pod *corev1.Pod, node *nodeState, ip netip.Addr, started metav1.T
 		}
 		return c
 	}
-	st := corev1.PodStatus{
-		Phase: corev1.PodRunning,
+	return corev1.PodStatus{
+		Phase: phase,
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodReadyToStartContainers, corev1.ConditionTrue),
 			cond(corev1.PodInitialized, corev1.ConditionTrue),
@@ -503,25 +636,18 @@ func podStatus(pod *corev1.Pod, node *nodeState, ip netip.Addr, started metav1.T
 			cond(corev1.PodReady, readyStatus),
 			cond(corev1.PodScheduled, corev1.ConditionTrue),
 		},
-		HostIP:    node.Net.IP.String(),
-		HostIPs:   []corev1.HostIP{{IP: node.Net.IP.String()}},
-		PodIP:     ip.String(),
-		PodIPs:    []corev1.PodIP{{IP: ip.String()}},
-		StartTime: &started,
-		QOSClass:  pod.Status.QOSClass,
+		HostIP:            node.Net.IP.String(),
+		HostIPs:           []corev1.HostIP{{IP: node.Net.IP.String()}},
+		PodIP:             ip.String(),
+		PodIPs:            []corev1.PodIP{{IP: ip.String()}},
+		StartTime:         &started,
+		QOSClass:          pod.Status.QOSClass,
+		ContainerStatuses: statuses,
 	}
-	for _, c := range pod.Spec.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: ready, Started: ptr.To(true),
-			ContainerID: "svcnet://" + string(pod.UID)[:8] + "-" + c.Name,
-			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-		})
-	}
-	return st
 }
 
 // statusEqual compares what writeStatus decides: phase, addresses,
-// readiness and the number of containers reported.
+// readiness, and each container's state, readiness and restarts.
 func statusEqual(a, b corev1.PodStatus) bool {
 	if a.Phase != b.Phase || a.PodIP != b.PodIP || a.HostIP != b.HostIP || len(a.ContainerStatuses) != len(b.ContainerStatuses) {
 		return false
@@ -538,5 +664,25 @@ func statusEqual(a, b corev1.PodStatus) bool {
 			return false
 		}
 	}
+	for i := range a.ContainerStatuses {
+		if containerSummary(a.ContainerStatuses[i]) != containerSummary(b.ContainerStatuses[i]) {
+			return false
+		}
+	}
 	return true
+}
+
+// containerSummary is what of a container status writeStatus keeps up to
+// date.
+func containerSummary(cs corev1.ContainerStatus) string {
+	state := "running"
+	switch {
+	case cs.State.Waiting != nil:
+		state = "waiting:" + cs.State.Waiting.Reason
+	case cs.State.Terminated != nil:
+		state = fmt.Sprintf("terminated:%d", cs.State.Terminated.ExitCode)
+	case cs.State.Running != nil:
+		state = "running:" + cs.State.Running.StartedAt.UTC().String()
+	}
+	return fmt.Sprintf("%s/%t/%d/%s", cs.Name, cs.Ready, cs.RestartCount, state)
 }

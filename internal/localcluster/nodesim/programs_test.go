@@ -1,0 +1,325 @@
+package nodesim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+func TestProgramFor(t *testing.T) {
+	programs := []Program{CoreDNS("/bin/coredns")}
+	for image, want := range map[string]bool{
+		"registry.k8s.io/coredns/coredns:v1.12.0":       true,
+		"registry.k8s.io/coredns/coredns":               true,
+		"coredns/coredns:1.11.1":                        true,
+		"docker.io/coredns/coredns@sha256:0123456789ab": true,
+		"localhost:5000/coredns/coredns:dev":            true,
+		"registry.k8s.io/coredns:v1.8.0":                false,
+		"nginx":                                         false,
+		"registry.k8s.io/coredns/coredns-extra:v1":      false,
+	} {
+		if _, got := programFor(programs, image); got != want {
+			t.Errorf("programFor(%q) = %t, want %t", image, got, want)
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	p := Program{Entrypoint: []string{"/app"}, Cmd: []string{"-default"}}
+	env := map[string]string{"PORT": "8080"}
+	for name, tc := range map[string]struct {
+		c    corev1.Container
+		want []string
+	}{
+		"image defaults":        {corev1.Container{}, []string{"/app", "-default"}},
+		"args replace cmd":      {corev1.Container{Args: []string{"-listen", ":$(PORT)"}}, []string{"/app", "-listen", ":8080"}},
+		"command replaces both": {corev1.Container{Command: []string{"/other"}}, []string{"/other"}},
+		"command and args":      {corev1.Container{Command: []string{"/other"}, Args: []string{"x"}}, []string{"/other", "x"}},
+		"undefined and escaped": {corev1.Container{Args: []string{"$(NOPE)", "$$(PORT)", "$", "$(PORT"}}, []string{"/app", "$(NOPE)", "$(PORT)", "$", "$(PORT"}},
+	} {
+		if diff := cmp.Diff(tc.want, argv(p, tc.c, env)); diff != "" {
+			t.Errorf("%s: argv (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestResolvConf(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(host, []byte("# host\nnameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dns := DNS{Servers: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, HostResolvConf: host}
+	five := "2"
+	for name, tc := range map[string]struct {
+		dns  DNS
+		spec corev1.PodSpec
+		want string
+	}{
+		"ClusterFirst (the default)": {dns, corev1.PodSpec{},
+			"nameserver 10.96.0.10\nsearch team.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"},
+		"ClusterFirst on the host network resolves as Default": {dns, corev1.PodSpec{HostNetwork: true},
+			"nameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"},
+		"ClusterFirstWithHostNet": {dns, corev1.PodSpec{HostNetwork: true, DNSPolicy: corev1.DNSClusterFirstWithHostNet},
+			"nameserver 10.96.0.10\nsearch team.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"},
+		"ClusterFirst without cluster DNS resolves as Default": {DNS{HostResolvConf: host}, corev1.PodSpec{},
+			"nameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"},
+		"Default": {dns, corev1.PodSpec{DNSPolicy: corev1.DNSDefault},
+			"nameserver 192.0.2.53\nsearch corp.example\noptions edns0\n"},
+		"None with dnsConfig": {dns, corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{
+			Nameservers: []string{"192.0.2.1"}, Searches: []string{"a.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: &five}}}},
+			"nameserver 192.0.2.1\nsearch a.example\noptions ndots:2\n"},
+		"dnsConfig merged into ClusterFirst": {DNS{Servers: dns.Servers, Domain: "corp.local"}, corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{
+			Searches: []string{"x.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: &five}, {Name: "rotate"}}}},
+			"nameserver 10.96.0.10\nsearch team.svc.corp.local svc.corp.local corp.local x.example\noptions ndots:2 rotate\n"},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p"}, Spec: tc.spec}
+		got, err := tc.dns.resolvConf(pod)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+			t.Errorf("%s: resolv.conf (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// buildProbeApp builds testdata/probeapp, the image of TestPrograms,
+// static, since a container's root holds nothing but the program.
+func buildProbeApp(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "probeapp")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/probeapp")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the probe app: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestPrograms runs a Program against a real API server in a real Pod
+// namespace: the kubelet's files and environment, readiness from the
+// probe, restarts with back-off, a finished Pod, and a sandbox that leaves
+// the host's files alone.
+func TestPrograms(t *testing.T) {
+	privateNS.Require(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	app := buildProbeApp(t)
+	env, err := testenv.Start(testenv.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	lab, err := netlab.New(fmt.Sprintf("svcnet-pg%04d", rand.IntN(10000)))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(lab.Close)
+	n, err := lab.AddNode("node-1", netip.MustParsePrefix("172.31.0.11/24"), netip.MustParsePrefix("10.244.1.0/24"))
+	g.Expect(err).NotTo(HaveOccurred())
+	logDir := t.TempDir()
+	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+
+	// TestSimulator's manager ran a node simulator in this process too.
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(Add(mgr, Options{
+		Nodes:    []Node{{Name: n.Name, Zone: "zone-a", Net: n}},
+		Programs: []Program{{Image: "svcnet.test/probeapp", Binary: app, Entrypoint: []string{"/probeapp"}}},
+		PodsDir:  t.TempDir(), LogDir: logDir,
+		DNS:            DNS{Servers: []netip.Addr{netip.MustParseAddr("10.96.0.10")}},
+		RestartBackoff: 2 * time.Second,
+	})).To(Succeed())
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node simulator: %v", err)
+		}
+	})
+
+	ns, err := env.Namespace(ctx, "prog")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"config": "first"}},
+		// What kube-controller-manager's root-ca-cert-publisher writes.
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "the cluster CA"}},
+	} {
+		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
+	}
+	pod := func(name string, policy corev1.RestartPolicy) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
+			ServiceAccountName: "app",
+			RestartPolicy:      policy,
+			Containers: []corev1.Container{{
+				Name: "app", Image: "svcnet.test/probeapp:v1",
+				Args:  []string{"-listen", ":$(PORT)"},
+				Env:   []corev1.EnvVar{{Name: "PORT", Value: "8080"}},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1, FailureThreshold: 1,
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "config", MountPath: "/etc/app"},
+					{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
+				},
+			}},
+			// The volumes as the ServiceAccount admission plugin adds them.
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}},
+				{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+				}}}},
+			},
+		}}
+	}
+	current := func(g Gomega, name string) *corev1.Pod {
+		var p corev1.Pod
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)).To(Succeed())
+		return &p
+	}
+	ready := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	web := netlab.Client(n.NetNS, 2*time.Second)
+	call := func(p *corev1.Pod, path string) (string, error) {
+		return netlab.Get(ctx, web, fmt.Sprintf("http://%s:8080%s", p.Status.PodIP, path))
+	}
+	type info struct {
+		Args                                                  []string
+		Env                                                   []string
+		Hostname, Token, CA, Namespace, Config, Resolv, Hosts string
+	}
+	readInfo := func(g Gomega, p *corev1.Pod) info {
+		body, err := call(p, "/info")
+		g.Expect(err).NotTo(HaveOccurred())
+		var i info
+		g.Expect(json.Unmarshal([]byte(body), &i)).To(Succeed())
+		return i
+	}
+
+	g.Expect(env.Client.Create(ctx, pod("app", corev1.RestartPolicyAlways))).To(Succeed())
+	var app1 *corev1.Pod
+	g.Eventually(func(g Gomega) {
+		app1 = current(g, "app")
+		g.Expect(ready(app1)).To(BeTrue())
+	}).WithTimeout(20*time.Second).Should(Succeed(), "Ready once the readiness probe passes")
+
+	t.Run("the container sees what a kubelet gives it", func(t *testing.T) {
+		g := NewWithT(t)
+		i := readInfo(g, app1)
+		g.Expect(i.Args).To(Equal([]string{"/probeapp", "-listen", ":8080"}), "args with $(PORT) expanded")
+		g.Expect(i.Env).To(ContainElements("KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "PORT=8080", "HOSTNAME=app"))
+		g.Expect(i.Hostname).To(Equal("app"))
+		g.Expect(i.Config).To(Equal("first"))
+		g.Expect(i.CA).To(Equal("the cluster CA"))
+		g.Expect(i.Namespace).To(Equal(ns))
+		g.Expect(i.Resolv).To(Equal(fmt.Sprintf("nameserver 10.96.0.10\nsearch %s.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n", ns)))
+		g.Expect(i.Hosts).To(ContainSubstring(app1.Status.PodIP + "\tapp\n"))
+		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: i.Token}}
+		g.Expect(env.Client.Create(ctx, review)).To(Succeed())
+		g.Expect(review.Status.Authenticated).To(BeTrue(), "the token is the API server's: %s", review.Status.Error)
+		g.Expect(review.Status.User.Username).To(Equal("system:serviceaccount:" + ns + ":app"))
+		g.Expect(review.Status.User.Extra).To(HaveKeyWithValue("authentication.kubernetes.io/pod-name", authenticationv1.ExtraValue{"app"}), "bound to the Pod")
+
+		g.Expect(os.ReadFile("/etc/resolv.conf")).To(Equal(hostResolv), "the host's resolv.conf is untouched")
+		_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+		g.Expect(os.IsNotExist(err)).To(BeTrue(), "the token is mounted only inside the container")
+	})
+
+	t.Run("a ConfigMap change reaches the mounted file", func(t *testing.T) {
+		g := NewWithT(t)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-config"}, Data: map[string]string{"config": "second"}}
+		g.Expect(env.Client.Update(ctx, cm)).To(Succeed())
+		g.Eventually(func(g Gomega) { g.Expect(readInfo(g, app1).Config).To(Equal("second")) }).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	t.Run("a failing readiness probe makes the Pod not Ready", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := call(app1, "/unready")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func(g Gomega) { g.Expect(ready(current(g, "app"))).To(BeFalse()) }).WithTimeout(10 * time.Second).Should(Succeed())
+	})
+
+	t.Run("an exit restarts the container, with the back-off from the second restart on", func(t *testing.T) {
+		g := NewWithT(t)
+		for want := int32(1); want <= 2; want++ {
+			_, _ = call(app1, "/exit?code=3")
+			var p *corev1.Pod
+			g.Eventually(func(g Gomega) {
+				p = current(g, "app")
+				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+				cs := p.Status.ContainerStatuses[0]
+				g.Expect(cs.RestartCount).To(Equal(want))
+				g.Expect(cs.State.Running).NotTo(BeNil())
+				g.Expect(ready(p)).To(BeTrue(), "a new process starts ready again")
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+			cs := p.Status.ContainerStatuses[0]
+			g.Expect(cs.LastTerminationState.Terminated).NotTo(BeNil())
+			g.Expect(cs.LastTerminationState.Terminated.ExitCode).To(BeEquivalentTo(3))
+			if want == 2 {
+				gap := cs.State.Running.StartedAt.Sub(cs.LastTerminationState.Terminated.FinishedAt.Time)
+				g.Expect(gap).To(BeNumerically(">=", time.Second), "the second restart waits for the back-off")
+			}
+		}
+		log, err := os.ReadFile(filepath.Join(logDir, ns+"_app_app.log"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(log).NotTo(BeNil())
+	})
+
+	t.Run("a Never Pod whose program exits 0 Succeeds", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(env.Client.Create(ctx, pod("once", corev1.RestartPolicyNever))).To(Succeed())
+		var p *corev1.Pod
+		g.Eventually(func(g Gomega) {
+			p = current(g, "once")
+			g.Expect(ready(p)).To(BeTrue())
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		_, _ = call(p, "/exit?code=0")
+		g.Eventually(func(g Gomega) { g.Expect(current(g, "once").Status.Phase).To(Equal(corev1.PodSucceeded)) }).WithTimeout(10 * time.Second).Should(Succeed())
+	})
+
+	t.Run("deleting the Pod ends its program", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(env.Client.Delete(ctx, app1, client.GracePeriodSeconds(1))).To(Succeed())
+		g.Eventually(func() error {
+			_, err := netlab.Get(ctx, web, fmt.Sprintf("http://%s:8080/ready", app1.Status.PodIP))
+			return err
+		}).WithTimeout(20 * time.Second).Should(HaveOccurred())
+		out, err := exec.Command("pgrep", "-x", "probeapp").CombinedOutput()
+		g.Expect(err).To(HaveOccurred(), "no probe app left running: %s", strings.TrimSpace(string(out)))
+	})
+}
