@@ -58,6 +58,25 @@ func New(prefix string) (*Lab, error) {
 	return l, nil
 }
 
+// EtcDir is where `ip netns exec` finds a namespace's own /etc files
+// (EtcDir/<name>/resolv.conf is bind-mounted over /etc/resolv.conf).
+const EtcDir = "/etc/netns"
+
+// SetResolvConf gives namespace ns its own resolver file for `ip netns
+// exec`; it goes with the namespace.
+func (l *Lab) SetResolvConf(ns string, data []byte) error {
+	dir := filepath.Join(EtcDir, ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "resolv.conf"), data, 0o644)
+}
+
+// removeEtc removes a namespace's /etc files, if it has any.
+func removeEtc(ns string) error {
+	return os.RemoveAll(filepath.Join(EtcDir, ns))
+}
+
 // Path is the file of a namespace, for nsenter and setns.
 func Path(name string) string { return filepath.Join(Dir, name) }
 
@@ -89,6 +108,7 @@ func CleanStale(prefix string) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
+		errs = append(errs, removeEtc(e.Name()))
 		removed = append(removed, e.Name())
 	}
 	return removed, errors.Join(errs...)
@@ -522,6 +542,7 @@ func (l *Lab) Close() {
 	defer l.mu.Unlock()
 	for i := len(l.namespaces) - 1; i >= 0; i-- {
 		_ = netns.Delete(Path(l.namespaces[i]))
+		_ = removeEtc(l.namespaces[i])
 	}
 	l.namespaces = nil
 }

@@ -56,7 +56,11 @@ func runDemo(ctx context.Context, out io.Writer, binDir, kubeconfig string, c cl
 	if err := d.freshNamespace(ctx); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{d.clusterIP, d.scale, d.nodePort, d.headless, d.externalName, d.loadBalancer} {
+	steps := []func(context.Context) error{d.clusterIP, d.scale, d.nodePort, d.headless, d.externalName, d.loadBalancer}
+	if cl.dnsIP.IsValid() {
+		steps = slices.Insert(steps, 1, d.byName)
+	}
+	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -102,6 +106,38 @@ func (d *demo) inNode(ctx context.Context, netns, pipeline string) string {
 	b, _ := exec.CommandContext(ctx, "ip", "netns", "exec", netns, "sh", "-c", pipeline).CombinedOutput()
 	d.show(fmt.Sprintf("ip netns exec %s sh -c '%s'", netns, pipeline), string(b))
 	return string(b)
+}
+
+// resolve looks name up from the client namespace as a program there
+// would (getent: the C library's resolver, through cluster DNS) and
+// returns the addresses, silently.
+func (d *demo) resolve(ctx context.Context, name string) ([]string, string) {
+	b, _ := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.client, "getent", "hosts", name).CombinedOutput()
+	var addrs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !slices.Contains(addrs, f[0]) {
+			addrs = append(addrs, f[0])
+		}
+	}
+	slices.Sort(addrs)
+	return addrs, string(b)
+}
+
+// waitResolve waits until name resolves to exactly want from the client
+// and shows the lookup.
+func (d *demo) waitResolve(ctx context.Context, name string, want []string, timeout time.Duration) error {
+	slices.Sort(want)
+	var got []string
+	var out string
+	err := waitFor(ctx, timeout, fmt.Sprintf("%s to resolve to %v", name, want), func() (bool, error) {
+		got, out = d.resolve(ctx, name)
+		return slices.Equal(got, want), nil
+	})
+	d.show(fmt.Sprintf("ip netns exec %s getent hosts %s", d.cl.client, name), out)
+	if err != nil {
+		return fmt.Errorf("%w (last answer: %v)", err, got)
+	}
+	return nil
 }
 
 func (d *demo) freshNamespace(ctx context.Context) error {
@@ -289,6 +325,49 @@ func (d *demo) clusterIP(ctx context.Context) error {
 	return err
 }
 
+func (d *demo) byName(ctx context.Context) error {
+	d.title("Cluster DNS: web's name resolves to its ClusterIP, and curl by name reaches a Pod")
+	d.say("CoreDNS runs as 2 Pods of kube-system behind kube-dns %s, itself a Service programmed like any other", d.cl.dnsIP)
+	if err := waitDNS(ctx, d.c, 120*time.Second); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "get", "pods", "--namespace=kube-system", "-l", "k8s-app=kube-dns", "-o", "wide"); err != nil {
+		return err
+	}
+	svc, err := d.service(ctx, "web")
+	if err != nil {
+		return err
+	}
+	d.say("the client resolves like a Pod of namespace default (search default.svc.%s ...): the demo's Services are <name>.%s, a Service of default is just <name>", clusterDomain, demoNamespace)
+	if err := d.waitResolve(ctx, "web."+demoNamespace, []string{svc.Spec.ClusterIP}, 60*time.Second); err != nil {
+		return err
+	}
+	url := "http://web." + demoNamespace + "/"
+	b, err := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.client, "curl", "-s", "--max-time", "5", url).CombinedOutput()
+	d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.client, url), string(b))
+	if err != nil || !strings.HasPrefix(string(b), "web-") {
+		return fmt.Errorf("curl %s from the client: %v: %s", url, err, b)
+	}
+	return nil
+}
+
+// podIPs are the addresses of the Ready Pods of the demo's Deployment.
+func (d *demo) podIPs(ctx context.Context) ([]string, error) {
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(demoNamespace), client.MatchingLabels{"app": "web"}); err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}) {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	return ips, nil
+}
+
 func (d *demo) scale(ctx context.Context) error {
 	d.title("Scale to 10: the slice and every node's rules follow")
 	start := time.Now()
@@ -363,7 +442,43 @@ func (d *demo) headless(ctx context.Context) error {
 	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web-headless"); err != nil {
 		return err
 	}
-	return d.noRules(ctx, "web-headless")
+	if err := d.noRules(ctx, "web-headless"); err != nil {
+		return err
+	}
+	if d.cl.dnsIP.IsValid() {
+		return d.headlessDNS(ctx)
+	}
+	return nil
+}
+
+// headlessDNS shows a headless Service's name answering with its Pods'
+// addresses, before and after a scale.
+func (d *demo) headlessDNS(ctx context.Context) error {
+	d.title("Headless in DNS: the name answers with the Pods' own addresses, and follows a scale")
+	name := "web-headless." + demoNamespace
+	ips, err := d.podIPs(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.waitResolve(ctx, name, ips, 60*time.Second); err != nil {
+		return err
+	}
+	if _, err := d.k(ctx, "scale", "deployment", "web", "--replicas=4"); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := waitFor(ctx, 60*time.Second, "4 ready Pods of web", func() (bool, error) {
+		ips, err = d.podIPs(ctx)
+		return len(ips) == 4, err
+	}); err != nil {
+		return err
+	}
+	d.say("CoreDNS keeps an answer for its TTL (30 s, cache 30), so a lookup made just before the scale may be served from the cache until then")
+	if err := d.waitResolve(ctx, name, ips, 60*time.Second); err != nil {
+		return err
+	}
+	d.say("the name answered with the 4 remaining Pods %d ms after `kubectl scale`", time.Since(start).Milliseconds())
+	return nil
 }
 
 // noRules shows and checks that no node has a rule for a Service.
@@ -382,8 +497,9 @@ func (d *demo) noRules(ctx context.Context, name string) error {
 }
 
 func (d *demo) externalName(ctx context.Context) error {
-	d.title("ExternalName: no IP, no slices, no rules")
-	if _, err := d.k(ctx, "create", "service", "externalname", "web-external", "--external-name=example.com"); err != nil {
+	d.title("ExternalName: no IP, no slices, no rules; a CNAME in cluster DNS")
+	target := "web." + demoNamespace + ".svc." + clusterDomain
+	if _, err := d.k(ctx, "create", "service", "externalname", "web-external", "--external-name="+target); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "get", "service", "web-external"); err != nil {
@@ -401,7 +517,18 @@ func (d *demo) externalName(ctx context.Context) error {
 	if len(list.Items) > 0 {
 		return fmt.Errorf("ExternalName Service web-external has %d EndpointSlices", len(list.Items))
 	}
-	return d.noRules(ctx, "web-external")
+	if err := d.noRules(ctx, "web-external"); err != nil {
+		return err
+	}
+	if !d.cl.dnsIP.IsValid() {
+		return nil
+	}
+	d.say("its name is a CNAME to %s, which the client's resolver follows to web's ClusterIP", target)
+	web, err := d.service(ctx, "web")
+	if err != nil {
+		return err
+	}
+	return d.waitResolve(ctx, "web-external."+demoNamespace, []string{web.Spec.ClusterIP}, 60*time.Second)
 }
 
 func (d *demo) loadBalancer(ctx context.Context) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -62,6 +61,8 @@ type cluster struct {
 	client string
 	// mode is the nodes' dataplane mode (--proxy-mode).
 	mode string
+	// dnsIP is kube-dns's address; invalid without --dns.
+	dnsIP netip.Addr
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
 	proxyName string
 	agents    []*process
@@ -125,7 +126,8 @@ func checkNetnsSupport(mode string) error {
 
 // startCluster builds the network, registers and runs the nodes, and
 // starts an agent in each. On error, what was made is removed.
-func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, kubeconfig, logs string, out io.Writer) (_ *cluster, err error) {
+func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
+	c, out := s.cfg, s.out
 	prefix, unlock, removed, err := claimPrefix()
 	if err != nil {
 		return nil, err
@@ -134,6 +136,11 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
 	}
 	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode}
+	if c.DNS {
+		if cl.dnsIP, err = kubeDNSIP(c.ServiceCIDRs); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			cl.stop()
@@ -142,16 +149,24 @@ func startCluster(ctx context.Context, c Config, restCfg *rest.Config, binDir, k
 	if err := cl.buildNetwork(c); err != nil {
 		return nil, err
 	}
-	if err := cl.startSimulator(ctx, c, restCfg); err != nil {
+	if err := cl.startSimulator(ctx, s); err != nil {
 		return nil, err
 	}
 	for _, n := range cl.nodes {
 		if c.Pipeline == PipelineUpstream {
-			err = cl.startKubeProxy(ctx, c, n, binDir, restCfg.Host, kubeconfig, logs)
+			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
 		} else {
-			err = cl.startAgent(ctx, c, n, kubeconfig, logs)
+			err = cl.startAgent(ctx, c, n, s.kubeconfig, s.logs)
 		}
 		if err != nil {
+			return nil, err
+		}
+	}
+	if err := cl.exposeAPIServer(ctx, s.admin, c.APIServerPort); err != nil {
+		return nil, err
+	}
+	if c.DNS {
+		if err := cl.installDNS(ctx, s.admin, cl.dnsIP); err != nil {
 			return nil, err
 		}
 	}
@@ -234,10 +249,11 @@ func (cl *cluster) addNodes(c Config, v4Services []netip.Prefix) ([]netip.Addr, 
 // startSimulator runs the node simulator, the nodes' kubelets and the
 // scheduler, in a controller-runtime manager of its own without leader
 // election, and waits until it registered every Node.
-func (cl *cluster) startSimulator(ctx context.Context, c Config, restCfg *rest.Config) error {
+func (cl *cluster) startSimulator(ctx context.Context, s *session) error {
+	c := s.cfg
 	// Each kubelet has its own client (50 QPS by default); the simulator
 	// stands for all of them.
-	simCfg := rest.CopyConfig(restCfg)
+	simCfg := rest.CopyConfig(s.restCfg)
 	simCfg.QPS, simCfg.Burst = float32(50*c.Nodes), 100*c.Nodes
 	mgr, err := ctrlmanager.New(simCfg, ctrlmanager.Options{
 		Scheme:                 scheme.New(),
@@ -248,7 +264,21 @@ func (cl *cluster) startSimulator(ctx context.Context, c Config, restCfg *rest.C
 	if err != nil {
 		return err
 	}
-	if err := nodesim.Add(mgr, nodesim.Options{Nodes: cl.nodes}); err != nil {
+	podsDir := filepath.Join(s.dataDir, "pods")
+	if err := os.RemoveAll(podsDir); err != nil {
+		return fmt.Errorf("removing the Pod files of an earlier run: %w", err)
+	}
+	opts := nodesim.Options{
+		Nodes:    cl.nodes,
+		Programs: []nodesim.Program{nodesim.CoreDNS(filepath.Join(s.binDir, "coredns"))},
+		PodsDir:  podsDir,
+		LogDir:   filepath.Join(s.logs, "pods"),
+		DNS:      nodesim.DNS{Domain: clusterDomain},
+	}
+	if c.DNS {
+		opts.DNS.Servers = []netip.Addr{cl.dnsIP}
+	}
+	if err := nodesim.Add(mgr, opts); err != nil {
 		return err
 	}
 	simCtx, stopSim := context.WithCancel(ctx)

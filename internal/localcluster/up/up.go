@@ -69,6 +69,9 @@ type Config struct {
 	// ProxyMode is the dataplane mode of every node's agent (or
 	// kube-proxy): iptables or nftables.
 	ProxyMode string
+	// DNS installs the cluster DNS add-on (CoreDNS behind kube-dns) when
+	// there are nodes.
+	DNS bool
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		Nodes:             3,
 		Pipeline:          PipelineSvcnet,
 		ProxyMode:         agent.ModeNFTables,
+		DNS:               true,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
 		Manager:           m,
@@ -109,6 +113,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
+	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -152,6 +157,11 @@ func (c *Config) validateNodes() []error {
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
+	}
+	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil && c.DNS && c.Nodes > 0 {
+		if _, err := kubeDNSIP(c.ServiceCIDRs); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	ranges := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
 	if svcs, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil {
@@ -338,6 +348,12 @@ func (s *session) preflight() (unlock func(), err error) {
 		}
 	}
 	s.upstream = c.Pipeline == PipelineUpstream
+	if c.DNS && c.Nodes > 0 {
+		p := filepath.Join(s.binDir, "coredns")
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("missing %s for the cluster DNS add-on: run `make k8s-bins`, or turn DNS off with --dns=false", p)
+		}
+	}
 	if s.upstream && c.Nodes > 0 {
 		p := filepath.Join(s.binDir, upstreamNodeBinary)
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
@@ -537,13 +553,16 @@ func (s *session) managerOptions(mlog io.Writer) manager.Options {
 func (s *session) startNodesAndTour(ctx context.Context) error {
 	c := s.cfg
 	if c.Nodes > 0 {
-		cl, err := startCluster(logr.NewContext(ctx, s.logger), c, s.restCfg, s.binDir, s.kubeconfig, s.logs, s.out)
+		cl, err := startCluster(logr.NewContext(ctx, s.logger), s)
 		if err != nil {
 			s.stopMgr()
 			return errors.Join(fmt.Errorf("starting the simulated nodes: %w", err), <-s.mgrDone)
 		}
 		s.cluster = cl
 		fmt.Fprintf(s.out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
+		if c.DNS {
+			fmt.Fprintln(s.out, dnsLine(cl.dnsIP))
+		}
 	}
 	fmt.Fprintln(s.out)
 	printTour(s.out, s.binDir, s.kubeconfig, s.cluster)
@@ -602,6 +621,11 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
   ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services
   ip netns exec %[3]s %[4]s
 `, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy"))
+		if cl.dnsIP.IsValid() {
+			fmt.Fprintf(out, `  ip netns exec %[1]s curl -s http://web/          # by name, through cluster DNS (kube-dns %[2]s)
+  ip netns exec %[1]s getent hosts web
+`, cl.client, cl.dnsIP)
+		}
 	}
 	fmt.Fprintln(out, "Ctrl-C stops everything.")
 }

@@ -116,5 +116,13 @@ func setup() error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-netns", "/run/netns").CombinedOutput(); err != nil {
 		return fmt.Errorf("mounting a private /run/netns: %w: %s", err, out)
 	}
+	// And a private /etc/netns, where the namespaces' resolv.conf files
+	// (for `ip netns exec`) are written.
+	if err := os.MkdirAll("/etc/netns", 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-etc-netns", "/etc/netns").CombinedOutput(); err != nil {
+		return fmt.Errorf("mounting a private /etc/netns: %w: %s", err, out)
+	}
 	return nil
 }

@@ -1,0 +1,190 @@
+package up
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"text/template"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
+)
+
+// The cluster DNS add-on: CoreDNS behind kube-dns at the tenth address of
+// the first Service range, applied as an installer would, served by the
+// node simulator running bin/k8s/coredns, reached through the nodes'
+// rules like any Service.
+
+const (
+	// clusterDomain is the kubelets' --cluster-domain.
+	clusterDomain = "cluster.local"
+	// coreDNSVersion is the CoreDNS release hack/coredns builds; the
+	// add-on's image carries it (a test keeps the two in step).
+	coreDNSVersion = "v1.15.0"
+	// fieldOwner is the field manager of what `svcnet up` applies.
+	fieldOwner = "svcnet-up"
+	// apiServerSliceOwner is the managed-by label of the kubernetes
+	// Service's EndpointSlice, which `svcnet up` writes in the API
+	// server's place.
+	apiServerSliceOwner = "svcnet-up"
+)
+
+//go:embed addons/coredns.yaml
+var coreDNSManifest string
+
+// kubeDNSIP is the tenth address of the first Service range, where
+// installers put kube-dns (10.96.0.10 for 10.96.0.0/16).
+func kubeDNSIP(serviceCIDRs string) (netip.Addr, error) {
+	cidrs, err := parseServiceCIDRs(serviceCIDRs)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	a := cidrs[0].Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	if !cidrs[0].Contains(a) {
+		return netip.Addr{}, fmt.Errorf("--service-cluster-ip-range %s is too small for kube-dns at its tenth address (use --dns=false)", cidrs[0])
+	}
+	return a, nil
+}
+
+// coreDNSObjects renders the add-on for a kube-dns address.
+func coreDNSObjects(ip netip.Addr) ([]*unstructured.Unstructured, error) {
+	t, err := template.New("coredns").Parse(coreDNSManifest)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, map[string]string{
+		"ClusterIP": ip.String(), "Domain": clusterDomain, "Image": nodesim.CoreDNSImage + ":" + coreDNSVersion,
+	}); err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(&b, 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("the CoreDNS add-on's manifest: %w", err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// applyObjects server-side applies objs, as `kubectl apply
+// --server-side` does, taking over fields an earlier run set.
+func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	for _, u := range objs {
+		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil { //nolint:staticcheck // Apply with unstructured objects
+			return fmt.Errorf("applying %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// installDNS applies the add-on and points the namespaces' `ip netns
+// exec` resolver at it.
+func (cl *cluster) installDNS(ctx context.Context, c client.Client, ip netip.Addr) error {
+	objs, err := coreDNSObjects(ip)
+	if err != nil {
+		return err
+	}
+	if err := applyObjects(ctx, c, objs); err != nil {
+		return fmt.Errorf("installing the cluster DNS add-on: %w", err)
+	}
+	// Outside the Pods, names resolve as from a Pod of the default
+	// namespace.
+	resolv := fmt.Appendf(nil, "nameserver %s\nsearch default.svc.%[2]s svc.%[2]s %[2]s\noptions ndots:5\n", ip, clusterDomain)
+	for _, ns := range append([]string{cl.client}, cl.nodeNamespaces()...) {
+		if err := cl.lab.SetResolvConf(ns, resolv); err != nil {
+			return fmt.Errorf("writing the resolver file of %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+func (cl *cluster) nodeNamespaces() []string {
+	var out []string
+	for _, n := range cl.nodes {
+		out = append(out, n.Net.NetNS)
+	}
+	return out
+}
+
+// exposeAPIServer makes the kubernetes Service lead to the API server from
+// the Pods, as on a real cluster: a forwarder on the fabric's own address
+// to the API server on this namespace's loopback, the Pods' ranges routed
+// back from the fabric, and the Service's EndpointSlice naming that
+// address (the API server, started with --endpoint-reconciler-type=none,
+// writes none).
+func (cl *cluster) exposeAPIServer(ctx context.Context, c client.Client, apiPort int) error {
+	listen := net.JoinHostPort(fabricAddr.Addr().String(), strconv.Itoa(apiPort))
+	if err := cl.lab.Forward(cl.lab.Fabric(), listen, net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))); err != nil {
+		return fmt.Errorf("forwarding the API server to the fabric: %w", err)
+	}
+	for _, n := range cl.nodes {
+		if err := cl.lab.RouteVia(cl.lab.Fabric(), n.Net.PodCIDR, n.Net.IP); err != nil {
+			return err
+		}
+	}
+	slice := &discoveryv1.EndpointSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "kubernetes", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: apiServerSliceOwner,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fabricAddr.Addr().String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(apiPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	u, err := toUnstructured(slice)
+	if err != nil {
+		return err
+	}
+	return applyObjects(ctx, c, []*unstructured.Unstructured{u})
+}
+
+func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// waitDNS waits until CoreDNS has a ready replica behind kube-dns.
+func waitDNS(ctx context.Context, c client.Client, timeout time.Duration) error {
+	return waitFor(ctx, timeout, "a ready CoreDNS replica", func() (bool, error) {
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, &d); err != nil {
+			return false, err
+		}
+		return d.Status.ReadyReplicas > 0, nil
+	})
+}
+
+// dnsLine is the tour's line about cluster DNS.
+func dnsLine(ip netip.Addr) string {
+	return fmt.Sprintf("cluster DNS: CoreDNS %s behind kube-dns %s (kube-system)", coreDNSVersion, ip)
+}
