@@ -88,7 +88,7 @@ func (f *podFiles) configMapFiles(ctx context.Context, name string, items []core
 		if optional && client.IgnoreNotFound(err) == nil {
 			return nil
 		}
-		return fmt.Errorf("ConfigMap %s: %w", name, err)
+		return fmt.Errorf("reading ConfigMap %s: %w", name, err)
 	}
 	data := map[string][]byte{}
 	for k, v := range cm.Data {
@@ -104,7 +104,7 @@ func (f *podFiles) secretFiles(ctx context.Context, name string, items []corev1.
 		if optional && client.IgnoreNotFound(err) == nil {
 			return nil
 		}
-		return fmt.Errorf("Secret %s: %w", name, err)
+		return fmt.Errorf("reading Secret %s: %w", name, err)
 	}
 	return project(s.Data, items, optional, "Secret "+name, out)
 }

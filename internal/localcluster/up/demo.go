@@ -345,8 +345,11 @@ func (d *demo) byName(ctx context.Context) error {
 	url := "http://web." + demoNamespace + "/"
 	b, err := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.client, "curl", "-s", "--max-time", "5", url).CombinedOutput()
 	d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.client, url), string(b))
-	if err != nil || !strings.HasPrefix(string(b), "web-") {
-		return fmt.Errorf("curl %s from the client: %v: %s", url, err, b)
+	if err != nil {
+		return fmt.Errorf("curl %s from the client: %w: %s", url, err, b)
+	}
+	if !strings.HasPrefix(string(b), "web-") {
+		return fmt.Errorf("curl %s from the client answered %q, not a Pod of web", url, b)
 	}
 	return nil
 }
