@@ -457,7 +457,7 @@ func (d *demo) headless(ctx context.Context) error {
 // headlessDNS shows a headless Service's name answering with its Pods'
 // addresses, before and after a scale.
 func (d *demo) headlessDNS(ctx context.Context) error {
-	d.title("Headless in DNS: the name answers with the Pods' own addresses, and follows a scale")
+	d.title("Headless in DNS: the name answers with the Pods' own addresses, and follows a scale (10 -> 4, then back to 10)")
 	name := "web-headless." + demoNamespace
 	ips, err := d.podIPs(ctx)
 	if err != nil {
@@ -481,7 +481,12 @@ func (d *demo) headlessDNS(ctx context.Context) error {
 		return err
 	}
 	d.say("the name answered with the 4 remaining Pods %d ms after `kubectl scale`", time.Since(start).Milliseconds())
-	return nil
+	if _, err := d.k(ctx, "scale", "deployment", "web", "--replicas=10"); err != nil {
+		return err
+	}
+	return waitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules again", func() (bool, error) {
+		return allEqual(d.endpointsInRules(ctx, "web"), 10), nil
+	})
 }
 
 // noRules shows and checks that no node has a rule for a Service.
