@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
@@ -101,6 +103,29 @@ func TestServedPortsAndDelays(t *testing.T) {
 	}
 }
 
+// runSimulator runs the node simulator with opts in a manager of its own
+// until the test ends.
+func runSimulator(t *testing.T, env *testenv.Env, opts Options) manager.Manager {
+	t.Helper()
+	g := NewWithT(t)
+	// Tests run a simulator each in this process: its controller's name
+	// comes back.
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(Add(mgr, opts)).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node simulator: %v", err)
+		}
+	})
+	return mgr
+}
+
 // TestSimulator runs the simulator against a real API server and real
 // namespaces: registration, scheduling, addresses, servers, readiness
 // delay, graceful deletion, nodeSelector.
@@ -127,18 +152,7 @@ func TestSimulator(t *testing.T) {
 	stale := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-9", Labels: map[string]string{LabelSimulated: "true"}}}
 	g.Expect(env.Client.Create(ctx, stale)).To(Succeed())
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(Add(mgr, Options{Nodes: nodes})).To(Succeed())
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node simulator: %v", err)
-		}
-	})
+	mgr := runSimulator(t, env, Options{Nodes: nodes})
 
 	ns, err := env.Namespace(ctx, "sim")
 	g.Expect(err).NotTo(HaveOccurred())

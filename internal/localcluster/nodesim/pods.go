@@ -94,7 +94,7 @@ func newPodReconciler(c client.Client, recorder events.EventRecorder, log logr.L
 	r := &podReconciler{
 		c: c, recorder: recorder, log: log, now: now,
 		nodes: map[string]*nodeState{}, pods: map[types.NamespacedName]*runningPod{}, bound: map[types.NamespacedName]string{},
-		changes: make(chan event.GenericEvent, 64),
+		changes: make(chan event.GenericEvent, 64), stopping: make(chan struct{}),
 	}
 	r.runtime = &runtimeEnv{
 		c: c, log: log, now: now, programs: opts.Programs, podsDir: opts.PodsDir, logDir: opts.LogDir,
@@ -111,11 +111,15 @@ func newPodReconciler(c client.Client, recorder events.EventRecorder, log logr.L
 // Program containers started, exited or changed readiness.
 func (r *podReconciler) changed(key client.ObjectKey) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	r.changes <- event.GenericEvent{Object: pod}
+	select {
+	case r.changes <- event.GenericEvent{Object: pod}:
+	case <-r.stopping: // the controller no longer reads
+	}
 }
 
 // stopAll stops every Pod's Programs, as a node going down would.
 func (r *podReconciler) stopAll() {
+	close(r.stopping)
 	r.mu.Lock()
 	var rts []*podRuntime
 	for _, run := range r.pods {
@@ -164,6 +168,8 @@ type podReconciler struct {
 
 	runtime *runtimeEnv
 	changes chan event.GenericEvent
+	// stopping is closed when the simulator stops.
+	stopping chan struct{}
 }
 
 func (r *podReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

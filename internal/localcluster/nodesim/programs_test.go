@@ -20,13 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
-	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -141,25 +137,13 @@ func TestPrograms(t *testing.T) {
 	logDir := t.TempDir()
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
 
-	// TestSimulator's manager ran a node simulator in this process too.
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(Add(mgr, Options{
-		Nodes:    []Node{{Name: n.Name, Zone: "zone-a", Net: n}},
-		Programs: []Program{{Image: "svcnet.test/probeapp", Binary: app, Entrypoint: []string{"/probeapp"}}},
-		PodsDir:  t.TempDir(), LogDir: logDir,
+	runSimulator(t, env, Options{
+		Nodes:          []Node{{Name: n.Name, Zone: "zone-a", Net: n}},
+		Programs:       []Program{{Image: "svcnet.test/probeapp", Binary: app, Entrypoint: []string{"/probeapp"}}},
+		PodsDir:        t.TempDir(),
+		LogDir:         logDir,
 		DNS:            DNS{Servers: []netip.Addr{netip.MustParseAddr("10.96.0.10")}},
 		RestartBackoff: 2 * time.Second,
-	})).To(Succeed())
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node simulator: %v", err)
-		}
 	})
 
 	ns, err := env.Namespace(ctx, "prog")
