@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages svcnet's tests and `svcnet up` use, only the
-# ones missing: iptables, nftables, conntrack, iproute2 (and util-linux for
+# ones missing: iptables, nftables, conntrack, iproute2, curl (the tour's and
+# the walkthrough's client requests by name) and util-linux (for
 # unshare). Needs root for apt-get; prints what to install otherwise.
 set -euo pipefail
 need=()
-for pair in iptables:iptables iptables-restore:iptables nft:nftables conntrack:conntrack ip:iproute2 unshare:util-linux; do
+for pair in iptables:iptables iptables-restore:iptables nft:nftables conntrack:conntrack ip:iproute2 curl:curl unshare:util-linux; do
   cmd=${pair%%:*} pkg=${pair#*:}
   if ! command -v "$cmd" >/dev/null 2>&1 && [[ " ${need[*]-} " != *" $pkg "* ]]; then
     need+=("$pkg")
