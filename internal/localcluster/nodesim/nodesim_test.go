@@ -103,6 +103,16 @@ func TestServedPortsAndDelays(t *testing.T) {
 	}
 }
 
+// podReady reports the Pod's Ready condition.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // runSimulator runs the node simulator with opts in a manager of its own
 // until the test ends.
 func runSimulator(t *testing.T, env *testenv.Env, opts Options) manager.Manager {
@@ -188,14 +198,6 @@ func TestSimulator(t *testing.T) {
 		}).WithTimeout(10 * time.Second).Should(Equal(corev1.PodRunning))
 		return &pod
 	}
-	isReady := func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return c.Status == corev1.ConditionTrue
-			}
-		}
-		return false
-	}
 	get := func(p *corev1.Pod, port int) (string, error) {
 		body, err := netlab.Get(ctx, netlab.Client(nodes[0].Net.NetNS, time.Second), fmt.Sprintf("http://%s:%d/", p.Status.PodIP, port))
 		return strings.TrimSpace(body), err
@@ -221,7 +223,7 @@ func TestSimulator(t *testing.T) {
 			}
 			g.Expect(n.Net.PodCIDR.Contains(netip.MustParseAddr(p.Status.PodIP))).To(BeTrue(), "%s has %s, outside %s", p.Name, p.Status.PodIP, n.Net.PodCIDR)
 			g.Expect(p.Status.HostIP).To(Equal(n.Net.IP.String()))
-			g.Expect(isReady(p)).To(BeTrue())
+			g.Expect(podReady(p)).To(BeTrue())
 			g.Eventually(func() (string, error) { return get(p, 8080) }).Should(Equal(p.Name))
 			// UDP: one datagram, the Pod's name back.
 			var answer string
@@ -254,11 +256,11 @@ func TestSimulator(t *testing.T) {
 		}}
 		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
 		p := running(g, "slow")
-		g.Expect(isReady(p)).To(BeFalse(), "Ready before the initial delay")
+		g.Expect(podReady(p)).To(BeFalse(), "Ready before the initial delay")
 		g.Expect(get(p, DefaultPort)).To(Equal("slow"), "the server runs before the Pod is Ready")
 		g.Eventually(func() bool {
 			_ = env.Client.Get(ctx, client.ObjectKeyFromObject(pod), p)
-			return isReady(p)
+			return podReady(p)
 		}).WithTimeout(5 * time.Second).Should(BeTrue())
 	})
 

@@ -57,6 +57,11 @@ func (f *podFiles) writeVolumes(ctx context.Context) error {
 
 func (f *podFiles) writeVolume(ctx context.Context, v corev1.Volume) error {
 	dir := f.volumeDir(v.Name)
+	if v.ConfigMap == nil && v.Secret == nil && v.DownwardAPI == nil && v.Projected == nil && v.EmptyDir == nil {
+		// A volume type the simulator does not provide gets no folder, so
+		// a container mounting it fails to start and says so.
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -71,10 +76,8 @@ func (f *podFiles) writeVolume(ctx context.Context, v corev1.Volume) error {
 		err = f.downwardFiles(v.DownwardAPI.Items, files)
 	case v.Projected != nil:
 		err = f.projectedFiles(ctx, v.Projected.Sources, dir, files)
-	case v.EmptyDir != nil:
-		return nil // an empty folder, kept across restarts of the container
-	default:
-		return nil // a volume type the simulator does not provide; a mount of it fails at start
+	default: // emptyDir: an empty folder, kept across restarts of the container
+		return nil
 	}
 	if err != nil {
 		return err

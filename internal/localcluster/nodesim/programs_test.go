@@ -190,14 +190,6 @@ func TestPrograms(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)).To(Succeed())
 		return &p
 	}
-	ready := func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return c.Status == corev1.ConditionTrue
-			}
-		}
-		return false
-	}
 	web := netlab.Client(n.NetNS, 2*time.Second)
 	call := func(p *corev1.Pod, path string) (string, error) {
 		return netlab.Get(ctx, web, fmt.Sprintf("http://%s:8080%s", p.Status.PodIP, path))
@@ -219,7 +211,7 @@ func TestPrograms(t *testing.T) {
 	var app1 *corev1.Pod
 	g.Eventually(func(g Gomega) {
 		app1 = current(g, "app")
-		g.Expect(ready(app1)).To(BeTrue())
+		g.Expect(podReady(app1)).To(BeTrue())
 	}).WithTimeout(20*time.Second).Should(Succeed(), "Ready once the readiness probe passes")
 
 	t.Run("the container sees what a kubelet gives it", func(t *testing.T) {
@@ -255,7 +247,7 @@ func TestPrograms(t *testing.T) {
 		g := NewWithT(t)
 		_, err := call(app1, "/unready")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Eventually(func(g Gomega) { g.Expect(ready(current(g, "app"))).To(BeFalse()) }).WithTimeout(10 * time.Second).Should(Succeed())
+		g.Eventually(func(g Gomega) { g.Expect(podReady(current(g, "app"))).To(BeFalse()) }).WithTimeout(10 * time.Second).Should(Succeed())
 	})
 
 	t.Run("an exit restarts the container, with the back-off from the second restart on", func(t *testing.T) {
@@ -269,7 +261,7 @@ func TestPrograms(t *testing.T) {
 				cs := p.Status.ContainerStatuses[0]
 				g.Expect(cs.RestartCount).To(Equal(want))
 				g.Expect(cs.State.Running).NotTo(BeNil())
-				g.Expect(ready(p)).To(BeTrue(), "a new process starts ready again")
+				g.Expect(podReady(p)).To(BeTrue(), "a new process starts ready again")
 			}).WithTimeout(20 * time.Second).Should(Succeed())
 			cs := p.Status.ContainerStatuses[0]
 			g.Expect(cs.LastTerminationState.Terminated).NotTo(BeNil())
@@ -290,7 +282,7 @@ func TestPrograms(t *testing.T) {
 		var p *corev1.Pod
 		g.Eventually(func(g Gomega) {
 			p = current(g, "once")
-			g.Expect(ready(p)).To(BeTrue())
+			g.Expect(podReady(p)).To(BeTrue())
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 		_, _ = call(p, "/exit?code=0")
 		g.Eventually(func(g Gomega) { g.Expect(current(g, "once").Status.Phase).To(Equal(corev1.PodSucceeded)) }).WithTimeout(10 * time.Second).Should(Succeed())
@@ -306,4 +298,25 @@ func TestPrograms(t *testing.T) {
 		out, err := exec.Command("pgrep", "-x", "probeapp").CombinedOutput()
 		g.Expect(err).To(HaveOccurred(), "no probe app left running: %s", strings.TrimSpace(string(out)))
 	})
+}
+
+// TestUnprovidedVolume: a volume type the simulator does not provide gets
+// no folder, so that the container mounting it fails to start instead of
+// seeing an empty folder.
+func TestUnprovidedVolume(t *testing.T) {
+	f := &podFiles{dir: t.TempDir(), pod: &corev1.Pod{}}
+	for _, v := range []corev1.Volume{
+		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	} {
+		if err := f.writeVolume(context.Background(), v); err != nil {
+			t.Fatalf("volume %s: %v", v.Name, err)
+		}
+	}
+	if _, err := os.Stat(f.volumeDir("host")); !os.IsNotExist(err) {
+		t.Errorf("a hostPath volume got a folder (%v); its mount would silently be empty", err)
+	}
+	if fi, err := os.Stat(f.volumeDir("scratch")); err != nil || !fi.IsDir() {
+		t.Errorf("an emptyDir volume has no folder: %v", err)
+	}
 }
