@@ -391,7 +391,13 @@ func stopUp(t *testing.T, up *upProcess) {
 	t.Helper()
 	kids := proctree.Descendants(up.cmd.Process.Pid)
 	if err := up.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+		// It exited on its own, before the test was done with it.
+		select {
+		case exitErr := <-up.exited:
+			t.Fatalf("svcnet up had already exited (%v):\n%s", exitErr, up.out)
+		case <-time.After(stopTimeout):
+			t.Fatalf("signalling svcnet up: %v\n%s", err, up.out)
+		}
 	}
 	select {
 	case err := <-up.exited:
