@@ -67,9 +67,12 @@ type Agent struct {
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
 	// dirty holds the "namespace/name" of Services whose objects changed
-	// since they were last rendered; allDirty re-renders every Service.
+	// since they were last rendered; allDirty re-renders every Service;
+	// recheck re-reads every Service and re-renders those whose objects
+	// differ from the ones they were rendered from.
 	dirty    map[string]bool
 	allDirty bool
+	recheck  bool
 
 	// Owned by the sync loop.
 	services map[string]*serviceState
@@ -91,6 +94,9 @@ type Agent struct {
 type serviceState struct {
 	health []healthPort
 	udp    map[string]udpPort // by port name and family
+	// inputs names the versions of the objects the Service was rendered
+	// from (see inputsOf).
+	inputs string
 }
 
 type healthPort struct {
@@ -331,14 +337,16 @@ func (a *Agent) Loop(ctx context.Context) error {
 	}
 }
 
-// periodicResync re-renders every Service; the backends rewrite everything
-// only once per fullSyncPeriod, as kube-proxy does: on iptables-nft a full
-// restore of a large ruleset is slow (BENCHMARKS.md (h)), and a periodic
-// one would hold every change back that long.
+// periodicResync re-reads every Service and re-renders those whose objects
+// are not the versions last rendered. Once per fullSyncPeriod it re-renders
+// every Service and the backends rewrite everything, as kube-proxy does: a
+// full rewrite or re-render of a large cluster is slow (BENCHMARKS.md (h),
+// (i)), and a periodic one would hold every change back that long.
 func (a *Agent) periodicResync() {
 	a.mu.Lock()
-	a.allDirty = true
 	full := a.clock.Since(a.lastFull) >= fullSyncPeriod
+	a.recheck = true
+	a.allDirty = a.allDirty || full
 	a.mu.Unlock()
 	if full {
 		for _, b := range a.backends {
@@ -352,14 +360,15 @@ type pending struct {
 	triggers []time.Time
 	dirty    map[string]bool
 	all      bool
+	recheck  bool
 }
 
 // takePending hands the changes recorded so far to a sync.
 func (a *Agent) takePending() pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty}
-	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
+	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, recheck: a.recheck}
+	a.triggers, a.dirty, a.allDirty, a.recheck = nil, map[string]bool{}, false, false
 	return p
 }
 
@@ -372,6 +381,7 @@ func (a *Agent) putBack(p pending) {
 		a.dirty[k] = true
 	}
 	a.allDirty = a.allDirty || p.all
+	a.recheck = a.recheck || p.recheck
 }
 
 // SyncOnce re-renders the Services that changed and applies the rules of
@@ -379,7 +389,7 @@ func (a *Agent) putBack(p pending) {
 func (a *Agent) SyncOnce(ctx context.Context) error {
 	start := a.clock.Now()
 	work := a.takePending()
-	if err := a.render(ctx, a.nodeModel(ctx), work.dirty, work.all); err != nil {
+	if err := a.render(ctx, a.nodeModel(ctx), work); err != nil {
 		a.putBack(work)
 		return err
 	}
@@ -476,27 +486,49 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 	}
 }
 
-// render rebuilds the state of the dirty Services (all of them when all is
-// set) from the cache and hands their ports to the backends.
-func (a *Agent) render(ctx context.Context, node model.Node, dirty map[string]bool, all bool) error {
+// render rebuilds the state of the work's Services from the cache and
+// hands their ports to the backends: the dirty ones, every one when all is
+// set, and on a recheck every one whose objects changed unseen.
+func (a *Agent) render(ctx context.Context, node model.Node, work pending) error {
 	var changed changedServices
 	var err error
-	if all {
+	if work.all || work.recheck {
 		changed, err = a.listAll(ctx)
 	} else {
-		changed, err = a.getDirty(ctx, dirty)
+		changed, err = a.getDirty(ctx, work.dirty)
 	}
 	if err != nil {
 		return err
 	}
 	for k := range changed.keys {
-		if svc, ok := changed.services[k]; ok {
-			a.renderService(k, node, svc, changed.slices[k])
-		} else {
+		svc, ok := changed.services[k]
+		switch {
+		case !ok:
 			a.forgetService(k)
+		case work.all || work.dirty[k]:
+			a.renderService(k, node, svc, changed.slices[k])
+		case a.services[k] == nil || a.services[k].inputs != inputsOf(node, svc, changed.slices[k]):
+			a.log.V(1).Info("Re-rendering a Service whose objects changed since its last render", "service", k)
+			a.renderService(k, node, svc, changed.slices[k])
 		}
 	}
 	return nil
+}
+
+// inputsOf names what a Service's rules are built from: the node's zone
+// and the versions of the Service and its slices.
+func inputsOf(node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) string {
+	var b strings.Builder
+	b.WriteString(node.Zone + "/" + svc.ResourceVersion)
+	names := make([]string, 0, len(endpointSlices))
+	for _, s := range endpointSlices {
+		names = append(names, s.Name+"@"+s.ResourceVersion)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		b.WriteString("/" + n)
+	}
+	return b.String()
 }
 
 // changedServices is what a render reads from the cache: the keys to
@@ -586,7 +618,7 @@ func (a *Agent) forgetService(key string) {
 // the family's backend, and keeps what the agent itself serves or cleans
 // up for them: health check node ports and UDP endpoints.
 func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
-	st := &serviceState{udp: map[string]udpPort{}}
+	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices)}
 	for _, b := range a.backends {
 		ports := model.BuildService(b.Family(), node, svc, endpointSlices, model.Options{ProxyName: a.opts.ProxyName})
 		b.SetService(key, ports)

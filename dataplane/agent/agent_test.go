@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
 
@@ -199,31 +201,117 @@ func TestPeriodicResyncIsPartial(t *testing.T) {
 		defer fk.Unlock()
 		return fk.Restores
 	}
-	synced := func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.lastSuccess.Equal(clk.Now())
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return cond(), nil
-		}); err != nil {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-	waitFor("the first sync", func() bool { return restores() == 1 && synced() })
+	synced := syncedAt(a, clk)
+	waitFor(ctx, t, "the first sync", func() bool { return restores() == 1 && synced() })
 	for i := range 3 {
 		clk.Step(a.opts.SyncPeriod)
-		waitFor(fmt.Sprintf("periodic resync %d", i+1), synced)
+		waitFor(ctx, t, fmt.Sprintf("periodic resync %d", i+1), synced)
 		if n := restores(); n != 1 {
 			t.Fatalf("periodic resync %d of unchanged rules restored, %d restores in all, want 1", i+1, n)
 		}
 	}
 	clk.Step(fullSyncPeriod)
-	waitFor("the hourly full resync", func() bool { return restores() == 2 && synced() })
+	waitFor(ctx, t, "the hourly full resync", func() bool { return restores() == 2 && synced() })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// syncedAt reports whether the agent's last successful sync ran at the
+// fake clock's present time.
+func syncedAt(a *Agent, clk *clocktesting.FakeClock) func() bool {
+	return func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.lastSuccess.Equal(clk.Now())
+	}
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// countingBackend counts the renders handed to a backend, by Service.
+type countingBackend struct {
+	dataplane.Backend
+	mu      sync.Mutex
+	renders map[string]int
+}
+
+func (c *countingBackend) SetService(key string, ports []*model.ServicePort) {
+	c.mu.Lock()
+	c.renders[key]++
+	c.mu.Unlock()
+	c.Backend.SetService(key, ports)
+}
+
+func (c *countingBackend) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.renders
+	c.renders = map[string]int{}
+	return out
+}
+
+// TestPeriodicResyncRendersOnlyUnseenChanges checks that a periodic resync
+// re-renders no Service whose objects are the ones it was rendered from
+// (at 10,000 Services that is most of a second that every change would
+// wait behind) and still repairs a Service whose change the agent missed.
+// The agent here has no informers: a write to the client is a change
+// without an event.
+func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
+	c := newFakeClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, o := range []client.Object{svc("web", "10.96.0.10", nil), epSlice("web", "web-1", "10.244.1.2"),
+		svc("api", "10.96.0.11", nil), epSlice("api", "api-1", "10.244.1.3")} {
+		must(t, c.Create(ctx, o))
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fk := iptables.NewFake()
+	opts := DefaultOptions()
+	opts.NodeName = "node-a"
+	counter := &countingBackend{Backend: iptables.NewBackend(corev1.IPv4Protocol, fk, iptables.Config{}), renders: map[string]int{}}
+	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{counter})
+	must(t, err)
+	done := make(chan error)
+	go func() { done <- a.Loop(ctx) }()
+	synced := syncedAt(a, clk)
+	waitFor(ctx, t, "the first sync", synced)
+	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
+		t.Fatalf("first sync rendered %v, want %v", got, want)
+	}
+
+	clk.Step(a.opts.SyncPeriod)
+	waitFor(ctx, t, "a periodic resync", synced)
+	if got := counter.take(); len(got) != 0 {
+		t.Fatalf("a periodic resync with nothing changed rendered %v, want nothing", got)
+	}
+
+	var slice discoveryv1.EndpointSlice
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "api-1"}, &slice))
+	slice.Endpoints[0].Addresses = []string{"10.244.1.9"}
+	must(t, c.Update(ctx, &slice))
+	clk.Step(a.opts.SyncPeriod)
+	waitFor(ctx, t, "a periodic resync", synced)
+	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
+		t.Fatalf("a periodic resync after an unseen slice change rendered %v, want %v", got, want)
+	}
+	if dump := fk.Dump(); !strings.Contains(dump, "10.244.1.9:8080") || strings.Contains(dump, "10.244.1.3:8080") {
+		t.Fatalf("the rules do not send api to its new endpoint only:\n%s", dump)
+	}
+
+	clk.Step(fullSyncPeriod)
+	waitFor(ctx, t, "the hourly full resync", synced)
+	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
+		t.Fatalf("the hourly full resync rendered %v, want %v", got, want)
+	}
+	cancel()
+	must(t, <-done)
 }
