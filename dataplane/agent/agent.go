@@ -141,6 +141,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: healthAddr,
+		PprofBindAddress:       opts.PprofBindAddress,
 		NewCache:               informersync.NewCache,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),

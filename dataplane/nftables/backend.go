@@ -96,7 +96,7 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 		tx, n = b.partialTransaction(desired)
 	}
 	if n == 0 {
-		b.st.markApplied(b.st.dirty)
+		b.st.markApplied()
 		return dataplane.SyncResult{Full: full}, nil
 	}
 	if err := b.nft.Run(ctx, tx); err != nil {
@@ -108,7 +108,7 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	if full {
 		b.markAllApplied()
 	} else {
-		b.st.markApplied(b.st.dirty)
+		b.st.markApplied()
 	}
 	b.needFull, b.recreate = false, false
 	return dataplane.SyncResult{Full: full, Rules: n}, nil
@@ -329,7 +329,7 @@ func (b *Backend) markAllApplied() {
 			delete(b.st.elems, id)
 		}
 	}
-	clear(b.st.dirty)
+	b.st.dirty = map[elemID]bool{}
 }
 
 func sortedObjects(m map[string]*object) []*object {

@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"maps"
 	"slices"
 	"strings"
 )
@@ -24,10 +23,33 @@ type state struct {
 // elemState is one element: the value each owner wants, and what was last
 // applied.
 type elemState struct {
-	owners  map[string]wanted
+	// owners are sorted by owner. Nearly every element has one, so a
+	// slice: a map per element would be most of the agent's memory.
+	owners  []owned
 	applied string
 	// present tells whether the element is in the table.
 	present bool
+}
+
+// owned is what one owner wants of an element.
+type owned struct {
+	owner string
+	wanted
+}
+
+// put sets what owner wants.
+func (st *elemState) put(owner string, w wanted) {
+	i, found := slices.BinarySearchFunc(st.owners, owner, func(o owned, name string) int { return strings.Compare(o.owner, name) })
+	if found {
+		st.owners[i].wanted = w
+		return
+	}
+	st.owners = slices.Insert(st.owners, i, owned{owner: owner, wanted: w})
+}
+
+// drop forgets what owner wants.
+func (st *elemState) drop(owner string) {
+	st.owners = slices.DeleteFunc(st.owners, func(o owned) bool { return o.owner == owner })
 }
 
 type objectRef struct {
@@ -58,10 +80,10 @@ func (s *state) set(owner string, f *Fragment) {
 	for _, e := range f.elems {
 		st := s.elems[e.id()]
 		if st == nil {
-			st = &elemState{owners: map[string]wanted{}}
+			st = &elemState{}
 			s.elems[e.id()] = st
 		}
-		st.owners[owner] = wanted{value: e.value, comment: e.comment}
+		st.put(owner, wanted{value: e.value, comment: e.comment})
 		s.dirty[e.id()] = true
 	}
 	for _, c := range f.counts {
@@ -81,7 +103,7 @@ func (s *state) set(owner string, f *Fragment) {
 func (s *state) release(owner string, f *Fragment) {
 	for _, e := range f.elems {
 		if st := s.elems[e.id()]; st != nil {
-			delete(st.owners, owner)
+			st.drop(owner)
 			s.dirty[e.id()] = true
 		}
 	}
@@ -117,12 +139,7 @@ func (st *elemState) wantAll() (wanted, bool) {
 	if len(st.owners) == 0 {
 		return wanted{}, false
 	}
-	if len(st.owners) == 1 {
-		for _, w := range st.owners {
-			return w, true
-		}
-	}
-	return st.owners[slices.Min(slices.Collect(maps.Keys(st.owners)))], true
+	return st.owners[0].wanted, true
 }
 
 // countsByPick lists the protocols and endpoint counts in use per pick,
@@ -144,8 +161,8 @@ func (s *state) countsByPick() map[pick][]count {
 }
 
 // markApplied records that the dirty elements are now as wanted.
-func (s *state) markApplied(ids map[elemID]bool) {
-	for id := range ids {
+func (s *state) markApplied() {
+	for id := range s.dirty {
 		st := s.elems[id]
 		if st == nil {
 			continue
@@ -154,6 +171,7 @@ func (s *state) markApplied(ids map[elemID]bool) {
 		if !st.present {
 			delete(s.elems, id)
 		}
-		delete(s.dirty, id)
 	}
+	// A new map: a cleared one keeps the room of the largest sync.
+	s.dirty = map[elemID]bool{}
 }
