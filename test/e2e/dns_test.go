@@ -54,6 +54,14 @@ func TestUpDNS(t *testing.T) {
 	up := startUp(t, args)
 	t.Cleanup(func() { stopUp(t, up) })
 	c := kubeClient(t, dataDir)
+	g.Expect(up.out.String()).NotTo(ContainSubstring("NOT READY"))
+	// svcnet up says it is up once kube-dns answers: the first question,
+	// asked once, gets its answer.
+	first, cancel := context.WithTimeout(ctx, 5*time.Second)
+	addrs, err := resolverVia("udp").LookupHost(first, "kubernetes.default.svc.cluster.local")
+	cancel()
+	g.Expect(err).NotTo(HaveOccurred(), "kube-dns answers as soon as svcnet up is up")
+	g.Expect(addrs).To(Equal([]string{"10.96.0.1"}))
 
 	coreDNS := func(g Gomega) *appsv1.Deployment {
 		var d appsv1.Deployment

@@ -328,7 +328,7 @@ func (d *demo) clusterIP(ctx context.Context) error {
 func (d *demo) byName(ctx context.Context) error {
 	d.title("Cluster DNS: web's name resolves to its ClusterIP, and curl by name reaches a Pod")
 	d.say("CoreDNS runs as 2 Pods of kube-system behind kube-dns %s, itself a Service programmed like any other", d.cl.dnsIP)
-	if err := waitDNS(ctx, d.c, 120*time.Second); err != nil {
+	if err := waitDNS(ctx, d.c, dnsReadyTimeout); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "get", "pods", "--namespace=kube-system", "-l", "k8s-app=kube-dns", "-o", "wide"); err != nil {

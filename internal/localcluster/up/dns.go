@@ -173,6 +173,9 @@ func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
+// dnsReadyTimeout bounds the wait for a ready CoreDNS replica.
+const dnsReadyTimeout = 2 * time.Minute
+
 // waitDNS waits until CoreDNS has a ready replica behind kube-dns.
 func waitDNS(ctx context.Context, c client.Client, timeout time.Duration) error {
 	return waitFor(ctx, timeout, "a ready CoreDNS replica", func() (bool, error) {

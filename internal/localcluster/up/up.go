@@ -561,7 +561,14 @@ func (s *session) startNodesAndTour(ctx context.Context) error {
 		s.cluster = cl
 		fmt.Fprintf(s.out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
 		if c.DNS {
-			fmt.Fprintln(s.out, dnsLine(cl.dnsIP))
+			// The tour's first request is by name: it is printed once
+			// kube-dns answers (CoreDNS's first readiness probe comes a
+			// probe period after it starts, as a kubelet's does).
+			if err := waitDNS(ctx, s.admin, dnsReadyTimeout); err != nil {
+				fmt.Fprintf(s.out, "%s: NOT READY (%v; its logs are in %s)\n", dnsLine(cl.dnsIP), err, filepath.Join(s.logs, "pods"))
+			} else {
+				fmt.Fprintln(s.out, dnsLine(cl.dnsIP))
+			}
 		}
 	}
 	fmt.Fprintln(s.out)
