@@ -56,6 +56,7 @@ type pipelineResult struct {
 	createReq, createProg, scaleReq, scaleProg, busyReq, busyProg []time.Duration
 	scaleStages, busyStages                                       []scaleStages
 	cpu                                                           float64
+	dns                                                           dnsResult
 }
 
 // upCluster is a running `svcnet up`.
@@ -80,8 +81,11 @@ func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster
 		ports = append(ports, strconv.Itoa(p))
 	}
 	logPath := filepath.Join(dir, "svcnet-up.log")
+	// iptables mode: the benchmark follows each node's rules with `nft
+	// monitor rules`, which sees iptables-nft's rules but not nftables
+	// mode's map elements.
 	p, err := startProc(logPath, filepath.Join(root, "bin/svcnet"), "up", "--nodes", strconv.Itoa(pipelineNodes), "--pipeline", pipeline,
-		"--data-dir", filepath.Join(dir, "data"), "--k8s-bin-dir", filepath.Join(root, "bin/k8s"),
+		"--proxy-mode", "iptables", "--data-dir", filepath.Join(dir, "data"), "--k8s-bin-dir", filepath.Join(root, "bin/k8s"),
 		"--apiserver-port", ports[0], "--etcd-client-port", ports[1], "--etcd-peer-port", ports[2], "--webhook-port", ports[3])
 	if err != nil {
 		return nil, err
@@ -257,9 +261,10 @@ func (u *upCluster) scale(ctx context.Context, replicas int32) error {
 // webLabels select the benchmark Deployment's Pods.
 var webLabels = map[string]string{"app": "web"}
 
-// runPipeline measures one pipeline in its own `svcnet up`: Service
-// creation, then scale-ups on a quiet cluster and back to back.
-func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipelineResult, error) {
+// runPipeline measures one pipeline in its own `svcnet up`: for (j),
+// Service creation, then scale-ups on a quiet cluster and back to back;
+// for (l), cluster DNS.
+func runPipeline(ctx context.Context, root, pipeline string, runs int, only string) (pipelineResult, error) {
 	var res pipelineResult
 	dir, err := os.MkdirTemp("", "svcnet-bench-pipeline-")
 	if err != nil {
@@ -279,12 +284,16 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 	if err != nil {
 		return res, err
 	}
-	cpuStart := u.p.treeCPUSeconds()
-	if err := u.serviceCreates(ctx, runs, pods, &res); err != nil {
-		return res, err
+	var dns *dnsProber
+	if selected(only, "l") {
+		if dns, err = u.dnsProber(ctx); err != nil {
+			return res, fmt.Errorf("(l): %w", err)
+		}
+		defer dns.close()
+		if err := u.serviceNames(ctx, dns, runs, pods, &res.dns); err != nil {
+			return res, fmt.Errorf("(l): %w", err)
+		}
 	}
-	// Scale 3 -> 4: a request reaches the new Pod, every node programmed;
-	// then back to 3 (not measured) until the rules and Pods settled.
 	probe := webService("web")
 	if err := u.c.Create(ctx, probe); err != nil {
 		return res, err
@@ -292,6 +301,20 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int) (pipeline
 	if _, err := u.waitRules(ctx, "web", 3, time.Now()); err != nil {
 		return res, err
 	}
+	if selected(only, "l") {
+		if err := u.queryRate(ctx, dns, probe, &res.dns); err != nil {
+			return res, fmt.Errorf("(l): %w", err)
+		}
+	}
+	if !selected(only, "j") {
+		return res, nil
+	}
+	cpuStart := u.p.treeCPUSeconds()
+	if err := u.serviceCreates(ctx, runs, pods, &res); err != nil {
+		return res, err
+	}
+	// Scale 3 -> 4: a request reaches the new Pod, every node programmed;
+	// then back to 3 (not measured) until the rules and Pods settled.
 	// Quiet, then back to back.
 	if res.scaleReq, res.scaleProg, res.scaleStages, err = u.scaleUps(ctx, probe, runs, settle); err != nil {
 		return res, err
@@ -425,12 +448,48 @@ func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs in
 	return reqs, progs, stages, nil
 }
 
-// pipelineReport runs (j) for both pipelines.
-func pipelineReport(ctx context.Context, root string, scale int, skip string) (string, error) {
-	var b strings.Builder
+// pipelineReport runs (j) and (l) for both pipelines, in one `svcnet up`
+// per pipeline.
+func pipelineReport(ctx context.Context, root string, scale int, only, skip string) (string, error) {
 	runs := max(50/scale, 5)
-	fmt.Fprintf(&b, "## End to end: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
-	fmt.Fprintf(&b, "`svcnet up --nodes %d` with svcnet's manager and agents, then `--pipeline=upstream` (kube-controller-manager's "+
+	if skip != "" {
+		var b strings.Builder
+		if selected(only, "j") {
+			writePipelineIntro(&b, runs)
+		}
+		if selected(only, "l") {
+			fmt.Fprintf(&b, "## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+		}
+		fmt.Fprintf(&b, "Not run: %s.\n", skip)
+		return b.String(), nil
+	}
+	results := map[string]pipelineResult{}
+	for _, p := range []string{"svcnet", "upstream"} {
+		fmt.Fprintf(os.Stderr, "bench: (j, l) svcnet up --pipeline=%s, %d runs each\n", p, runs)
+		r, err := runPipeline(ctx, root, p, runs, only)
+		if err != nil {
+			return "", fmt.Errorf("pipeline %s: %w", p, err)
+		}
+		results[p] = r
+	}
+	var b strings.Builder
+	if selected(only, "j") {
+		writePipelineIntro(&b, runs)
+		writePipelineReport(&b, results["svcnet"], results["upstream"])
+	}
+	if selected(only, "l") {
+		if selected(only, "j") {
+			b.WriteString("\n")
+		}
+		writeDNSReport(&b, root, runs, results["svcnet"].dns, results["upstream"].dns)
+	}
+	return b.String(), nil
+}
+
+// writePipelineIntro says what (j) measures.
+func writePipelineIntro(b *strings.Builder, runs int) {
+	fmt.Fprintf(b, "## End to end: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+	fmt.Fprintf(b, "`svcnet up --nodes %d --proxy-mode=iptables` with svcnet's manager and agents, then `--pipeline=upstream` (kube-controller-manager's "+
 		"EndpointSlice controller, kube-apiserver's allocator and kube-proxy %s at its defaults in each node), on the same machine. "+
 		"The node simulator (shared by both) starts each Pod in a network namespace of its own. (j1) %d Services created for a "+
 		"Deployment of 3 Pods: from the create request until a request from the client namespace through the ClusterIP succeeds, "+
@@ -441,23 +500,13 @@ func pipelineReport(ctx context.Context, root string, scale int, skip string) (s
 		"each given %s. Each node's rules are followed with `nft monitor rules` in its namespace: iptables-restore (svcnet's and "+
 		"kube-proxy's alike, nf_tables backend) commits a transaction at once and the kernel announces its rules as they land, so "+
 		"watching adds no load, where probing every node with requests or reading its rules with iptables would slow what is measured.\n\n", pipelineNodes, iptablesVersion(), runs, runs, settle, runs, requestGap, requestTimeout)
-	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
-	}
-	results := map[string]pipelineResult{}
-	for _, p := range []string{"svcnet", "upstream"} {
-		fmt.Fprintf(os.Stderr, "bench: (j) svcnet up --pipeline=%s, %d runs each\n", p, runs)
-		r, err := runPipeline(ctx, root, p, runs)
-		if err != nil {
-			return "", fmt.Errorf("(j) pipeline %s: %w", p, err)
-		}
-		results[p] = r
-	}
-	s, u := results["svcnet"], results["upstream"]
-	fmt.Fprintf(&b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
+}
+
+// writePipelineReport writes (j)'s tables.
+func writePipelineReport(b *strings.Builder, s, u pipelineResult) {
+	fmt.Fprintf(b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
 	row := func(name string, a, c []time.Duration) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
 			ms(percentile(a, 0.5)), ms(percentile(a, 0.99)), ms(percentile(c, 0.5)), ms(percentile(c, 0.99)),
 			ratio(percentile(a, 0.5).Seconds(), percentile(c, 0.5).Seconds()), ratio(percentile(a, 0.99).Seconds(), percentile(c, 0.99).Seconds()))
 	}
@@ -467,10 +516,10 @@ func pipelineReport(ctx context.Context, root string, scale int, skip string) (s
 	row("(j2) scale 3 -> 4, quiet -> all nodes reprogrammed", s.scaleProg, u.scaleProg)
 	row("(j3) scale 3 -> 4, back to back -> request reaches the new Pod", s.busyReq, u.busyReq)
 	row("(j3) scale 3 -> 4, back to back -> all nodes reprogrammed", s.busyProg, u.busyProg)
-	fmt.Fprintf(&b, "\nWhere a scale-up's time goes, p50 of each step (from the change seen by a watch in the benchmark to the next one; "+
+	fmt.Fprintf(b, "\nWhere a scale-up's time goes, p50 of each step (from the change seen by a watch in the benchmark to the next one; "+
 		"the last step ends when every node's rules hold the new endpoint). The first four steps run the same code in both pipelines: "+
 		"kube-controller-manager's Deployment and ReplicaSet controllers and svcnet up's node simulator.\n\n")
-	fmt.Fprintf(&b, "| step | (j2) svcnet | (j2) upstream | (j3) svcnet | (j3) upstream |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| step | (j2) svcnet | (j2) upstream | (j3) svcnet | (j3) upstream |\n|---|---|---|---|---|\n")
 	steps := []struct {
 		name string
 		at   func(scaleStages) time.Duration
@@ -498,10 +547,9 @@ func pipelineReport(ctx context.Context, root string, scale int, skip string) (s
 		return ms(percentile(ds, 0.5))
 	}
 	for i, st := range steps {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", st.name,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", st.name,
 			stepMedian(s.scaleStages, s.scaleProg, i), stepMedian(u.scaleStages, u.scaleProg, i),
 			stepMedian(s.busyStages, s.busyProg, i), stepMedian(u.busyStages, u.busyProg, i))
 	}
-	fmt.Fprintf(&b, "\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node simulator, the agents or kube-proxies, iptables) during the runs: svcnet %.1f, upstream %.1f.\n", s.cpu, u.cpu)
-	return b.String(), nil
+	fmt.Fprintf(b, "\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node simulator, the agents or kube-proxies, iptables) during the runs: svcnet %.1f, upstream %.1f.\n", s.cpu, u.cpu)
 }

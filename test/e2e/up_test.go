@@ -30,7 +30,7 @@ import (
 )
 
 const (
-	upTimeout   = 90 * time.Second
+	upTimeout   = 150 * time.Second // start-up includes CoreDNS's first readiness period
 	stopTimeout = 40 * time.Second
 )
 
