@@ -68,16 +68,13 @@ type dnsResult struct {
 	qpsFailed                int
 }
 
-// dnsProber asks kube-dns from the client namespace. One prober serves a
-// whole run: its sockets to the CoreDNS Pods must outlive every query
-// through the ClusterIP (see replicas).
+// dnsProber asks kube-dns from the client namespace, and each CoreDNS
+// replica directly; one prober serves a whole run.
 type dnsProber struct {
 	server string // kube-dns ClusterIP:53
-	// replicas are sockets connected to each CoreDNS Pod's address, kept
-	// for the prober's life: a socket per probe would leave conntrack
-	// entries from client ports to the Pods, and a later query through
-	// the ClusterIP from one of those ports, DNATed to the same Pod,
-	// would clash with one and be dropped.
+	// replicas are sockets connected to each Ready CoreDNS Pod's
+	// address, one per replica for all its probes (answers are matched
+	// by ID).
 	replicas []net.Conn
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	mu       sync.Mutex
