@@ -250,10 +250,10 @@ func (p *dnsProber) waitName(ctx context.Context, name string, want []netip.Addr
 	known := time.Since(start)
 	ans, err := p.query(ctx, name, dnsmessage.TypeA)
 	if err != nil {
-		return 0, fmt.Errorf("A %s: %w%s", name, err, p.diagnose(ctx, name))
+		return 0, fmt.Errorf("the A record of %s: %w%s", name, err, p.diagnose(ctx, name))
 	}
 	if got := addresses(ans); !slices.Equal(got, want) {
-		return 0, fmt.Errorf("A %s: %v, want %v%s", name, got, want, p.diagnose(ctx, name))
+		return 0, fmt.Errorf("the A record of %s: %v, want %v%s", name, got, want, p.diagnose(ctx, name))
 	}
 	return known, nil
 }
@@ -365,7 +365,7 @@ func (u *upCluster) podIPs(ctx context.Context) ([]netip.Addr, error) {
 	for _, p := range pods.Items {
 		a, err := netip.ParseAddr(p.Status.PodIP)
 		if err != nil {
-			return nil, fmt.Errorf("Pod %s: %w", p.Name, err)
+			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
 		}
 		out = append(out, a)
 	}
@@ -402,7 +402,7 @@ func (u *upCluster) queryRate(ctx context.Context, p *dnsProber, svc *corev1.Ser
 					bad++
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = fmt.Errorf("A %s: %s", name, rcodeOr(ans, err))
+						firstErr = fmt.Errorf("the A record of %s: %s", name, rcodeOr(ans, err))
 					}
 					mu.Unlock()
 					continue
