@@ -438,12 +438,7 @@ func writeDNSReport(b *strings.Builder, root string, runs int, s, u dnsResult) {
 		"through the kube-dns ClusterIP and checked. (l3) %d clients, each with its own UDP socket, ask the A record of an existing Service "+
 		"back to back for %s (answers from CoreDNS's cache, as most of a cluster's queries are).\n\n",
 		coreDNSVersion(root), runs, runs, probeGap, qpsClients, qpsDuration)
-	fmt.Fprintf(b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
-	row := func(name string, a, c []time.Duration) {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
-			ms(percentile(a, 0.5)), ms(percentile(a, 0.99)), ms(percentile(c, 0.5)), ms(percentile(c, 0.99)),
-			ratio(percentile(a, 0.5).Seconds(), percentile(c, 0.5).Seconds()), ratio(percentile(a, 0.99).Seconds(), percentile(c, 0.99).Seconds()))
-	}
+	row := pipelineTable(b)
 	row("(l1) create Service -> its name answers", s.resolve, u.resolve)
 	row("(l1) create Service -> a request to the answer reaches a Pod", s.reach, u.reach)
 	row("(l2) create headless Service -> its name answers with the 3 Pods", s.headless, u.headless)

@@ -502,14 +502,20 @@ func writePipelineIntro(b *strings.Builder, runs int) {
 		"watching adds no load, where probing every node with requests or reading its rules with iptables would slow what is measured.\n\n", pipelineNodes, iptablesVersion(), runs, runs, settle, runs, requestGap, requestTimeout)
 }
 
+// pipelineTable starts a table of p50 and p99 for both pipelines and
+// returns the function that writes one measure's row.
+func pipelineTable(b *strings.Builder) func(name string, s, u []time.Duration) {
+	fmt.Fprintf(b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
+	return func(name string, s, u []time.Duration) {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
+			ms(percentile(s, 0.5)), ms(percentile(s, 0.99)), ms(percentile(u, 0.5)), ms(percentile(u, 0.99)),
+			ratio(percentile(s, 0.5).Seconds(), percentile(u, 0.5).Seconds()), ratio(percentile(s, 0.99).Seconds(), percentile(u, 0.99).Seconds()))
+	}
+}
+
 // writePipelineReport writes (j)'s tables.
 func writePipelineReport(b *strings.Builder, s, u pipelineResult) {
-	fmt.Fprintf(b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
-	row := func(name string, a, c []time.Duration) {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
-			ms(percentile(a, 0.5)), ms(percentile(a, 0.99)), ms(percentile(c, 0.5)), ms(percentile(c, 0.99)),
-			ratio(percentile(a, 0.5).Seconds(), percentile(c, 0.5).Seconds()), ratio(percentile(a, 0.99).Seconds(), percentile(c, 0.99).Seconds()))
-	}
+	row := pipelineTable(b)
 	row("(j1) create Service -> client request succeeds", s.createReq, u.createReq)
 	row("(j1) create Service -> every node programmed", s.createProg, u.createProg)
 	row("(j2) scale 3 -> 4, quiet -> request reaches the new Pod", s.scaleReq, u.scaleReq)
