@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svcnet-io/svcnet/internal/platform/childproc"
 	"github.com/svcnet-io/svcnet/test/harness/proctree"
 )
 
@@ -26,10 +27,9 @@ func startProc(logPath string, argv ...string) (*proc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &proc{cmd: cmd, log: f}
 	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}

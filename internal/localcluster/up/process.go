@@ -6,22 +6,18 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/svcnet-io/svcnet/internal/platform/childproc"
 )
 
 // process is one child of `svcnet up`. Children run in their own process
 // group and get SIGKILL from the kernel if svcnet dies without stopping
-// them (Pdeathsig), so no path leaves an orphan behind. The kernel sends
-// that signal when the thread that forked the child ends, not the process:
-// every child is forked from one thread kept for svcnet up's life (see
-// startOnSpawner), since Go ends the threads that other goroutines lock
-// (the node simulator's containers, network namespace work) when those
-// goroutines return, and a child forked from one of them would be killed.
+// them (Pdeathsig, through childproc), so no path leaves an orphan behind.
 type process struct {
 	name    string
 	cmd     *exec.Cmd
@@ -39,8 +35,7 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := startOnSpawner(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -51,34 +46,6 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 		close(p.done)
 	}()
 	return p, nil
-}
-
-var (
-	spawnOnce sync.Once
-	spawnReqs chan spawnReq
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// startOnSpawner starts cmd from the spawner thread: a goroutine locked to
-// its thread that never returns, so the thread, and the Pdeathsig it
-// carries for every child, lasts as long as svcnet up.
-func startOnSpawner(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnReqs = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread()
-			for r := range spawnReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
-	spawnReqs <- r
-	return <-r.done
 }
 
 // exited reports whether the process has ended.
