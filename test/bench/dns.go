@@ -423,9 +423,14 @@ func (u *upCluster) queryRate(ctx context.Context, p *dnsProber, svc *corev1.Ser
 	return nil
 }
 
+// writeDNSHeading starts (l)'s section.
+func writeDNSHeading(b *strings.Builder) {
+	fmt.Fprintf(b, "## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+}
+
 // writeDNSReport writes (l) for both pipelines.
 func writeDNSReport(b *strings.Builder, root string, runs int, s, u dnsResult) {
-	fmt.Fprintf(b, "## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+	writeDNSHeading(b)
 	fmt.Fprintf(b, "The same two clusters as (j), each with its CoreDNS add-on (2 replicas of CoreDNS %s behind the kube-dns "+
 		"ClusterIP, the add-on's Corefile), asked from the client namespace through the kube-dns ClusterIP, so every query crosses "+
 		"a node's rules (UDP). (l1) %d ClusterIP Services created for the 3 web Pods: from the create request until the Service's "+

@@ -458,7 +458,7 @@ func pipelineReport(ctx context.Context, root string, scale int, only, skip stri
 			writePipelineIntro(&b, runs)
 		}
 		if selected(only, "l") {
-			fmt.Fprintf(&b, "## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+			writeDNSHeading(&b)
 		}
 		fmt.Fprintf(&b, "Not run: %s.\n", skip)
 		return b.String(), nil
