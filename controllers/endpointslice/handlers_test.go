@@ -43,10 +43,16 @@ func TestPodEventsWaitForTheBatchPeriod(t *testing.T) {
 			if got := q.Len(); got != tc.wantFirst {
 				t.Errorf("queued right after the events: %d, want %d", got, tc.wantFirst)
 			}
-			clk.Step(tc.batch + time.Millisecond)
+			// The delaying queue moves items on its own goroutine, and may arm its timer
+			// just after a step (reading the clock before it): keep stepping until the
+			// item arrives, so the timer fires whenever it was armed.
 			deadline := time.Now().Add(5 * time.Second)
-			for q.Len() < tc.wantLater && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond) // the delaying queue moves items on its own goroutine
+			for {
+				clk.Step(tc.batch + time.Millisecond)
+				if q.Len() >= tc.wantLater || !time.Now().Before(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 			if got := q.Len(); got != tc.wantLater {
 				t.Errorf("queued after the batch period: %d, want %d", got, tc.wantLater)
