@@ -71,7 +71,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	registerMetrics(r.alloc)
 	if r.opts.ValidatePools {
-		mgr.GetWebhookServer().Register(PoolWebhookPath, &webhook.Admission{Handler: NewPoolValidator(mgr.GetClient(), admission.NewDecoder(mgr.GetScheme()))})
+		// Read live, not from the cache: two overlapping pools applied
+		// together would both pass a cache that has not seen the first yet.
+		// Pools are few and written rarely.
+		mgr.GetWebhookServer().Register(PoolWebhookPath, &webhook.Admission{Handler: NewPoolValidator(mgr.GetAPIReader(), admission.NewDecoder(mgr.GetScheme()))})
 	}
 	if err := r.setupServiceController(mgr); err != nil {
 		return err

@@ -29,7 +29,8 @@ type PoolValidator struct {
 	decoder admission.Decoder
 }
 
-// NewPoolValidator reads pools and ServiceCIDRs from reader.
+// NewPoolValidator reads pools and ServiceCIDRs from reader, which should
+// read the API server itself (a pool created a moment before must count).
 func NewPoolValidator(reader client.Reader, decoder admission.Decoder) *PoolValidator {
 	return &PoolValidator{reader: reader, decoder: decoder}
 }

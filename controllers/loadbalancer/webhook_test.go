@@ -45,6 +45,8 @@ func TestPoolWebhook(t *testing.T) {
 	if err := env.Client.Create(ctx, pool("serving", false, "192.168.150.0/24")); err != nil {
 		t.Fatal(err)
 	}
+	// Right after: the webhook must see a pool created a moment before,
+	// as when both come in one kubectl apply.
 	expectDenied(env.Client.Create(ctx, pool("newcomer", false, "192.168.150.128/25")),
 		"range 192.168.150.128-192.168.150.255 overlaps range 192.168.150.0-192.168.150.255 of LoadBalancerIPPool serving")
 	expectDenied(env.Client.Create(ctx, pool("in-services", false, "10.96.5.0/24")), "overlaps ServiceCIDR kubernetes")

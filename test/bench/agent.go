@@ -66,7 +66,8 @@ func agentImpls() []agentImpl {
 	svcnet := func(mode string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
 			return []string{filepath.Join(root, "bin/svcnet"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
-				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--v=2"}
+				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--v=2",
+				"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
 		}
 	}
 	var impls []agentImpl
@@ -80,8 +81,17 @@ func agentImpls() []agentImpl {
 			// kube-proxy 1.37 has no nftables-specific flag for it.
 			agentImpl{name: "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0", mode: mode, argv: kubeProxy(mode, "--iptables-min-sync-period=0")})
 	}
-	return impls
+	if *agentsOnly == "" {
+		return impls
+	}
+	return slices.DeleteFunc(impls, func(i agentImpl) bool {
+		return !slices.ContainsFunc(strings.Split(*agentsOnly, ","), func(want string) bool { return i.name == want })
+	})
 }
+
+// agentsOnly narrows the node agent benchmark to some proxies (-agents), for
+// profiling one of them (with SVCNET_BENCH_PPROF and SVCNET_BENCH_KEEP).
+var agentsOnly = flag.String("agents", "", "comma-separated proxy names (as in the table, e.g. 'svcnet agent --mode=nftables') the node agent benchmark runs; empty: all")
 
 type agentScenario struct {
 	letter   byte
