@@ -84,22 +84,22 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	b.st.set(nodeOwner, nodeFragment(node.NodePortIPs))
 	desired := b.desired(node.NodePortIPs)
 	full := b.needFull
-	var tx *knftables.Transaction
 	var n int
+	var err error
 	if full {
-		live, err := b.listLive(ctx)
-		if err != nil {
-			return dataplane.SyncResult{Full: true}, err
+		live, listErr := b.listLive(ctx)
+		if listErr != nil {
+			return dataplane.SyncResult{Full: true}, listErr
 		}
-		tx, n = b.fullTransaction(desired, live)
+		n, err = b.syncFull(ctx, desired, live)
 	} else {
-		tx, n = b.partialTransaction(desired)
+		n, err = b.syncPartial(ctx, desired)
 	}
-	if n == 0 {
+	if n == 0 && err == nil {
 		b.st.markApplied()
 		return dataplane.SyncResult{Full: full}, nil
 	}
-	if err := b.nft.Run(ctx, tx); err != nil {
+	if err != nil {
 		b.recreate = full
 		b.needFull = true
 		return dataplane.SyncResult{Full: full}, fmt.Errorf("applying %d changes: %w", n, err)
@@ -161,9 +161,47 @@ func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 	return live, nil
 }
 
-// fullTransaction rewrites the table: live chains and static sets are
-// flushed, what is no longer wanted deleted, and every object, rule and
-// element written. The affinity sets keep the clients they remember.
+// syncFull rewrites the live table in one transaction: the
+// objects (fullTransaction), then every element. nft's own interface
+// takes the elements as they are written; any other (knftables' fake)
+// gets them as operations.
+func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live liveTable) (int, error) {
+	tx, n := b.fullTransaction(desired, live)
+	var ids []elemID
+	for _, id := range sortedIDs(b.st.elems) {
+		if _, ok := b.st.elems[id].wantAll(); ok && desired[id.set] != nil {
+			ids = append(ids, id)
+		}
+	}
+	n += len(ids)
+	if s, ok := b.nft.(elementStreamer); ok {
+		return n, s.RunWithElements(ctx, tx, func(w *elementWriter) {
+			for _, id := range ids {
+				v, _ := b.st.elems[id].wantAll()
+				w.add(id.set, id.key, v, desired[id.set].kind == kindMap)
+			}
+		})
+	}
+	for _, id := range ids {
+		v, _ := b.st.elems[id].wantAll()
+		tx.Add(id.knftWith(v, desired[id.set].kind == kindMap))
+	}
+	return n, b.nft.Run(ctx, tx)
+}
+
+// syncPartial applies partialTransaction, if it has anything to do.
+func (b *Backend) syncPartial(ctx context.Context, desired map[string]*object) (int, error) {
+	tx, n := b.partialTransaction(desired)
+	if n == 0 {
+		return 0, nil
+	}
+	return n, b.nft.Run(ctx, tx)
+}
+
+// fullTransaction rewrites the table's objects: live chains and static
+// sets are flushed, what is no longer wanted deleted, and every object and
+// rule written; syncFull adds the elements. The affinity sets keep the
+// clients they remember.
 func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*knftables.Transaction, int) {
 	tx := b.nft.NewTransaction()
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for svcnet agent")})
@@ -196,14 +234,7 @@ func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*
 			tx.Delete(&knftables.Chain{Name: name})
 		}
 	}
-	n := addObjects(tx, sortedObjects(desired))
-	for _, id := range sortedIDs(b.st.elems) {
-		if w, ok := b.st.elems[id].wantAll(); ok && desired[id.set] != nil {
-			tx.Add(id.knftWith(w, desired[id.set].kind == kindMap))
-			n++
-		}
-	}
-	return tx, n
+	return tx, addObjects(tx, sortedObjects(desired))
 }
 
 // partialTransaction writes what changed since the last applied sync, in

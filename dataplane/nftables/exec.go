@@ -1,10 +1,14 @@
 package nftables
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,10 +35,11 @@ func NewInterface(f corev1.IPFamily, table, netnsPath string) (knftables.Interfa
 	if err != nil {
 		return nil, err
 	}
+	b := &batching{Interface: nft, nft: path, family: familyOf(f).nft, table: table, netns: netnsPath}
 	if netnsPath == "" {
-		return &batching{Interface: nft, nft: path}, nil
+		return b, nil
 	}
-	return &inNetNS{Interface: &batching{Interface: nft, nft: path, netns: netnsPath}, path: netnsPath}, nil
+	return &inNetNS{batching: b, path: netnsPath}, nil
 }
 
 // batching runs a transaction with `nft -f -` as knftables does, but with
@@ -43,19 +48,116 @@ func NewInterface(f corev1.IPFamily, table, netnsPath string) (knftables.Interfa
 // commands, which is most of a cold sync's time at 10,000 Services.
 type batching struct {
 	knftables.Interface
-	nft   string
-	netns string
+	nft    string
+	family knftables.Family
+	table  string
+	netns  string
 }
 
 func (b *batching) Run(ctx context.Context, tx *knftables.Transaction) error {
+	return b.RunWithElements(ctx, tx, nil)
+}
+
+// RunWithElements implements elementStreamer: tx's commands, then the
+// elements addElements writes, go to nft's input as they are produced.
+func (b *batching) RunWithElements(ctx context.Context, tx *knftables.Transaction, addElements func(*elementWriter)) error {
 	cmd := exec.CommandContext(ctx, b.nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(mergeElements(tx.String(), maxBatch))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := netns.Run(b.netns, cmd); err != nil {
+	if err := netns.Do(b.netns, cmd.Start); err != nil {
+		stdin.Close()
+		return fmt.Errorf("nft -f: %w", err)
+	}
+	// A write fails only when nft has stopped reading; its exit says why.
+	werr := b.write(stdin, tx, addElements)
+	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(out.String()))
 	}
+	if werr != nil {
+		return fmt.Errorf("nft -f: writing its input: %w", werr)
+	}
 	return nil
+}
+
+func (b *batching) write(stdin io.WriteCloser, tx *knftables.Transaction, addElements func(*elementWriter)) error {
+	w := bufio.NewWriterSize(stdin, 64<<10)
+	_, err := w.WriteString(mergeElements(tx.String(), maxBatch))
+	if err == nil && addElements != nil {
+		ew := &elementWriter{w: w, family: b.family, table: b.table}
+		addElements(ew)
+		err = ew.close()
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	return errors.Join(err, stdin.Close())
+}
+
+// elementStreamer runs a transaction followed by elements written straight
+// into nft's input. A full sync at 10,000 Services adds hundreds of
+// thousands of elements; held as knftables operations and then as text
+// they were most of the agent's peak memory (docs/BENCHMARKS.md).
+type elementStreamer interface {
+	RunWithElements(ctx context.Context, tx *knftables.Transaction, addElements func(*elementWriter)) error
+}
+
+// elementWriter writes "add element" commands the way knftables does,
+// with consecutive elements of one set merged as mergeElements merges
+// them. The first write error sticks and is returned by close.
+type elementWriter struct {
+	w      *bufio.Writer
+	family knftables.Family
+	table  string
+	set    string // the set of the open command, "" when none is open
+	n      int    // elements in the open command
+	err    error
+}
+
+// add writes one element; value is written only for a map's element.
+func (e *elementWriter) add(set, key string, w wanted, isMap bool) {
+	if e.err != nil {
+		return
+	}
+	if set != e.set || e.n == maxBatch {
+		e.end()
+		e.str("add element " + string(e.family) + " " + e.table + " " + set + " { ")
+		e.set = set
+	} else {
+		e.str(", ")
+	}
+	e.n++
+	e.str(key)
+	if w.comment != "" {
+		e.str(" comment ")
+		e.str(strconv.Quote(w.comment))
+	}
+	if isMap {
+		e.str(" : ")
+		e.str(w.value)
+	}
+}
+
+// end closes the open command.
+func (e *elementWriter) end() {
+	if e.set != "" {
+		e.str(" }\n")
+	}
+	e.set, e.n = "", 0
+}
+
+func (e *elementWriter) str(s string) {
+	if e.err == nil {
+		_, e.err = e.w.WriteString(s)
+	}
+}
+
+func (e *elementWriter) close() error {
+	e.end()
+	return e.err
 }
 
 // maxBatch bounds the elements of one merged command.
@@ -107,17 +209,17 @@ func splitElementLine(line string) (string, string, bool) {
 // inNetNS runs knftables' checks and listings in a network namespace;
 // transactions go through batching, which starts nft there itself.
 type inNetNS struct {
-	knftables.Interface
+	*batching
 	path string
 }
 
 func (n *inNetNS) Check(ctx context.Context, tx *knftables.Transaction) error {
-	return netns.Do(n.path, func() error { return n.Interface.Check(ctx, tx) })
+	return netns.Do(n.path, func() error { return n.batching.Check(ctx, tx) })
 }
 
 func (n *inNetNS) List(ctx context.Context, objectType string) (out []string, err error) {
 	err = netns.Do(n.path, func() error {
-		out, err = n.Interface.List(ctx, objectType)
+		out, err = n.batching.List(ctx, objectType)
 		return err
 	})
 	return out, err
@@ -125,7 +227,7 @@ func (n *inNetNS) List(ctx context.Context, objectType string) (out []string, er
 
 func (n *inNetNS) ListRules(ctx context.Context, chain string) (out []*knftables.Rule, err error) {
 	err = netns.Do(n.path, func() error {
-		out, err = n.Interface.ListRules(ctx, chain)
+		out, err = n.batching.ListRules(ctx, chain)
 		return err
 	})
 	return out, err
@@ -133,7 +235,7 @@ func (n *inNetNS) ListRules(ctx context.Context, chain string) (out []*knftables
 
 func (n *inNetNS) ListElements(ctx context.Context, objectType, name string) (out []*knftables.Element, err error) {
 	err = netns.Do(n.path, func() error {
-		out, err = n.Interface.ListElements(ctx, objectType, name)
+		out, err = n.batching.ListElements(ctx, objectType, name)
 		return err
 	})
 	return out, err
