@@ -167,12 +167,10 @@ func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 // gets them as operations.
 func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live liveTable) (int, error) {
 	tx, n := b.fullTransaction(desired, live)
-	var ids []elemID
-	for _, id := range sortedIDs(b.st.elems) {
-		if _, ok := b.st.elems[id].wantAll(); ok && desired[id.set] != nil {
-			ids = append(ids, id)
-		}
-	}
+	ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
+		_, ok := b.st.elems[id].wantAll()
+		return !ok || desired[id.set] == nil
+	})
 	n += len(ids)
 	if s, ok := b.nft.(elementStreamer); ok {
 		return n, s.RunWithElements(ctx, tx, func(w *elementWriter) {

@@ -114,6 +114,7 @@ type elementWriter struct {
 	table  string
 	set    string // the set of the open command, "" when none is open
 	n      int    // elements in the open command
+	quoted []byte // room for a quoted comment, reused
 	err    error
 }
 
@@ -133,7 +134,10 @@ func (e *elementWriter) add(set, key string, w wanted, isMap bool) {
 	e.str(key)
 	if w.comment != "" {
 		e.str(" comment ")
-		e.str(strconv.Quote(w.comment))
+		e.quoted = strconv.AppendQuote(e.quoted[:0], w.comment)
+		if e.err == nil {
+			_, e.err = e.w.Write(e.quoted)
+		}
 	}
 	if isMap {
 		e.str(" : ")

@@ -10,7 +10,8 @@ import (
 // in use, and the Services' own objects. It remembers which elements
 // changed since the last applied sync, so that a sync writes only those.
 type state struct {
-	frags map[string]*Fragment
+	// held is what each owner's fragment put in, to take out again.
+	held  map[string]*held
 	elems map[elemID]*elemState
 	// counts holds, per pick and endpoint count, how many ports use it.
 	counts map[count]int
@@ -59,7 +60,7 @@ type objectRef struct {
 
 func newState() *state {
 	return &state{
-		frags:   map[string]*Fragment{},
+		held:    map[string]*held{},
 		elems:   map[elemID]*elemState{},
 		counts:  map[count]int{},
 		objects: map[string]*objectRef{},
@@ -67,29 +68,42 @@ func newState() *state {
 	}
 }
 
+// held is what a fragment put into the state: its elements' IDs, sized
+// exactly (the fragment's own elements, with the slack of their appends
+// and the values the element states hold anyway, cost far more memory),
+// its counts and its objects.
+type held struct {
+	ids     []elemID
+	counts  []count
+	objects []*object
+}
+
 // set replaces owner's fragment; nil removes it.
 func (s *state) set(owner string, f *Fragment) {
-	if old := s.frags[owner]; old != nil {
+	if old := s.held[owner]; old != nil {
 		s.release(owner, old)
-		delete(s.frags, owner)
+		delete(s.held, owner)
 	}
 	if f == nil {
 		return
 	}
-	s.frags[owner] = f
-	for _, e := range f.elems {
-		st := s.elems[e.id()]
+	h := &held{ids: make([]elemID, len(f.elems)), counts: slices.Clip(f.counts), objects: slices.Clip(f.objects)}
+	for i, e := range f.elems {
+		id := e.id()
+		h.ids[i] = id
+		st := s.elems[id]
 		if st == nil {
 			st = &elemState{}
-			s.elems[e.id()] = st
+			s.elems[id] = st
 		}
 		st.put(owner, wanted{value: e.value, comment: e.comment})
-		s.dirty[e.id()] = true
+		s.dirty[id] = true
 	}
-	for _, c := range f.counts {
+	s.held[owner] = h
+	for _, c := range h.counts {
 		s.counts[c]++
 	}
-	for _, o := range f.objects {
+	for _, o := range h.objects {
 		ref := s.objects[o.name]
 		if ref == nil {
 			ref = &objectRef{}
@@ -100,19 +114,19 @@ func (s *state) set(owner string, f *Fragment) {
 	}
 }
 
-func (s *state) release(owner string, f *Fragment) {
-	for _, e := range f.elems {
-		if st := s.elems[e.id()]; st != nil {
+func (s *state) release(owner string, h *held) {
+	for _, id := range h.ids {
+		if st := s.elems[id]; st != nil {
 			st.drop(owner)
-			s.dirty[e.id()] = true
+			s.dirty[id] = true
 		}
 	}
-	for _, c := range f.counts {
+	for _, c := range h.counts {
 		if s.counts[c]--; s.counts[c] <= 0 {
 			delete(s.counts, c)
 		}
 	}
-	for _, o := range f.objects {
+	for _, o := range h.objects {
 		if ref := s.objects[o.name]; ref != nil {
 			if ref.refs--; ref.refs <= 0 {
 				delete(s.objects, o.name)
