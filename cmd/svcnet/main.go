@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -97,6 +98,9 @@ func newAgentCommand() *cobra.Command {
 			cfg, err := restConfig(opts.Kubeconfig)
 			if err != nil {
 				return err
+			}
+			if percent, ok := agent.GCPercentFor(os.LookupEnv); ok {
+				debug.SetGCPercent(percent)
 			}
 			return agent.Run(cmd.Context(), cfg, opts, log)
 		},

@@ -146,3 +146,18 @@ func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// GCPercent is the garbage collection target the agent process runs with
+// when GOGC is not set: a node agent runs on every node and is idle
+// between changes, so it trades a little CPU for a smaller heap
+// (docs/BENCHMARKS.md, (h)). GOGC, when set, wins.
+const GCPercent = 50
+
+// GCPercentFor tells whether the process should set GCPercent, given how
+// it looks up its environment.
+func GCPercentFor(lookupEnv func(string) (string, bool)) (int, bool) {
+	if _, set := lookupEnv("GOGC"); set {
+		return 0, false
+	}
+	return GCPercent, true
+}
