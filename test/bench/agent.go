@@ -81,6 +81,13 @@ func agentImpls() []agentImpl {
 			// kube-proxy 1.37 has no nftables-specific flag for it.
 			agentImpl{name: "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0", mode: mode, argv: kubeProxy(mode, "--iptables-min-sync-period=0")})
 	}
+	// The agent's default collector setting (GOGC=50, see
+	// agent.GCPercent) beside Go's own, so that what it buys is measured.
+	goDefault := svcnet("nftables")
+	impls = append(impls, agentImpl{name: "svcnet agent --mode=nftables, GOGC=100", mode: "nftables",
+		argv: func(root, kc, node string) []string {
+			return append([]string{"env", "GOGC=100"}, goDefault(root, kc, node)...)
+		}})
 	if *agentsOnly == "" {
 		return impls
 	}
@@ -412,7 +419,8 @@ func iptablesVersion() string {
 	return strings.TrimSpace(string(out))
 }
 
-// writeAgentRatios compares svcnet with each proxy of the same mode.
+// writeAgentRatios compares svcnet with each proxy of the same mode: the
+// svcnet row before it.
 func writeAgentRatios(b *strings.Builder, title string, impls []agentImpl, results []agentResult) {
 	var s agentResult
 	for i, impl := range impls {
