@@ -488,8 +488,9 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 }
 
 // render rebuilds the state of the work's Services from the cache and
-// hands their ports to the backends: the dirty ones, every one when all is
-// set, and on a recheck every one whose objects changed unseen.
+// hands their ports to the backends: every one when all is set, otherwise
+// the dirty ones (every one on a recheck) whose objects are not the
+// versions they were last rendered from.
 func (a *Agent) render(ctx context.Context, node model.Node, work pending) error {
 	var changed changedServices
 	var err error
@@ -506,10 +507,16 @@ func (a *Agent) render(ctx context.Context, node model.Node, work pending) error
 		switch {
 		case !ok:
 			a.forgetService(k)
-		case work.all || work.dirty[k]:
+		case work.all:
 			a.renderService(k, node, svc, changed.slices[k])
-		case a.services[k] == nil || a.services[k].inputs != inputsOf(node, svc, changed.slices[k]):
-			a.log.V(1).Info("Re-rendering a Service whose objects changed since its last render", "service", k)
+		case a.services[k] != nil && a.services[k].inputs == inputsOf(node, svc, changed.slices[k]):
+			// Rendered from these very objects already: a notification that
+			// arrived after the sync that read them (the informers' first
+			// adds come after the first, full sync has listed everything).
+		default:
+			if !work.dirty[k] {
+				a.log.V(1).Info("Re-rendering a Service whose objects changed since its last render", "service", k)
+			}
 			a.renderService(k, node, svc, changed.slices[k])
 		}
 	}

@@ -315,3 +315,46 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 	cancel()
 	must(t, <-done)
 }
+
+// TestNotificationOfAlreadyRenderedObjectsRendersNothing checks that a
+// Service marked dirty by a notification for objects it was already
+// rendered from is not rendered again: the informers' first adds arrive
+// after the first, full sync has listed everything, and at 10,000
+// Services re-rendering them all held the first change back most of a
+// second. A notification for a real change still renders.
+func TestNotificationOfAlreadyRenderedObjectsRendersNothing(t *testing.T) {
+	c := newFakeClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	web, webSlice := svc("web", "10.96.0.10", nil), epSlice("web", "web-1", "10.244.1.2")
+	api, apiSlice := svc("api", "10.96.0.11", nil), epSlice("api", "api-1", "10.244.1.3")
+	for _, o := range []client.Object{web, webSlice, api, apiSlice} {
+		must(t, c.Create(ctx, o))
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	counter := &countingBackend{Backend: iptables.NewBackend(corev1.IPv4Protocol, iptables.NewFake(), iptables.Config{}), renders: map[string]int{}}
+	opts := DefaultOptions()
+	opts.NodeName = "node-a"
+	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{counter})
+	must(t, err)
+	must(t, a.SyncOnce(ctx))
+	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
+		t.Fatalf("first sync rendered %v, want %v", got, want)
+	}
+
+	for _, o := range []any{web, webSlice, api, apiSlice} {
+		a.changed(nil, o)
+	}
+	must(t, a.SyncOnce(ctx))
+	if got := counter.take(); len(got) != 0 {
+		t.Fatalf("notifications of the objects already rendered rendered %v, want nothing", got)
+	}
+
+	apiSlice.Endpoints[0].Addresses = []string{"10.244.1.9"}
+	must(t, c.Update(ctx, apiSlice))
+	a.changed(nil, apiSlice)
+	must(t, a.SyncOnce(ctx))
+	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
+		t.Fatalf("a notification of a changed slice rendered %v, want %v", got, want)
+	}
+}

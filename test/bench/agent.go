@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -91,14 +92,13 @@ func agentImpls() []agentImpl {
 	if *agentsOnly == "" {
 		return impls
 	}
-	return slices.DeleteFunc(impls, func(i agentImpl) bool {
-		return !slices.ContainsFunc(strings.Split(*agentsOnly, ","), func(want string) bool { return i.name == want })
-	})
+	only := regexp.MustCompile(*agentsOnly)
+	return slices.DeleteFunc(impls, func(i agentImpl) bool { return !only.MatchString(i.name) })
 }
 
 // agentsOnly narrows the node agent benchmark to some proxies (-agents), for
 // profiling one of them (with SVCNET_BENCH_PPROF and SVCNET_BENCH_KEEP).
-var agentsOnly = flag.String("agents", "", "comma-separated proxy names (as in the table, e.g. 'svcnet agent --mode=nftables') the node agent benchmark runs; empty: all")
+var agentsOnly = flag.String("agents", "", "regular expression: the node agent benchmark runs only the proxies whose name (as in the table, e.g. 'svcnet agent --mode=nftables') it matches; empty: all")
 
 type agentScenario struct {
 	letter   byte

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ func main() {
 	flag.Parse()
 	if *scale < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -scale must be at least 1")
+		os.Exit(2)
+	}
+	if _, err := regexp.Compile(*agentsOnly); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -agents: %v\n", err)
 		os.Exit(2)
 	}
 	ctrl.SetLogger(logr.Discard())
