@@ -134,7 +134,8 @@ watch delivery and, for kube-proxy at its defaults, the wait for its one-second 
 BenchmarkIncrementalSync10kServices below isolates the agent's own work for (i) before iptables-restore runs. In nftables
 mode the targets are a change p99 of at most 50 ms at 1,000 Services (g) and at 10,000 (i, stretch 20 ms), and a cold sync
 of at most 0.3x kube-proxy's nftables mode (h), with less CPU and memory; the kernel's floor table (k) shows what the same
-transactions cost bare, without the API server and the agent.
+transactions cost bare, without the API server and the agent. The svcnet agent runs its garbage collector at GOGC=50 unless
+GOGC is set; the row marked GOGC=100 is the same agent at Go's default, and its ratios are not computed.
 
 How to read the end-to-end table (j): targets are a p99 of at most 250 ms from the scale request to every node reprogrammed
 and at most 0.5x the upstream pipeline's. Both pipelines share everything but the EndpointSlice controller, the allocator and
