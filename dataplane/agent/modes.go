@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,8 +84,19 @@ func removeOtherModes(ctx context.Context, opts Options, log logr.Logger) {
 	}
 }
 
+// removeTables deletes those of tables that exist. The kernel is asked
+// first which do: a knftables interface runs nft several times before a
+// table can be deleted, and each run reads the ruleset, which in iptables
+// mode holds every iptables-nft rule (docs/BENCHMARKS.md).
 func removeTables(ctx context.Context, f corev1.IPFamily, netns string, tables ...string) error {
+	present, err := nftables.Tables(f, netns)
+	if err != nil {
+		return err
+	}
 	for _, t := range tables {
+		if !slices.Contains(present, t) {
+			continue
+		}
 		nft, err := nftables.NewInterface(f, t, netns)
 		if err != nil {
 			return err

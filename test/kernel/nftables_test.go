@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,4 +140,34 @@ func netlabRun(path string, argv ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := netns.Run(path, cmd)
 	return out.String(), err
+}
+
+// Tables lists a family's tables in the node's namespace only, which is
+// what decides whether an agent in iptables mode has nftables tables to
+// remove.
+func TestNFTablesTablesOfANode(t *testing.T) {
+	node := nftNode(t, "svcnet-nft-tables")
+	empty, err := nftables.Tables(corev1.IPv4Protocol, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(empty) != 0 {
+		t.Errorf("a new namespace has no tables, got %v", empty)
+	}
+	if _, err := netlabRun(node, "nft", "add table ip svcnet; add table ip other; add table ip6 kube-proxy"); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[corev1.IPFamily][]string{
+		corev1.IPv4Protocol: {"other", "svcnet"},
+		corev1.IPv6Protocol: {"kube-proxy"},
+	} {
+		got, err := nftables.Tables(f, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s tables: got %v, want %v", f, got, want)
+		}
+	}
 }
