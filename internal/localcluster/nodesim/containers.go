@@ -291,13 +291,16 @@ func (e *runtimeEnv) sandbox(ctx context.Context, rt *podRuntime, pod *corev1.Po
 		{Source: filepath.Join(rt.files.dir, "hosts"), Target: "/etc/hosts"},
 		{Source: filepath.Join(rt.files.dir, "hostname"), Target: "/etc/hostname"},
 	}
+	for _, d := range prog.ImageDirs {
+		mounts = append(mounts, bindMount{Source: d, Target: d, ReadOnly: true})
+	}
 	if len(prog.Entrypoint) > 0 {
 		mounts = append(mounts, bindMount{Source: prog.Binary, Target: prog.Entrypoint[0], ReadOnly: true})
 	}
 	for _, m := range c.VolumeMounts {
-		src := rt.files.volumeDir(m.Name)
-		if _, err := os.Stat(src); err != nil {
-			return sandboxSpec{}, nil, fmt.Errorf("volume %q of mount %s is not provided by the simulator", m.Name, m.MountPath)
+		src, err := rt.files.volumeSource(m.Name)
+		if err != nil {
+			return sandboxSpec{}, nil, fmt.Errorf("volume %q of mount %s: %w", m.Name, m.MountPath, err)
 		}
 		mounts = append(mounts, bindMount{Source: filepath.Join(src, m.SubPath), Target: m.MountPath, ReadOnly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
 	}

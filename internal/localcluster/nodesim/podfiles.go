@@ -41,6 +41,60 @@ type podFiles struct {
 
 func (f *podFiles) volumeDir(name string) string { return filepath.Join(f.dir, "volumes", name) }
 
+// volumeSource is the file or folder a mount of the named volume binds:
+// the folder writeVolumes wrote, or a hostPath volume's path on this
+// machine.
+func (f *podFiles) volumeSource(name string) (string, error) {
+	for _, v := range f.pod.Spec.Volumes {
+		if v.Name == name && v.HostPath != nil {
+			return f.hostPath(name, v.HostPath)
+		}
+	}
+	src := f.volumeDir(name)
+	if _, err := os.Stat(src); err != nil {
+		return "", errors.New("not provided by the simulator")
+	}
+	return src, nil
+}
+
+// hostPath checks a hostPath volume's path against its type, creating it
+// for the ...OrCreate types as the kubelet does. A missing path of no
+// type, which a container runtime would create as a folder on the host, is
+// given an empty folder of the Pod's instead: the simulator makes nothing
+// on this machine that a type does not ask for.
+func (f *podFiles) hostPath(name string, hp *corev1.HostPathVolumeSource) (string, error) {
+	p := filepath.Clean(hp.Path)
+	fi, err := os.Stat(p)
+	t := ptr.Deref(hp.Type, corev1.HostPathUnset)
+	switch {
+	case err == nil && (t == corev1.HostPathDirectory || t == corev1.HostPathDirectoryOrCreate) && !fi.IsDir():
+		return "", fmt.Errorf("hostPath %s is not a directory", p)
+	case err == nil && (t == corev1.HostPathFile || t == corev1.HostPathFileOrCreate) && !fi.Mode().IsRegular():
+		return "", fmt.Errorf("hostPath %s is not a file", p)
+	case err == nil:
+		return p, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
+	switch t {
+	case corev1.HostPathDirectoryOrCreate:
+		return p, os.MkdirAll(p, 0o755)
+	case corev1.HostPathFileOrCreate:
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		file, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		return p, file.Close()
+	case corev1.HostPathUnset:
+		stand := filepath.Join(f.dir, "hostpaths", name)
+		return stand, os.MkdirAll(stand, 0o755)
+	}
+	return "", fmt.Errorf("hostPath %s (type %s) does not exist", p, t)
+}
+
 // writeVolumes writes every volume a program can read: configMap, secret,
 // projected (serviceAccountToken, configMap, secret, downwardAPI),
 // downwardAPI and emptyDir. Each volume is tried; the errors are joined,

@@ -2,6 +2,7 @@ package nodesim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -28,6 +30,11 @@ type Program struct {
 	// word inside the container's root. Cmd is the image's CMD.
 	Entrypoint []string
 	Cmd        []string
+	// ImageDirs are folders of this machine that stand for the rest of the
+	// image's filesystem, bound read-only at the same paths: an image
+	// that runs other programs (iptables, nft) ships them with their
+	// libraries. Empty: the image holds its entrypoint alone.
+	ImageDirs []string
 }
 
 // CoreDNSImage is the repository of the CoreDNS image that cluster
@@ -149,35 +156,64 @@ func containerEnv(ctx context.Context, c client.Reader, pod *corev1.Pod, ctr cor
 	set("HOSTNAME", pod.Name)
 	set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	for _, e := range ctr.Env {
-		v := expand(e.Value, env)
+		v, ok := expand(e.Value, env), true
 		if e.ValueFrom != nil {
-			if v, err = envFrom(ctx, c, pod, e.ValueFrom); err != nil {
+			if v, ok, err = envFrom(ctx, c, pod, e.ValueFrom); err != nil {
 				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}
-		set(e.Name, v)
+		if ok {
+			set(e.Name, v)
+		}
 	}
 	return env, order, nil
 }
 
-func envFrom(ctx context.Context, c client.Reader, pod *corev1.Pod, src *corev1.EnvVarSource) (string, error) {
+// envFrom is a variable's value from its source; ok is false when an
+// optional ConfigMap or Secret key is missing, which leaves the variable
+// unset, as the kubelet does.
+func envFrom(ctx context.Context, c client.Reader, pod *corev1.Pod, src *corev1.EnvVarSource) (value string, ok bool, err error) {
 	switch {
 	case src.FieldRef != nil:
-		return fieldValue(pod, src.FieldRef.FieldPath)
+		v, err := fieldValue(pod, src.FieldRef.FieldPath)
+		return v, err == nil, err
 	case src.ConfigMapKeyRef != nil:
+		ref := src.ConfigMapKeyRef
 		var cm corev1.ConfigMap
-		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: src.ConfigMapKeyRef.Name}, &cm); err != nil {
-			return "", err
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &cm); err != nil {
+			return optionalKey(ref.Optional, err, "ConfigMap "+ref.Name)
 		}
-		return cm.Data[src.ConfigMapKeyRef.Key], nil
+		if v, found := cm.Data[ref.Key]; found {
+			return v, true, nil
+		}
+		return optionalKey(ref.Optional, nil, fmt.Sprintf("ConfigMap %s has no key %s", ref.Name, ref.Key))
 	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
 		var s corev1.Secret
-		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: src.SecretKeyRef.Name}, &s); err != nil {
-			return "", err
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &s); err != nil {
+			return optionalKey(ref.Optional, err, "Secret "+ref.Name)
 		}
-		return string(s.Data[src.SecretKeyRef.Key]), nil
+		if v, found := s.Data[ref.Key]; found {
+			return string(v), true, nil
+		}
+		return optionalKey(ref.Optional, nil, fmt.Sprintf("Secret %s has no key %s", ref.Name, ref.Key))
 	}
-	return "", nil // resourceFieldRef: the simulator sets no limits
+	return "", true, nil // resourceFieldRef: the simulator sets no limits
+}
+
+// optionalKey is envFrom's answer for a missing object (err) or key (err
+// nil): no variable when the reference is optional, else an error.
+func optionalKey(optional *bool, err error, what string) (string, bool, error) {
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", false, err
+	}
+	if optional != nil && *optional {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return "", false, errors.New(what)
 }
 
 // serviceLinks are the Docker-link style variables of the Services a

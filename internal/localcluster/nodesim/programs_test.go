@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/testenv"
@@ -304,19 +305,101 @@ func TestPrograms(t *testing.T) {
 // no folder, so that the container mounting it fails to start instead of
 // seeing an empty folder.
 func TestUnprovidedVolume(t *testing.T) {
-	f := &podFiles{dir: t.TempDir(), pod: &corev1.Pod{}}
-	for _, v := range []corev1.Volume{
-		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}}},
-		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-	} {
+	claim := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}
+	scratch := corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	f := &podFiles{dir: t.TempDir(), pod: &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claim, scratch}}}}
+	for _, v := range f.pod.Spec.Volumes {
 		if err := f.writeVolume(context.Background(), v); err != nil {
 			t.Fatalf("volume %s: %v", v.Name, err)
 		}
 	}
-	if _, err := os.Stat(f.volumeDir("host")); !os.IsNotExist(err) {
-		t.Errorf("a hostPath volume got a folder (%v); its mount would silently be empty", err)
+	if src, err := f.volumeSource("data"); err == nil {
+		t.Errorf("a persistentVolumeClaim volume got a folder (%s); its mount would silently be empty", src)
 	}
-	if fi, err := os.Stat(f.volumeDir("scratch")); err != nil || !fi.IsDir() {
-		t.Errorf("an emptyDir volume has no folder: %v", err)
+	if src, err := f.volumeSource("scratch"); err != nil || src != f.volumeDir("scratch") {
+		t.Errorf("an emptyDir volume has no folder: %q, %v", src, err)
+	}
+}
+
+// TestHostPathVolume: a hostPath volume binds the machine's path, checked
+// against its type and created for the ...OrCreate types; a missing path
+// of no type gets an empty folder of the Pod's, not one on the machine.
+func TestHostPathVolume(t *testing.T) {
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hp := func(name, path string, typ corev1.HostPathType) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(host, path), Type: ptr.To(typ)}}}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		hp("lock", "run/xtables.lock", corev1.HostPathFileOrCreate),
+		hp("state", "var/lib/state", corev1.HostPathDirectoryOrCreate),
+		hp("existing", "file", corev1.HostPathFile),
+		hp("modules", "lib/modules", corev1.HostPathUnset),
+		hp("not-a-dir", "file", corev1.HostPathDirectory),
+		hp("absent", "absent", corev1.HostPathSocket),
+	}}}
+	f := &podFiles{dir: t.TempDir(), pod: pod}
+	for name, want := range map[string]string{
+		"lock":     filepath.Join(host, "run/xtables.lock"),
+		"state":    filepath.Join(host, "var/lib/state"),
+		"existing": filepath.Join(host, "file"),
+		"modules":  filepath.Join(f.dir, "hostpaths", "modules"),
+	} {
+		got, err := f.volumeSource(name)
+		if err != nil || got != want {
+			t.Errorf("volume %s: got %q, %v; want %q", name, got, err, want)
+			continue
+		}
+		if _, err := os.Stat(got); err != nil {
+			t.Errorf("volume %s: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(host, "lib")); !os.IsNotExist(err) {
+		t.Errorf("a missing hostPath of no type was created on the machine (%v)", err)
+	}
+	for _, name := range []string{"not-a-dir", "absent"} {
+		if src, err := f.volumeSource(name); err == nil {
+			t.Errorf("volume %s: got %q, want an error", name, src)
+		}
+	}
+}
+
+// TestOptionalEnvReferences: an optional ConfigMap or Secret key that is
+// missing leaves its variable unset (so a default, such as the service
+// link KUBERNETES_SERVICE_HOST, stays); a required one is an error.
+func TestOptionalEnvReferences(t *testing.T) {
+	ctx := context.Background()
+	kubernetes := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"}, Spec: corev1.ServiceSpec{
+		ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}},
+	}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "apiserver"}, Data: map[string]string{"host": "172.30.0.1"}}
+	c := fake.NewClientBuilder().WithObjects(kubernetes, cm).Build()
+	ref := func(name, cmName, key string, optional bool) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, Key: key, Optional: ptr.To(optional),
+		}}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "agent"}}
+	ctr := corev1.Container{Name: "agent", Env: []corev1.EnvVar{
+		ref("KUBERNETES_SERVICE_HOST", "apiserver", "host", true),
+		ref("KUBERNETES_SERVICE_PORT", "apiserver", "port", true),
+		ref("FROM_MISSING", "absent", "x", true),
+	}}
+	env, _, err := containerEnv(ctx, c, pod, ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "172.30.0.1" || env["KUBERNETES_SERVICE_PORT"] != "443" {
+		t.Errorf("host from the ConfigMap, port from the service link: got %s:%s", env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"])
+	}
+	if v, ok := env["FROM_MISSING"]; ok {
+		t.Errorf("an optional reference to a missing ConfigMap set %q", v)
+	}
+	for _, required := range []corev1.EnvVar{ref("X", "apiserver", "port", false), ref("X", "absent", "x", false)} {
+		if _, _, err := containerEnv(ctx, c, pod, corev1.Container{Env: []corev1.EnvVar{required}}); err == nil {
+			t.Errorf("a required reference to %s/%s that is missing: no error", required.ValueFrom.ConfigMapKeyRef.Name, required.ValueFrom.ConfigMapKeyRef.Key)
+		}
 	}
 }
