@@ -87,12 +87,16 @@ func (p *pki) ensureCA() (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, os.WriteFile(p.caKey, keyPEM, 0o600)
 }
 
+// ensureServing keeps the API server's serving certificate, or makes one
+// when there is none or it lacks one of the names clients use: the
+// kubernetes Service, loopback, and the fabric address the nodes (and the
+// agents of --install=manifests) dial.
 func (p *pki) ensureServing(caCert, caKey []byte, serviceIP net.IP) error {
-	if exists(p.servingCert) && exists(p.servingKey) {
+	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+		"127.0.0.1", "::1", serviceIP.String(), fabricAddr.Addr().String()}
+	if exists(p.servingCert) && exists(p.servingKey) && coversHosts(p.servingCert, hosts) {
 		return nil
 	}
-	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-		"127.0.0.1", "::1", serviceIP.String()}
 	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, "kube-apiserver", hosts, time.Now(), validity)
 	if err != nil {
 		return fmt.Errorf("%w; delete the pki folder to have new credentials made", err)
@@ -101,6 +105,29 @@ func (p *pki) ensureServing(caCert, caKey []byte, serviceIP net.IP) error {
 		return err
 	}
 	return os.WriteFile(p.servingKey, keyPEM, 0o600)
+}
+
+// coversHosts tells whether the certificate at path is valid for every
+// host; an unreadable one covers none.
+func coversHosts(path string, hosts []string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, h := range hosts {
+		if cert.VerifyHostname(h) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // ensureServiceAccountKey makes the key pair that signs ServiceAccount
