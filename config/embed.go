@@ -11,11 +11,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,48 @@ import (
 
 //go:embed crd/bases/*.yaml webhook/manifests.yaml
 var files embed.FS
+
+// tree is every kustomization config/default is built from.
+//
+//go:embed default/*.yaml rbac/*.yaml webhook/*.yaml crd/*.yaml crd/bases/*.yaml
+var tree embed.FS
+
+// BuildDefault builds config/default, as embedded in this binary, with
+// `kubectl kustomize` (kubectl is its path), writing the tree under
+// workDir first, and returns the objects in kustomize's order.
+func BuildDefault(ctx context.Context, kubectl, workDir string) ([]*unstructured.Unstructured, error) {
+	if err := os.RemoveAll(workDir); err != nil {
+		return nil, err
+	}
+	if err := os.CopyFS(workDir, tree); err != nil {
+		return nil, fmt.Errorf("writing config/ to %s: %w", workDir, err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(workDir, "default"))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", filepath.Join(workDir, "default"), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading kustomize's output: %w", err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			return nil, fmt.Errorf("decoding kustomize's output: %w", err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
 
 // WebhookConfigurationName is the MutatingWebhookConfiguration's name once
 // installed (kustomize's namePrefix svcnet- on the generated name).

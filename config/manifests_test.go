@@ -224,3 +224,31 @@ func checkSecretAccess(ctx context.Context, t *testing.T, env *testenv.Env, kube
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// TestBuildDefaultFromTheBinary: the tree embedded in svcnet builds the
+// same objects as config/default on disk (svcnet up --install=manifests
+// applies it).
+func TestBuildDefaultFromTheBinary(t *testing.T) {
+	bins, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(bins, "kubectl")
+	onDisk := render(t, kubectl)
+	objs, err := config.BuildDefault(context.Background(), kubectl, filepath.Join(t.TempDir(), "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]bool{}
+	for _, u := range objs {
+		built[u.GetKind()+"/"+u.GetName()] = true
+	}
+	for key := range onDisk {
+		if !built[key] {
+			t.Errorf("the embedded tree does not build %s", key)
+		}
+	}
+	if len(built) != len(onDisk) {
+		t.Errorf("the embedded tree builds %d objects, config/default %d", len(built), len(onDisk))
+	}
+}
