@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,7 +43,12 @@ type sandboxSpec struct {
 	Argv     []string
 	Env      []string
 	Dir      string // working folder inside the root; "/" when empty
-	Mounts   []bindMount
+	// ImageDirs are the machine's folders that make up the image (see
+	// Program.ImageDirs), each under a writable layer of its own as in a
+	// container's root, so that mount points can be made inside them; a
+	// folder that is a symbolic link here is the same link in the root.
+	ImageDirs []string
+	Mounts    []bindMount
 	Log      *os.File
 }
 
@@ -179,6 +185,9 @@ func buildRoot(spec sandboxSpec) error {
 	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting /proc: %w", err)
 	}
+	if err := imageLayers(spec); err != nil {
+		return err
+	}
 	mounts := make([]bindMount, 0, len(devices)+len(spec.Mounts))
 	for _, d := range devices {
 		mounts = append(mounts, bindMount{Source: "/dev/" + d, Target: "/dev/" + d})
@@ -186,6 +195,42 @@ func buildRoot(spec sandboxSpec) error {
 	for _, m := range append(mounts, spec.Mounts...) {
 		if err := bind(root, m); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// imageLayers mounts each of spec.ImageDirs at the same path in the root
+// as an overlay: the machine's folder read-only below, a tmpfs above that
+// takes the container's writes (and mount points) and goes with it.
+func imageLayers(spec sandboxSpec) error {
+	if len(spec.ImageDirs) == 0 {
+		return nil
+	}
+	layers := spec.Root + ".layers"
+	if err := os.MkdirAll(layers, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", layers, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
+		return fmt.Errorf("mounting the image's writable layer: %w", err)
+	}
+	for i, d := range spec.ImageDirs {
+		target := filepath.Join(spec.Root, d)
+		if link, err := os.Readlink(d); err == nil {
+			if err := os.Symlink(link, target); err != nil {
+				return fmt.Errorf("image link %s: %w", d, err)
+			}
+			continue
+		}
+		upper, work := filepath.Join(layers, strconv.Itoa(i), "upper"), filepath.Join(layers, strconv.Itoa(i), "work")
+		for _, dir := range []string{upper, work, target} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", d, upper, work)
+		if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("mounting the image's %s: %w", d, err)
 		}
 	}
 	return nil

@@ -255,13 +255,13 @@ func (e *runtimeEnv) runOnce(ctx context.Context, rt *podRuntime, pod *corev1.Po
 	runCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	ip := rt.files.pod.Status.PodIP
-	go e.probe(runCtx, c.ReadinessProbe, ip, netnsPath, func(ok bool) {
+	go e.probe(runCtx, c.ReadinessProbe, ip, netnsPath, readiness, func(ok bool) {
 		if rt.update(st, func() { st.ready = ok }) {
 			e.changed(rt.key)
 		}
 	})
 	if c.LivenessProbe != nil {
-		go e.probe(runCtx, c.LivenessProbe, ip, netnsPath, func(ok bool) {
+		go e.probe(runCtx, c.LivenessProbe, ip, netnsPath, liveness, func(ok bool) {
 			if !ok {
 				e.log.Info("Liveness probe failed, restarting the container", "pod", rt.key, "container", c.Name)
 				go p.stop(rt.grace)
@@ -291,9 +291,6 @@ func (e *runtimeEnv) sandbox(ctx context.Context, rt *podRuntime, pod *corev1.Po
 		{Source: filepath.Join(rt.files.dir, "hosts"), Target: "/etc/hosts"},
 		{Source: filepath.Join(rt.files.dir, "hostname"), Target: "/etc/hostname"},
 	}
-	for _, d := range prog.ImageDirs {
-		mounts = append(mounts, bindMount{Source: d, Target: d, ReadOnly: true})
-	}
 	if len(prog.Entrypoint) > 0 {
 		mounts = append(mounts, bindMount{Source: prog.Binary, Target: prog.Entrypoint[0], ReadOnly: true})
 	}
@@ -318,7 +315,7 @@ func (e *runtimeEnv) sandbox(ctx context.Context, rt *podRuntime, pod *corev1.Po
 	}
 	return sandboxSpec{
 		NetNS: netnsPath, Root: root, Hostname: hostname(pod), Argv: argv(prog, c, envMap), Env: env,
-		Dir: c.WorkingDir, Mounts: mounts, Log: log,
+		Dir: c.WorkingDir, ImageDirs: prog.ImageDirs, Mounts: mounts, Log: log,
 	}, func() { log.Close() }, nil
 }
 
@@ -342,13 +339,23 @@ func (rt *podRuntime) update(st *containerState, f func()) bool {
 	return before != *st
 }
 
+// probeKind is what a probe decides: readiness starts unknown (not
+// ready), so its first verdict is reported at once; liveness starts
+// alive, so only failureThreshold failures in a row report a failure, as
+// the kubelet restarts a container only then.
+type probeKind int
+
+const (
+	readiness probeKind = iota
+	liveness
+)
+
 // probe runs p against the container every period and reports each
 // verdict that flips the result (after successThreshold successes or
-// failureThreshold failures); the first verdict is always reported. A
-// container without a probe is ready at once; an exec or gRPC probe,
-// which the simulator cannot run in the program's image, passes after its
-// initial delay.
-func (e *runtimeEnv) probe(ctx context.Context, p *corev1.Probe, ip, netnsPath string, report func(ok bool)) {
+// failureThreshold failures). A container without a probe is ready at
+// once; an exec or gRPC probe, which the simulator cannot run in the
+// program's image, passes after its initial delay.
+func (e *runtimeEnv) probe(ctx context.Context, p *corev1.Probe, ip, netnsPath string, kind probeKind, report func(ok bool)) {
 	if p == nil {
 		report(true)
 		return
@@ -374,6 +381,9 @@ func (e *runtimeEnv) probe(ctx context.Context, p *corev1.Probe, ip, netnsPath s
 	}
 	var okRun, failRun int32
 	state := -1 // unknown
+	if kind == liveness {
+		state = 1
+	}
 	for {
 		ok := e.probeOnce(ctx, p, ip, netnsPath)
 		if ok {

@@ -153,9 +153,12 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 		return nil, err
 	}
 	for _, n := range cl.nodes {
-		if c.Pipeline == PipelineUpstream {
+		switch {
+		case s.manifests:
+			cl.proxyName = "the svcnet-agent DaemonSet's Pod"
+		case c.Pipeline == PipelineUpstream:
 			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
-		} else {
+		default:
 			err = cl.startAgent(ctx, c, n, s.kubeconfig, s.logs)
 		}
 		if err != nil {
@@ -164,6 +167,20 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	}
 	if err := cl.exposeAPIServer(ctx, s.admin, c.APIServerPort); err != nil {
 		return nil, err
+	}
+	if s.manifests {
+		if err := cl.startEgress(c, s.egressSocket()); err != nil {
+			return nil, fmt.Errorf("routing the API server's cluster traffic: %w", err)
+		}
+		if err := cl.installManifests(ctx, s); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "config/default installed: %s and %s running in namespace %s\n", managerName, agentName, svcnetNamespace)
+		if c.LoadBalancerRange != "" {
+			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if c.DNS {
 		if err := cl.installDNS(ctx, s.admin, cl.dnsIP); err != nil {
@@ -268,9 +285,17 @@ func (cl *cluster) startSimulator(ctx context.Context, s *session) error {
 	if err := os.RemoveAll(podsDir); err != nil {
 		return fmt.Errorf("removing the Pod files of an earlier run: %w", err)
 	}
+	programs := []nodesim.Program{nodesim.CoreDNS(filepath.Join(s.binDir, "coredns"))}
+	if s.manifests {
+		p, err := svcnetProgram()
+		if err != nil {
+			return err
+		}
+		programs = append(programs, p)
+	}
 	opts := nodesim.Options{
 		Nodes:    cl.nodes,
-		Programs: []nodesim.Program{nodesim.CoreDNS(filepath.Join(s.binDir, "coredns"))},
+		Programs: programs,
 		PodsDir:  podsDir,
 		LogDir:   filepath.Join(s.logs, "pods"),
 		DNS:      nodesim.DNS{Domain: clusterDomain},

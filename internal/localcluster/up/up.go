@@ -72,6 +72,9 @@ type Config struct {
 	// DNS installs the cluster DNS add-on (CoreDNS behind kube-dns) when
 	// there are nodes.
 	DNS bool
+	// Install is InstallInProcess, or InstallManifests to apply
+	// config/default and let the simulated nodes run it.
+	Install string
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		Pipeline:          PipelineSvcnet,
 		ProxyMode:         agent.ModeNFTables,
 		DNS:               true,
+		Install:           InstallInProcess,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
 		Manager:           m,
@@ -114,6 +118,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
+	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager inside svcnet up, an agent process per node), or manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's image, this binary).")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -154,6 +159,12 @@ func (c *Config) validateNodes() []error {
 	}
 	if !slices.Contains(agent.Modes, c.ProxyMode) {
 		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
+	}
+	if c.Install != InstallInProcess && c.Install != InstallManifests {
+		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s", c.Install, InstallInProcess, InstallManifests))
+	}
+	if c.Install == InstallManifests && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
+		errs = append(errs, errors.New("--install=manifests needs nodes to run the manifests (--nodes) and --pipeline=svcnet"))
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -315,6 +326,8 @@ type session struct {
 	dataDir, logs string
 	pk            *pki
 	upstream      bool
+	// manifests: --install=manifests.
+	manifests bool
 
 	// procs are the control plane's supervised children, stopped in
 	// reverse order; failed
@@ -348,6 +361,12 @@ func (s *session) preflight() (unlock func(), err error) {
 		}
 	}
 	s.upstream = c.Pipeline == PipelineUpstream
+	s.manifests = c.Install == InstallManifests
+	if s.manifests {
+		if p := filepath.Join(s.binDir, "kubectl"); !executable(p) {
+			return nil, fmt.Errorf("missing %s, which builds config/default for --install=manifests: run `make k8s-bins`", p)
+		}
+	}
 	if c.DNS && c.Nodes > 0 {
 		p := filepath.Join(s.binDir, "coredns")
 		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
@@ -436,7 +455,15 @@ func (s *session) startEtcd(ctx context.Context) error {
 func (s *session) startAPIServer(ctx context.Context) error {
 	c, pk := s.cfg, s.pk
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
-	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), []string{
+	var extra []string
+	if s.manifests {
+		path, err := s.writeEgressSelector()
+		if err != nil {
+			return err
+		}
+		extra = append(extra, "--egress-selector-config-file="+path)
+	}
+	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), append([]string{
 		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
@@ -448,7 +475,7 @@ func (s *session) startAPIServer(ctx context.Context) error {
 		"--service-account-key-file=" + pk.saPub, "--service-account-signing-key-file=" + pk.saKey,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(s.dataDir, "apiserver-certs"),
-	}, filepath.Join(s.logs, "kube-apiserver.log"))
+	}, extra...), filepath.Join(s.logs, "kube-apiserver.log"))
 	if err != nil {
 		return err
 	}
@@ -508,9 +535,14 @@ func (s *session) startManager(ctx, mgrCtx context.Context, mlog io.Writer) erro
 	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
 		return err
 	}
-	if s.upstream {
-		// No svcnet manager: mgrDone yields only once stopMgr was called.
+	if s.upstream || s.manifests {
+		// No svcnet manager in this process: mgrDone yields only once
+		// stopMgr was called. The manifests bring their own webhook
+		// configuration.
 		go func() { <-mgrCtx.Done(); s.mgrDone <- nil }()
+		if s.manifests {
+			return nil
+		}
 		return svcnetconfig.RemoveWebhook(ctx, admin)
 	}
 	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
