@@ -49,7 +49,7 @@ type sandboxSpec struct {
 	// folder that is a symbolic link here is the same link in the root.
 	ImageDirs []string
 	Mounts    []bindMount
-	Log      *os.File
+	Log       *os.File
 }
 
 // devices are bound from the host into every container's /dev.
