@@ -43,8 +43,9 @@ const DefaultReuseDelay = 5 * time.Minute
 // +kubebuilder:rbac:groups="",resources=namespaces;services,verbs=get;list;watch
 
 // Setup registers the webhook handler with mgr's webhook server, feeds the
-// allocators from mgr's cache, and adds a readiness check "admission" that
-// passes only on the replica that answers (the leader, in sync).
+// allocators from mgr's cache, and adds the readiness checks "admission",
+// which passes only on the replica that answers (the leader, in sync), and
+// "synced", which passes on every replica whose caches are in sync.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.ClusterIPReuseDelay < 0 {
 		return fmt.Errorf("--clusterip-reuse-delay must not be negative, got %v", opts.ClusterIPReuseDelay)
@@ -113,6 +114,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return true
 	}
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: h})
+	// "synced" is a replica's readiness to lead: the Deployment's
+	// readinessProbe asks /readyz/synced, so a standby in sync is Ready
+	// and a rollout can proceed replica by replica (the webhook Service
+	// selects the leader by its Pod's label).
+	if err := mgr.AddReadyzCheck("synced", func(*http.Request) error {
+		for _, s := range synced {
+			if !s() {
+				return errors.New("the allocators' caches are not in sync yet")
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return mgr.AddReadyzCheck("admission", func(*http.Request) error {
 		if !h.active() {
 			return errors.New("not the leader, or caches not in sync: not answering Service admission")

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet-io/svcnet/config"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -107,7 +108,7 @@ func TestDeploymentManifests(t *testing.T) {
 	var dep appsv1.Deployment
 	docs.decode(t, "Deployment/svcnet-manager", &dep)
 	if r := dep.Spec.Strategy.RollingUpdate; r == nil || r.MaxSurge.IntValue() != 0 || r.MaxUnavailable.IntValue() != 1 {
-		t.Errorf("the manager must roll with maxSurge 0 / maxUnavailable 1 (only the leader is ready): %+v", dep.Spec.Strategy)
+		t.Errorf("the manager must roll with maxSurge 0 / maxUnavailable 1 (never a third replica for the Lease): %+v", dep.Spec.Strategy)
 	}
 	if n := *dep.Spec.Replicas; n != 2 {
 		t.Errorf("manager replicas = %d, want 2", n)
@@ -115,6 +116,21 @@ func TestDeploymentManifests(t *testing.T) {
 	mgr := dep.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(mgr.Args, "--leader-elect") || mgr.ReadinessProbe == nil || mgr.LivenessProbe == nil {
 		t.Errorf("manager container: leader election and probes expected: %+v", mgr)
+	}
+	// A standby in sync is Ready (or a rollout deadlocks), the leader's Pod
+	// is labelled (it needs its name) and the webhook Service selects it.
+	if p := mgr.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz/synced" {
+		t.Errorf("the manager's readinessProbe must ask /readyz/synced: %+v", p)
+	}
+	if !slices.ContainsFunc(mgr.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+	}) {
+		t.Errorf("the manager needs POD_NAME from metadata.name to label itself leader: %+v", mgr.Env)
+	}
+	var webhookSvc corev1.Service
+	docs.decode(t, "Service/svcnet-webhook-service", &webhookSvc)
+	if webhookSvc.Spec.Selector[manager.LeaderLabel] != "true" {
+		t.Errorf("the webhook Service must select the leader (%s=true): %v", manager.LeaderLabel, webhookSvc.Spec.Selector)
 	}
 
 	var ds appsv1.DaemonSet

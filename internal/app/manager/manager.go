@@ -202,6 +202,17 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
+	if o.LeaderElect && needsWebhook {
+		label, err := newLeaderLabel(context.Background(), cfg)
+		if err != nil {
+			return nil, err
+		}
+		if label != nil {
+			if err := mgr.Add(label); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return mgr, nil
 }
 
