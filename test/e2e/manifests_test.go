@@ -68,6 +68,10 @@ func TestUpManifests(t *testing.T) {
 	t.Run("the leader's Pod deleted during Service creates: the other replica leads, no address twice", func(t *testing.T) {
 		leaderDeleted(t, c)
 	})
+	stopUp(t, up)
+	if left := namespaces(t, "svcnet-"); len(left) > 0 {
+		t.Errorf("namespaces left after svcnet up stopped: %v", left)
+	}
 }
 
 // webhookMetric reads a kube-apiserver metric of svcnet's Service webhook,
