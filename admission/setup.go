@@ -94,6 +94,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if len(h.parts) == 0 {
 		return errors.New("admission: nothing to allocate")
 	}
+	allSynced := func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}
 	elected := mgr.Elected()
 	var inSync atomic.Bool
 	h.active = func() bool {
@@ -105,24 +113,22 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if inSync.Load() {
 			return true
 		}
-		for _, s := range synced {
-			if !s() {
-				return false
-			}
-		}
-		inSync.Store(true)
-		return true
+		inSync.Store(allSynced())
+		return inSync.Load()
 	}
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: h})
-	// "synced" is a replica's readiness to lead: the Deployment's
-	// readinessProbe asks /readyz/synced, so a standby in sync is Ready
-	// and a rollout can proceed replica by replica (the webhook Service
-	// selects the leader by its Pod's label).
+	return addReadyzChecks(mgr, h, allSynced)
+}
+
+// addReadyzChecks adds "synced", a replica's readiness to lead (the
+// Deployment's readinessProbe asks /readyz/synced, so a standby in sync is
+// Ready and a rollout can proceed replica by replica; the webhook Service
+// selects the leader by its Pod's label), and "admission", which passes
+// on the replica that answers only.
+func addReadyzChecks(mgr ctrl.Manager, h *Handler, allSynced func() bool) error {
 	if err := mgr.AddReadyzCheck("synced", func(*http.Request) error {
-		for _, s := range synced {
-			if !s() {
-				return errors.New("the allocators' caches are not in sync yet")
-			}
+		if !allSynced() {
+			return errors.New("the allocators' caches are not in sync yet")
 		}
 		return nil
 	}); err != nil {
