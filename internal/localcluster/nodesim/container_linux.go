@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,9 @@ type sandboxSpec struct {
 	ImageDirs []string
 	Mounts    []bindMount
 	Log       *os.File
+	// Security is the process's user, capabilities and root's
+	// writability.
+	Security security
 }
 
 // devices are bound from the host into every container's /dev.
@@ -88,9 +92,14 @@ func spawn(spec sandboxSpec) (*containerProcess, error) {
 		if dir == "" {
 			dir = "/"
 		}
+		attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := restrict(spec.Security, attr); err != nil {
+			started <- err
+			return
+		}
 		cmd := &exec.Cmd{
 			Path: path, Args: spec.Argv, Env: spec.Env, Dir: dir, Stdout: spec.Log, Stderr: spec.Log,
-			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+			SysProcAttr: attr,
 		}
 		if err := cmd.Start(); err != nil {
 			started <- err
@@ -197,7 +206,86 @@ func buildRoot(spec sandboxSpec) error {
 			return err
 		}
 	}
+	if spec.Security.ReadOnlyRoot {
+		return readOnlyRoot(spec)
+	}
 	return nil
+}
+
+// readOnlyRoot makes the root and the image's layers read-only; the
+// volumes mounted in them keep their own mode.
+func readOnlyRoot(spec sandboxSpec) error {
+	targets := []string{spec.Root}
+	for _, d := range spec.ImageDirs {
+		if _, err := os.Readlink(d); err != nil {
+			targets = append(targets, filepath.Join(spec.Root, d))
+		}
+	}
+	for _, t := range targets {
+		if err := unix.Mount("", t, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("making %s read-only (readOnlyRootFilesystem): %w", strings.TrimPrefix(t, spec.Root), err)
+		}
+	}
+	return nil
+}
+
+// restrict applies sec on the calling thread, which forks the container's
+// process and is never used again, and in attr: no_new_privs, and either
+// another user (who keeps no capability) or root limited to sec.Caps.
+func restrict(sec security, attr *syscall.SysProcAttr) error {
+	if sec.NoNewPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("allowPrivilegeEscalation false: %w", err)
+		}
+	}
+	if sec.UID != 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(sec.UID), Gid: uint32(sec.GID), NoSetGroups: true}
+		return nil
+	}
+	if sec.GID != 0 {
+		attr.Credential = &syscall.Credential{Gid: uint32(sec.GID), NoSetGroups: true}
+	}
+	if sec.Privileged {
+		return nil
+	}
+	return keepCaps(sec.Caps)
+}
+
+// keepCaps limits the thread's bounding, permitted, effective and
+// inheritable sets to caps; a root process it starts gets exactly those.
+func keepCaps(caps []uintptr) error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	var data [2]unix.CapUserData
+	for c := uintptr(0); c <= last; c++ {
+		if slices.Contains(caps, c) {
+			data[c/32].Effective |= 1 << (c % 32)
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+			return fmt.Errorf("dropping capability %d: %w", c, err)
+		}
+	}
+	for i := range data {
+		data[i].Permitted, data[i].Inheritable = data[i].Effective, data[i].Effective
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("setting capabilities: %w", err)
+	}
+	return nil
+}
+
+// lastCap is the kernel's highest capability number.
+func lastCap() (uintptr, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return uintptr(n), err
 }
 
 // imageLayers mounts each of spec.ImageDirs at the same path in the root

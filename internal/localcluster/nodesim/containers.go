@@ -282,6 +282,10 @@ func (e *runtimeEnv) sandbox(ctx context.Context, rt *podRuntime, pod *corev1.Po
 	if err != nil {
 		return sandboxSpec{}, nil, err
 	}
+	sec, err := securityFor(pod, c)
+	if err != nil {
+		return sandboxSpec{}, nil, err
+	}
 	env := make([]string, 0, len(order))
 	for _, k := range order {
 		env = append(env, k+"="+envMap[k])
@@ -315,7 +319,7 @@ func (e *runtimeEnv) sandbox(ctx context.Context, rt *podRuntime, pod *corev1.Po
 	}
 	return sandboxSpec{
 		NetNS: netnsPath, Root: root, Hostname: hostname(pod), Argv: argv(prog, c, envMap), Env: env,
-		Dir: c.WorkingDir, ImageDirs: prog.ImageDirs, Mounts: mounts, Log: log,
+		Dir: c.WorkingDir, ImageDirs: prog.ImageDirs, Mounts: mounts, Log: log, Security: sec,
 	}, func() { log.Close() }, nil
 }
 

@@ -130,8 +130,9 @@ func (f *podFiles) writeVolume(ctx context.Context, v corev1.Volume) error {
 		err = f.downwardFiles(v.DownwardAPI.Items, files)
 	case v.Projected != nil:
 		err = f.projectedFiles(ctx, v.Projected.Sources, dir, files)
-	default: // emptyDir: an empty folder, kept across restarts of the container
-		return nil
+	default: // emptyDir: an empty folder, kept across restarts of the container,
+		// writable by any user the containers run as, as the kubelet makes it
+		return os.Chmod(dir, 0o777)
 	}
 	if err != nil {
 		return err

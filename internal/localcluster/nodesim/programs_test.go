@@ -199,6 +199,9 @@ func TestPrograms(t *testing.T) {
 		Args                                                  []string
 		Env                                                   []string
 		Hostname, Token, CA, Namespace, Config, Resolv, Hosts string
+		UID                                                   int
+		CapEff                                                string
+		Writable                                              map[string]bool
 	}
 	readInfo := func(g Gomega, p *corev1.Pod) info {
 		body, err := call(p, "/info")
@@ -235,6 +238,62 @@ func TestPrograms(t *testing.T) {
 		g.Expect(os.ReadFile("/etc/resolv.conf")).To(Equal(hostResolv), "the host's resolv.conf is untouched")
 		_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
 		g.Expect(os.IsNotExist(err)).To(BeTrue(), "the token is mounted only inside the container")
+	})
+
+	t.Run("the securityContext holds: user, capabilities, a read-only root", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(readInfo(g, app1).CapEff).To(Equal("00000000a80425fb"), "a runtime's default capabilities")
+		restricted := func(name string, sc *corev1.SecurityContext) *corev1.Pod {
+			p := pod(name, corev1.RestartPolicyAlways)
+			p.Spec.Containers[0].SecurityContext = sc
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/scratch"})
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			return p
+		}
+		for _, p := range []*corev1.Pod{
+			restricted("nonroot", &corev1.SecurityContext{RunAsUser: ptr.To[int64](65532), RunAsNonRoot: ptr.To(true), ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false)}),
+			restricted("netadmin", &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}),
+		} {
+			g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+		}
+		infoOf := func(name string) info {
+			var i info
+			g.Eventually(func(g Gomega) {
+				p := current(g, name)
+				g.Expect(podReady(p)).To(BeTrue())
+				i = readInfo(g, p)
+			}).WithTimeout(20*time.Second).Should(Succeed(), name)
+			return i
+		}
+		nonroot := infoOf("nonroot")
+		g.Expect(nonroot.UID).To(Equal(65532))
+		g.Expect(nonroot.CapEff).To(Equal("0000000000000000"))
+		g.Expect(nonroot.Token).NotTo(HavePrefix("error"), "the token is readable by the container's user")
+		g.Expect(nonroot.Writable).To(Equal(map[string]bool{"/": false, "/scratch": true}), "read-only root, writable emptyDir")
+		netadmin := infoOf("netadmin")
+		g.Expect(netadmin.UID).To(Equal(0))
+		g.Expect(netadmin.CapEff).To(Equal("0000000000003000"), "NET_ADMIN and NET_RAW only")
+		g.Expect(netadmin.Writable["/"]).To(BeTrue())
+
+		bad := pod("rootnonroot", corev1.RestartPolicyAlways)
+		bad.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}
+		g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			p := current(g, "rootnonroot")
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+			st := p.Status.ContainerStatuses[0]
+			msg := ""
+			if st.State.Waiting != nil {
+				msg = st.State.Waiting.Message
+			}
+			if st.LastTerminationState.Terminated != nil {
+				msg += st.LastTerminationState.Terminated.Message
+			}
+			g.Expect(msg).To(ContainSubstring("runAsNonRoot"))
+		}).WithTimeout(20*time.Second).Should(Succeed(), "runAsNonRoot with a root user does not start")
+		for _, name := range []string{"nonroot", "netadmin", "rootnonroot"} {
+			g.Expect(env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.GracePeriodSeconds(0))).To(Succeed())
+		}
 	})
 
 	t.Run("a ConfigMap change reaches the mounted file", func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command probeapp is the "image" of the node simulator's Program tests:
 // it reports what a container sees (environment, files, hostname,
-// arguments) over HTTP, answers a readiness path, and exits on request.
+// arguments, user, capabilities) over HTTP, answers a readiness path, and exits on request.
 package main
 
 import (
@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -38,6 +39,9 @@ func main() {
 			"config":    read("/etc/app/config"),
 			"resolv":    read("/etc/resolv.conf"),
 			"hosts":     read("/etc/hosts"),
+			"uid":       os.Getuid(),
+			"capEff":    capEff(read("/proc/self/status")),
+			"writable":  map[string]bool{"/": writable("/"), "/scratch": writable("/scratch")},
 		})
 	})
 	http.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
@@ -57,4 +61,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// capEff is the CapEff line of /proc/self/status: the effective
+// capabilities, in hexadecimal.
+func capEff(status string) string {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// writable tells whether a file can be created in dir.
+func writable(dir string) bool {
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	_ = os.Remove(f.Name())
+	return true
 }
