@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -127,6 +128,13 @@ func webhookMetric(t *testing.T, dataDir, name string, labels ...string) float64
 // that the webhook was called and answered, not skipped by failurePolicy
 // Ignore.
 func webhookAnswers(t *testing.T, c client.Client, dataDir string) {
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "svcnet-mutating-webhook-configuration"}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	if len(mwc.Webhooks) == 0 || len(mwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Fatal("svcnet has not filled the webhook's caBundle")
+	}
 	const admitted, failedOpen = "apiserver_admission_webhook_admission_duration_seconds_count", "apiserver_admission_webhook_fail_open_count"
 	calls, open := webhookMetric(t, dataDir, admitted, `operation="CREATE"`, `rejected="false"`), webhookMetric(t, dataDir, failedOpen)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "through-the-webhook"}, Spec: corev1.ServiceSpec{
