@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -72,18 +71,6 @@ func connect(c net.Conn, dial func(ctx context.Context, network, addr string) (n
 	if _, err := fmt.Fprintf(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		// Bytes the client sent behind its request are relayed first.
-		_, _ = io.Copy(up, br)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		close(done)
-	}()
-	_, _ = io.Copy(c, up)
-	if uc, ok := c.(*net.UnixConn); ok {
-		_ = uc.CloseWrite()
-	}
-	<-done
+	// Bytes the client sent behind its request are relayed first.
+	relay(c, br, up)
 }

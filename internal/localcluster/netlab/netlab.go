@@ -502,19 +502,30 @@ func pipe(c net.Conn, target string) {
 		return
 	}
 	defer up.Close()
+	relay(c, c, up)
+}
+
+// relay copies from (c's bytes, possibly behind a reader that buffered
+// some) to up and up's bytes to c until both directions end, passing on
+// each side's end of writing.
+func relay(c net.Conn, from io.Reader, up net.Conn) {
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(up, c)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
+		_, _ = io.Copy(up, from)
+		closeWrite(up)
 		close(done)
 	}()
 	_, _ = io.Copy(c, up)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
+	closeWrite(c)
 	<-done
+}
+
+// closeWrite ends c's writing half where the connection has one (TCP,
+// unix).
+func closeWrite(c net.Conn) {
+	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
+	}
 }
 
 // Close stops the Pods' servers and forwarders and deletes every namespace
