@@ -26,13 +26,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/bases/*.yaml webhook/manifests.yaml
-var files embed.FS
-
-// tree is every kustomization config/default is built from.
+// files is every kustomization config/default is built from: what
+// BuildDefault builds, and the generated CRDs and webhook configurations
+// the in-process install reads.
 //
 //go:embed default/*.yaml rbac/*.yaml webhook/*.yaml crd/*.yaml crd/bases/*.yaml
-var tree embed.FS
+var files embed.FS
 
 // BuildDefault builds config/default, as embedded in this binary, with
 // `kubectl kustomize` (kubectl is its path), writing the tree under
@@ -41,7 +40,7 @@ func BuildDefault(ctx context.Context, kubectl, workDir string) ([]*unstructured
 	if err := os.RemoveAll(workDir); err != nil {
 		return nil, err
 	}
-	if err := os.CopyFS(workDir, tree); err != nil {
+	if err := os.CopyFS(workDir, files); err != nil {
 		return nil, fmt.Errorf("writing config/ to %s: %w", workDir, err)
 	}
 	var stderr bytes.Buffer

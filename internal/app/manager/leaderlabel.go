@@ -69,16 +69,14 @@ func (l *leaderLabel) NeedLeaderElection() bool { return true }
 // until ctx ends.
 func (l *leaderLabel) Start(ctx context.Context) error {
 	leader := "true"
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	// The poll ends only once the label is on or ctx ended.
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := l.set(ctx, &leader); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Could not label the leader's Pod; the webhook Service does not reach it yet", "pod", l.pod, "label", LeaderLabel)
 			return false, nil
 		}
 		return true, nil
 	})
-	if err != nil && ctx.Err() == nil {
-		return err
-	}
 	<-ctx.Done()
 	return nil
 }

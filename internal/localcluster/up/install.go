@@ -11,7 +11,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
@@ -35,6 +37,7 @@ const (
 	managerName      = "svcnet-manager"
 	agentName        = "svcnet-agent"
 	agentAPIServerCM = "svcnet-agent-apiserver"
+	webhookService   = "svcnet-webhook-service"
 )
 
 // controlPlaneAddr is the address kube-apiserver's cluster traffic
@@ -95,20 +98,12 @@ func (cl *cluster) startEgress(c Config, socket string) error {
 	if err != nil {
 		return err
 	}
-	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
 	var nodeIPs []netip.Addr
 	for _, n := range cl.nodes {
 		nodeIPs = append(nodeIPs, n.Net.IP)
-		if err := cl.lab.RouteVia(ns, n.Net.PodCIDR, n.Net.IP); err != nil {
-			return err
-		}
 	}
-	for _, p := range services {
-		if p.Addr().Is4() {
-			if err := cl.lab.RouteVia(ns, p, nodeIPs...); err != nil {
-				return err
-			}
-		}
+	if err := cl.routeOutside(ns, nodeIPs, c.v4ServiceCIDRs()); err != nil {
+		return err
 	}
 	return cl.lab.ServeConnect(ns, socket)
 }
@@ -135,12 +130,21 @@ func (cl *cluster) installManifests(ctx context.Context, s *session) error {
 	}); err != nil {
 		return err
 	}
-	return waitFor(ctx, 2*time.Minute, "a ready (leading) svcnet-manager replica", func() (bool, error) {
-		var d appsv1.Deployment
-		if err := s.admin.Get(ctx, client.ObjectKey{Namespace: svcnetNamespace, Name: managerName}, &d); err != nil {
+	// Every replica in sync is Ready; the leader is the one the webhook
+	// Service selects, so its Ready endpoint there means a leader answers.
+	return waitFor(ctx, 2*time.Minute, "a leading svcnet-manager behind "+webhookService, func() (bool, error) {
+		var slices discoveryv1.EndpointSliceList
+		if err := s.admin.List(ctx, &slices, client.InNamespace(svcnetNamespace), client.MatchingLabels{discoveryv1.LabelServiceName: webhookService}); err != nil {
 			return false, err
 		}
-		return d.Status.ReadyReplicas >= 1, nil
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				if ptr.Deref(ep.Conditions.Ready, false) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
 	})
 }
 

@@ -155,7 +155,9 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	for _, n := range cl.nodes {
 		switch {
 		case s.manifests:
+			// The agent DaemonSet, applied below, runs on every node.
 			cl.proxyName = "the svcnet-agent DaemonSet's Pod"
+			continue
 		case c.Pipeline == PipelineUpstream:
 			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
 		default:
@@ -197,13 +199,7 @@ func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.lab, err = netlab.New(cl.prefix); err != nil {
 		return err
 	}
-	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
-	var v4Services []netip.Prefix
-	for _, s := range services {
-		if s.Addr().Is4() {
-			v4Services = append(v4Services, s)
-		}
-	}
+	v4Services := c.v4ServiceCIDRs()
 	// A Service address no node has rules for is refused at once by the
 	// fabric, not left to time out: a request shows the state at once.
 	if err := cl.lab.RefuseUnserved(fabricAddr, v4Services...); err != nil {
@@ -216,17 +212,34 @@ func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
 		return err
 	}
-	// The client reaches Pods through their node, and Service and
-	// LoadBalancer addresses through any node (one route, every node a
-	// next hop), as a router that learned them would.
+	return cl.routeOutside(cl.client, nodeIPs, append(v4Services, lbPrefixes(c.LoadBalancerRange)...))
+}
+
+// v4ServiceCIDRs are the IPv4 Service ranges, those the simulated
+// network routes.
+func (c Config) v4ServiceCIDRs() []netip.Prefix {
+	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
+	var v4 []netip.Prefix
+	for _, p := range services {
+		if p.Addr().Is4() {
+			v4 = append(v4, p)
+		}
+	}
+	return v4
+}
+
+// routeOutside routes a namespace outside the nodes as a router that
+// learned the cluster's routes would: Pods through their node, the
+// anyNode prefixes (Service and LoadBalancer addresses) through any node
+// (one route, every node a next hop).
+func (cl *cluster) routeOutside(ns string, nodeIPs []netip.Addr, anyNode []netip.Prefix) error {
 	for _, n := range cl.nodes {
-		if err := cl.lab.RouteVia(cl.client, n.Net.PodCIDR, n.Net.IP); err != nil {
+		if err := cl.lab.RouteVia(ns, n.Net.PodCIDR, n.Net.IP); err != nil {
 			return err
 		}
 	}
-	anyNode := append(v4Services, lbPrefixes(c.LoadBalancerRange)...)
 	for _, p := range anyNode {
-		if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
+		if err := cl.lab.RouteVia(ns, p, nodeIPs...); err != nil {
 			return err
 		}
 	}

@@ -268,8 +268,7 @@ func (c *Config) findBinDir() (string, error) {
 // missingBinary returns the first binary not executable in dir, or "".
 func missingBinary(dir string) string {
 	for _, b := range binaries {
-		p := filepath.Join(dir, b)
-		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if p := filepath.Join(dir, b); !executable(p) {
 			return p
 		}
 	}
@@ -368,14 +367,12 @@ func (s *session) preflight() (unlock func(), err error) {
 		}
 	}
 	if c.DNS && c.Nodes > 0 {
-		p := filepath.Join(s.binDir, "coredns")
-		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+		if p := filepath.Join(s.binDir, "coredns"); !executable(p) {
 			return nil, fmt.Errorf("missing %s for the cluster DNS add-on: run `make k8s-bins`, or turn DNS off with --dns=false", p)
 		}
 	}
 	if s.upstream && c.Nodes > 0 {
-		p := filepath.Join(s.binDir, upstreamNodeBinary)
-		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 {
+		if p := filepath.Join(s.binDir, upstreamNodeBinary); !executable(p) {
 			return nil, fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
 		}
 	}
@@ -532,17 +529,19 @@ func (s *session) startManager(ctx, mgrCtx context.Context, mlog io.Writer) erro
 		return err
 	}
 	s.admin = admin
+	if s.manifests {
+		// No svcnet manager in this process: mgrDone yields only once
+		// stopMgr was called. The manifests bring the CRDs and the
+		// webhook configuration.
+		go func() { <-mgrCtx.Done(); s.mgrDone <- nil }()
+		return nil
+	}
 	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
 		return err
 	}
-	if s.upstream || s.manifests {
-		// No svcnet manager in this process: mgrDone yields only once
-		// stopMgr was called. The manifests bring their own webhook
-		// configuration.
+	if s.upstream {
+		// No svcnet manager: mgrDone yields only once stopMgr was called.
 		go func() { <-mgrCtx.Done(); s.mgrDone <- nil }()
-		if s.manifests {
-			return nil
-		}
 		return svcnetconfig.RemoveWebhook(ctx, admin)
 	}
 	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
