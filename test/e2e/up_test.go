@@ -290,6 +290,14 @@ func TestUpBadInput(t *testing.T) {
 			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--cluster-cidr", "10.96.0.0/12"},
 			want: "--cluster-cidr 10.96.0.0/12 overlaps --service-cluster-ip-range 10.96.0.0/16",
 		},
+		"unknown install": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--install=helm"},
+			want: `--install "helm" is not valid; valid values: in-process, manifests`,
+		},
+		"manifests without nodes": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--nodes=0", "--install=manifests"},
+			want: "--install=manifests needs nodes to run the manifests (--nodes) and --pipeline=svcnet",
+		},
 		"walkthrough without nodes": {
 			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--nodes=0", "--demo"},
 			want: "--demo needs at least one node",
