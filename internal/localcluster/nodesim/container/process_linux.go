@@ -115,8 +115,8 @@ func (c *Container) prepare(childIO []*os.File) (*exec.Cmd, *os.File, error) {
 	defer statusW.Close()
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: []string{"svcnet-container-init"},
-		Env:    []string{initEnv + "=" + string(cfg)},
-		Stdin:  childIO[0], Stdout: childIO[1], Stderr: childIO[2],
+		Env:   []string{initEnv + "=" + string(cfg)},
+		Stdin: childIO[0], Stdout: childIO[1], Stderr: childIO[2],
 		ExtraFiles:  []*os.File{statusW},
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: spec.TTY},
 	}
