@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,6 +53,20 @@ const (
 	leaseNS      = "kube-node-lease"
 )
 
+// KubeletVersion is what the simulated kubelets report: the Kubernetes
+// version whose kubelet API and Pod semantics they follow, marked as the
+// simulator's.
+const KubeletVersion = "v1.37.1-svcnet"
+
+// kernelVersion is this machine's kernel release, which the nodes share.
+func kernelVersion() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
 // nodeObject is the desired Node: labels, Pod CIDR, addresses, capacity.
 func nodeObject(n Node) *corev1.Node {
 	return &corev1.Node{
@@ -70,7 +85,7 @@ func nodeObject(n Node) *corev1.Node {
 	}
 }
 
-func nodeStatus(n Node, now metav1.Time) corev1.NodeStatus {
+func nodeStatus(n Node, kubeletPort int, now metav1.Time) corev1.NodeStatus {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("4"),
 		corev1.ResourceMemory: resource.MustParse("16Gi"),
@@ -94,16 +109,20 @@ func nodeStatus(n Node, now metav1.Time) corev1.NodeStatus {
 			{Type: corev1.NodeHostName, Address: n.Name},
 		},
 		NodeInfo: corev1.NodeSystemInfo{
-			OperatingSystem: "linux", Architecture: "amd64",
-			KubeletVersion: "v0.0.0-svcnet-simulated", ContainerRuntimeVersion: "svcnet://simulated",
+			OperatingSystem: "linux", Architecture: "amd64", OSImage: "svcnet simulated node", KernelVersion: kernelVersion(),
+			KubeletVersion: KubeletVersion, KubeProxyVersion: KubeletVersion, ContainerRuntimeVersion: "svcnet://" + KubeletVersion,
 		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
 	}
 }
 
 // nodeKeeper registers the Nodes and keeps their heartbeats; a
 // manager.Runnable.
 type nodeKeeper struct {
-	c client.Client
+	// kubeletPort is published in the Nodes' daemonEndpoints; zero when
+	// no kubelet API is served.
+	kubeletPort int
+	c           client.Client
 	// r reads from the API server: the Nodes and Leases just written are
 	// not in the cache yet.
 	r     client.Reader
@@ -212,7 +231,7 @@ func (k *nodeKeeper) writeStatus(ctx context.Context, n Node) error {
 		return err
 	}
 	orig := cur.DeepCopy()
-	cur.Status = nodeStatus(n, metav1.NewTime(k.now()))
+	cur.Status = nodeStatus(n, k.kubeletPort, metav1.NewTime(k.now()))
 	// Keep the transition times of conditions that did not change.
 	for i, c := range cur.Status.Conditions {
 		for _, o := range orig.Status.Conditions {

@@ -69,7 +69,7 @@ func TestPodCIDR(t *testing.T) {
 	}
 }
 
-func TestServedPortsAndDelays(t *testing.T) {
+func TestServedPorts(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{
@@ -95,12 +95,6 @@ func TestServedPortsAndDelays(t *testing.T) {
 	if p := servedPorts(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}, nil); len(p) != 1 || p[0].ContainerPort != DefaultPort {
 		t.Errorf("a Pod without ports serves %v, want port %d", p, DefaultPort)
 	}
-	if d := readinessDelay(pod); d != 4*time.Second {
-		t.Errorf("readinessDelay = %s, want the longest initialDelaySeconds (4s)", d)
-	}
-	if d := preStopSleep(pod); d != 5*time.Second {
-		t.Errorf("preStopSleep = %s, want the longest preStop sleep (5s)", d)
-	}
 }
 
 // podReady reports the Pod's Ready condition.
@@ -123,6 +117,12 @@ func runSimulator(t *testing.T, env *testenv.Env, opts Options) manager.Manager 
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	g.Expect(err).NotTo(HaveOccurred())
+	if opts.PodsDir == "" {
+		opts.PodsDir = t.TempDir()
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = t.TempDir()
+	}
 	g.Expect(Add(mgr, opts)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

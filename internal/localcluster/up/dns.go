@@ -7,23 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
-	"strconv"
 	"text/template"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
 )
 
 // The cluster DNS add-on: CoreDNS behind kube-dns at the tenth address of
@@ -37,13 +32,20 @@ const (
 	// coreDNSVersion is the CoreDNS release hack/coredns builds; the
 	// add-on's image carries it (a test keeps the two in step).
 	coreDNSVersion = "v1.15.0"
+	// coreDNSImage is the repository of the CoreDNS image that cluster
+	// installers deploy, whose entrypoint is /coredns.
+	coreDNSImage = "registry.k8s.io/coredns/coredns"
 	// fieldOwner is the field manager of what `svcnet up` applies.
 	fieldOwner = "svcnet-up"
-	// apiServerSliceOwner is the managed-by label of the kubernetes
-	// Service's EndpointSlice, which `svcnet up` writes in the API
-	// server's place.
-	apiServerSliceOwner = "svcnet-up"
 )
+
+// coreDNSImageOf runs the CoreDNS image as bin/k8s/coredns.
+func coreDNSImageOf(binary string) images.Image {
+	return images.Image{
+		Name: "coredns", Repositories: []string{coreDNSImage},
+		Config: images.Config{Entrypoint: []string{"/coredns"}}, Files: map[string]string{"/coredns": binary},
+	}
+}
 
 //go:embed addons/coredns.yaml
 var coreDNSManifest string
@@ -73,7 +75,7 @@ func coreDNSObjects(ip netip.Addr) ([]*unstructured.Unstructured, error) {
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, map[string]string{
-		"ClusterIP": ip.String(), "Domain": clusterDomain, "Image": nodesim.CoreDNSImage + ":" + coreDNSVersion,
+		"ClusterIP": ip.String(), "Domain": clusterDomain, "Image": coreDNSImage + ":" + coreDNSVersion,
 	}); err != nil {
 		return nil, err
 	}
@@ -131,38 +133,6 @@ func (cl *cluster) nodeNamespaces() []string {
 		out = append(out, n.Net.NetNS)
 	}
 	return out
-}
-
-// exposeAPIServer makes the kubernetes Service lead to the API server from
-// the Pods, as on a real cluster: a forwarder on the fabric's own address
-// to the API server on this namespace's loopback, the Pods' ranges routed
-// back from the fabric, and the Service's EndpointSlice naming that
-// address (the API server, started with --endpoint-reconciler-type=none,
-// writes none).
-func (cl *cluster) exposeAPIServer(ctx context.Context, c client.Client, apiPort int) error {
-	listen := net.JoinHostPort(fabricAddr.Addr().String(), strconv.Itoa(apiPort))
-	if err := cl.lab.Forward(cl.lab.Fabric(), listen, net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))); err != nil {
-		return fmt.Errorf("forwarding the API server to the fabric: %w", err)
-	}
-	for _, n := range cl.nodes {
-		if err := cl.lab.RouteVia(cl.lab.Fabric(), n.Net.PodCIDR, n.Net.IP); err != nil {
-			return err
-		}
-	}
-	slice := &discoveryv1.EndpointSlice{
-		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "kubernetes", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: apiServerSliceOwner,
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fabricAddr.Addr().String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(apiPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	u, err := toUnstructured(slice)
-	if err != nil {
-		return err
-	}
-	return applyObjects(ctx, c, []*unstructured.Unstructured{u})
 }
 
 func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
 )
 
 func TestKubeDNSIP(t *testing.T) {
@@ -46,7 +46,12 @@ func TestCoreDNSAddon(t *testing.T) {
 	}
 	containers, _, _ := unstructured.NestedSlice(byKind["Deployment"].Object, "spec", "template", "spec", "containers")
 	image := containers[0].(map[string]any)["image"].(string)
-	if image != nodesim.CoreDNSImage+":"+coreDNSVersion {
+	if _, ok := (&images.Store{}).Lookup(image); ok {
+		t.Fatal("an empty store knows an image")
+	}
+	store := &images.Store{}
+	store.Add(coreDNSImageOf("/bin/coredns"))
+	if _, ok := store.Lookup(image); !ok || !strings.HasSuffix(image, ":"+coreDNSVersion) {
 		t.Errorf("CoreDNS image = %q, want the one the simulator runs", image)
 	}
 	corefile, _, _ := unstructured.NestedString(byKind["ConfigMap"].Object, "data", "Corefile")

@@ -3,7 +3,6 @@ package up
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
-	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
 )
 
 // Ways svcnet is installed (--install).
@@ -40,72 +39,21 @@ const (
 	webhookService   = "svcnet-webhook-service"
 )
 
-// controlPlaneAddr is the address kube-apiserver's cluster traffic
-// (webhooks behind a Service) leaves from on the fabric.
-var controlPlaneAddr = netip.MustParsePrefix("172.30.0.2/24")
+// svcnetImageHostDirs stand for the svcnet image's filesystem besides
+// its binary: the agent runs iptables-restore and nft, with their
+// libraries and Debian's alternatives links.
+var svcnetImageHostDirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/alternatives"}
 
-// imageDirs stand for the svcnet image's filesystem besides its binary:
-// the agent runs iptables-restore and nft, with their libraries and
-// Debian's alternatives links.
-var imageDirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/alternatives"}
-
-// svcnetProgram runs svcnet's image as this very binary.
-func svcnetProgram() (nodesim.Program, error) {
+// svcnetImage runs svcnet's image as this very binary.
+func svcnetImageOf() (images.Image, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nodesim.Program{}, fmt.Errorf("finding the svcnet binary for its image: %w", err)
+		return images.Image{}, fmt.Errorf("finding the svcnet binary for its image: %w", err)
 	}
-	var dirs []string
-	for _, d := range imageDirs {
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			dirs = append(dirs, d)
-		}
-	}
-	return nodesim.Program{Image: svcnetImage, Binary: self, Entrypoint: []string{"/svcnet"}, ImageDirs: dirs}, nil
-}
-
-// egressSocket is the unix socket of the proxy that carries
-// kube-apiserver's cluster traffic into the simulated network.
-func (s *session) egressSocket() string { return filepath.Join(s.dataDir, "egress.sock") }
-
-// writeEgressSelector writes kube-apiserver's EgressSelectorConfiguration:
-// its "cluster" traffic goes through an HTTP CONNECT proxy on a unix
-// socket, as with a konnectivity server, here the fabric's control-plane
-// namespace.
-func (s *session) writeEgressSelector() (string, error) {
-	socket := s.egressSocket()
-	if len(socket) >= 104 {
-		return "", fmt.Errorf("--data-dir %s is too long for the API server's egress socket %s (unix sockets take 103 bytes)", s.dataDir, socket)
-	}
-	path := filepath.Join(s.dataDir, "egress-selector.yaml")
-	cfg := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
-kind: EgressSelectorConfiguration
-egressSelections:
-- name: cluster
-  connection:
-    proxyProtocol: HTTPConnect
-    transport:
-      uds:
-        udsName: %s
-`, socket)
-	return path, os.WriteFile(path, []byte(cfg), 0o644)
-}
-
-// startEgress gives the control plane its place on the fabric, routed to
-// the Pods and Services through the nodes, and serves the egress proxy.
-func (cl *cluster) startEgress(c Config, socket string) error {
-	ns, err := cl.lab.AddClient("control-plane", controlPlaneAddr)
-	if err != nil {
-		return err
-	}
-	var nodeIPs []netip.Addr
-	for _, n := range cl.nodes {
-		nodeIPs = append(nodeIPs, n.Net.IP)
-	}
-	if err := cl.routeOutside(ns, nodeIPs, c.v4ServiceCIDRs()); err != nil {
-		return err
-	}
-	return cl.lab.ServeConnect(ns, socket)
+	return images.Image{
+		Name: "svcnet", Repositories: []string{svcnetImage}, Config: images.Config{Entrypoint: []string{"/svcnet"}},
+		HostDirs: svcnetImageHostDirs, Files: map[string]string{"/svcnet": self},
+	}, nil
 }
 
 // installManifests builds config/default, sets this run's knobs, applies

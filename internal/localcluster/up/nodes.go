@@ -149,6 +149,12 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	if err := cl.buildNetwork(c); err != nil {
 		return nil, err
 	}
+	if err := cl.exposeAPIServer(c.APIServerPort); err != nil {
+		return nil, err
+	}
+	if err := cl.startEgress(c, s.egressSocket()); err != nil {
+		return nil, fmt.Errorf("routing the API server's cluster traffic: %w", err)
+	}
 	if err := cl.startSimulator(ctx, s); err != nil {
 		return nil, err
 	}
@@ -167,13 +173,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := cl.exposeAPIServer(ctx, s.admin, c.APIServerPort); err != nil {
-		return nil, err
-	}
 	if s.manifests {
-		if err := cl.startEgress(c, s.egressSocket()); err != nil {
-			return nil, fmt.Errorf("routing the API server's cluster traffic: %w", err)
-		}
 		if err := cl.installManifests(ctx, s); err != nil {
 			return nil, err
 		}
@@ -298,20 +298,25 @@ func (cl *cluster) startSimulator(ctx context.Context, s *session) error {
 	if err := os.RemoveAll(podsDir); err != nil {
 		return fmt.Errorf("removing the Pod files of an earlier run: %w", err)
 	}
-	programs := []nodesim.Program{nodesim.CoreDNS(filepath.Join(s.binDir, "coredns"))}
-	if s.manifests {
-		p, err := svcnetProgram()
-		if err != nil {
-			return err
-		}
-		programs = append(programs, p)
+	store, err := s.imageStore()
+	if err != nil {
+		return err
+	}
+	caCert, err := os.ReadFile(s.pk.caCert)
+	if err != nil {
+		return err
+	}
+	caKey, err := os.ReadFile(s.pk.caKey)
+	if err != nil {
+		return err
 	}
 	opts := nodesim.Options{
-		Nodes:    cl.nodes,
-		Programs: programs,
-		PodsDir:  podsDir,
-		LogDir:   filepath.Join(s.logs, "pods"),
-		DNS:      nodesim.DNS{Domain: clusterDomain},
+		Nodes:   cl.nodes,
+		Images:  store,
+		PodsDir: podsDir,
+		LogDir:  filepath.Join(s.logs, "pods"),
+		DNS:     nodesim.DNS{Domain: clusterDomain},
+		Kubelet: &nodesim.KubeletOptions{CACert: caCert, CAKey: caKey},
 	}
 	if c.DNS {
 		opts.DNS.Servers = []netip.Addr{cl.dnsIP}

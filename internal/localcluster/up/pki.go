@@ -24,22 +24,27 @@ type pki struct {
 	dir                     string
 	caCert, caKey           string
 	servingCert, servingKey string
-	saKey, saPub            string
-	tokenFile               string
-	adminToken              string
+	// kubeletClientCert and Key are the API server's credentials for the
+	// nodes' kubelet API (--kubelet-client-certificate).
+	kubeletClientCert, kubeletClientKey string
+	saKey, saPub                        string
+	tokenFile                           string
+	adminToken                          string
 }
 
 func newPKI(dataDir string) *pki {
 	dir := filepath.Join(dataDir, "pki")
 	return &pki{
-		dir:         dir,
-		caCert:      filepath.Join(dir, "ca.crt"),
-		caKey:       filepath.Join(dir, "ca.key"),
-		servingCert: filepath.Join(dir, "apiserver.crt"),
-		servingKey:  filepath.Join(dir, "apiserver.key"),
-		saKey:       filepath.Join(dir, "sa.key"),
-		saPub:       filepath.Join(dir, "sa.pub"),
-		tokenFile:   filepath.Join(dir, "tokens.csv"),
+		dir:               dir,
+		caCert:            filepath.Join(dir, "ca.crt"),
+		caKey:             filepath.Join(dir, "ca.key"),
+		servingCert:       filepath.Join(dir, "apiserver.crt"),
+		servingKey:        filepath.Join(dir, "apiserver.key"),
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
+		saKey:             filepath.Join(dir, "sa.key"),
+		saPub:             filepath.Join(dir, "sa.pub"),
+		tokenFile:         filepath.Join(dir, "tokens.csv"),
 	}
 }
 
@@ -60,6 +65,9 @@ func (p *pki) ensure(serviceIP net.IP) error {
 	}
 	if err := p.ensureServing(caCert, caKey, serviceIP); err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
+	}
+	if err := p.ensureKubeletClient(caCert, caKey); err != nil {
+		return fmt.Errorf("kubelet client certificate: %w", err)
 	}
 	if err := p.ensureServiceAccountKey(); err != nil {
 		return fmt.Errorf("service account key: %w", err)
@@ -105,6 +113,26 @@ func (p *pki) ensureServing(caCert, caKey []byte, serviceIP net.IP) error {
 		return err
 	}
 	return os.WriteFile(p.servingKey, keyPEM, 0o600)
+}
+
+// kubeletClientUser is the API server's user on the kubelets, in the
+// group that may do everything, as kubeadm's apiserver-kubelet-client.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
+// ensureKubeletClient keeps, or makes, the API server's client
+// certificate for the kubelets' API.
+func (p *pki) ensureKubeletClient(caCert, caKey []byte) error {
+	if exists(p.kubeletClientCert) && exists(p.kubeletClientKey) {
+		return nil
+	}
+	certPEM, keyPEM, err := certs.NewClient(caCert, caKey, kubeletClientUser, []string{"system:masters"}, time.Now(), validity)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p.kubeletClientCert, certPEM, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(p.kubeletClientKey, keyPEM, 0o600)
 }
 
 // coversHosts tells whether the certificate at path is valid for every

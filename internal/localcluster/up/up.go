@@ -45,8 +45,11 @@ import (
 
 // Config is `svcnet up`'s settings.
 type Config struct {
-	DataDir        string
-	K8sBinDir      string
+	DataDir   string
+	K8sBinDir string
+	// ImagesDir holds the filesystems of the images the nodes run for
+	// real (make node-images).
+	ImagesDir      string
 	APIServerPort  int
 	EtcdClientPort int
 	EtcdPeerPort   int
@@ -108,6 +111,7 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
 	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
+	fs.StringVar(&c.ImagesDir, "images-dir", c.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
 	fs.IntVar(&c.APIServerPort, "apiserver-port", c.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
 	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
 	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
@@ -452,17 +456,13 @@ func (s *session) startEtcd(ctx context.Context) error {
 func (s *session) startAPIServer(ctx context.Context) error {
 	c, pk := s.cfg, s.pk
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
-	var extra []string
-	if s.manifests {
-		path, err := s.writeEgressSelector()
-		if err != nil {
-			return err
-		}
-		extra = append(extra, "--egress-selector-config-file="+path)
+	extra, err := s.clusterAPIServerFlags()
+	if err != nil {
+		return err
 	}
 	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), append([]string{
 		"--etcd-servers=" + s.etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
 		"--service-cluster-ip-range=" + c.ServiceCIDRs,
 		"--service-node-port-range=" + c.Manager.Controllers.NodePort.Range,
@@ -492,6 +492,31 @@ func (s *session) startAPIServer(ctx context.Context) error {
 	}
 	fmt.Fprintf(s.out, "kube-apiserver ready on %s\n", apiURL)
 	return nil
+}
+
+// clusterAPIServerFlags are the API server's flags for its place in the
+// simulated cluster. With nodes it is advertised at the fabric address
+// (which forwards to it) and keeps the kubernetes Service's Endpoints and
+// EndpointSlice itself; its cluster traffic (Pods and Services through
+// the proxy subresources, the kubelets' API, webhooks behind Services)
+// goes into the fabric through the egress proxy; it reaches the kubelets
+// at their InternalIP with a client certificate and checks theirs. Alone
+// (--nodes=0) it advertises loopback and keeps no endpoints.
+func (s *session) clusterAPIServerFlags() ([]string, error) {
+	if s.cfg.Nodes == 0 {
+		return []string{"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"}, nil
+	}
+	path, err := s.writeEgressSelector()
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"--advertise-address=" + fabricAddr.Addr().String(), "--endpoint-reconciler-type=lease",
+		"--egress-selector-config-file=" + path,
+		"--kubelet-client-certificate=" + s.pk.kubeletClientCert, "--kubelet-client-key=" + s.pk.kubeletClientKey,
+		"--kubelet-certificate-authority=" + s.pk.caCert,
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+	}, nil
 }
 
 func (s *session) startControllerManager() error {

@@ -130,6 +130,34 @@ func NewServing(caCertPEM, caKeyPEM []byte, commonName string, hosts []string, n
 	return newServing(ca, caKey, commonName, hosts, now, life)
 }
 
+// NewClient makes a client certificate for the user commonName in the
+// groups orgs (as Kubernetes reads them: CN and O) signed by the PEM
+// encoded CA, valid from now for life.
+func NewClient(caCertPEM, caKeyPEM []byte, commonName string, orgs []string, now time.Time, life time.Duration) (certPEM, keyPEM []byte, err error) {
+	ca, caKey, err := parsePair(caCertPEM, caKeyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the CA: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: commonName, Organization: orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(life),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = encodeKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, err
+}
+
 func newCA(commonName string, now time.Time, life time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -132,8 +132,9 @@ func TestExec(t *testing.T) {
 	if err != nil || code != 0 || !strings.Contains(tty.String(), "terminal") {
 		t.Errorf("exec with a terminal: code %d, %v, output %q", code, err, tty.String())
 	}
-	if _, err := c.Exec(context.Background(), []string{"no-such-program"}, ExecIO{}); err == nil {
-		t.Error("exec of an unknown program succeeded")
+	var notFound bytes.Buffer
+	if code, err := c.Exec(context.Background(), []string{"no-such-program"}, ExecIO{Stderr: &notFound}); err != nil || code != 126 || !strings.Contains(notFound.String(), "not found") {
+		t.Errorf("exec of an unknown program: code %d, %v, stderr %q; want 126 and the reason, as runc", code, err, notFound.String())
 	}
 	c.Stop(time.Second)
 	if _, err := c.Exec(context.Background(), []string{"true"}, ExecIO{}); err != ErrNotRunning {

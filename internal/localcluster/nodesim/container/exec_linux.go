@@ -85,7 +85,7 @@ func (c *Container) execOnThread(ctx context.Context, argv []string, eio ExecIO)
 	}
 	path, err := lookPath(argv[0], c.spec.Env)
 	if err != nil {
-		return 126, err
+		return notRunnable(eio, err), nil
 	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Args, cmd.Env, cmd.Dir = argv, c.spec.Env, c.spec.Dir
@@ -98,7 +98,10 @@ func (c *Container) execOnThread(ctx context.Context, argv []string, eio ExecIO)
 		return runTTY(cmd, master, slave, eio)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = eio.Stdin, eio.Stdout, eio.Stderr
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return notRunnable(eio, err), nil
+	}
+	if err := cmd.Wait(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return exitCode(exit.ProcessState), nil
@@ -106,6 +109,23 @@ func (c *Container) execOnThread(ctx context.Context, argv []string, eio ExecIO)
 		return 0, err
 	}
 	return 0, nil
+}
+
+// notRunnableCode is a container runtime's exit code for a command that
+// cannot be run (not found, not executable), which kubectl exec shows.
+const notRunnableCode = 126
+
+// notRunnable reports a command that could not start as runc does: the
+// reason on the command's stderr, and exit code 126.
+func notRunnable(eio ExecIO, err error) int32 {
+	w := eio.Stderr
+	if w == nil || eio.TTY {
+		w = eio.Stdout
+	}
+	if w != nil {
+		fmt.Fprintf(w, "OCI runtime exec failed: exec failed: unable to start container process: %v\n", err)
+	}
+	return notRunnableCode
 }
 
 // join moves the calling (locked) thread into the container: its UTS,
@@ -146,7 +166,7 @@ func runTTY(cmd *exec.Cmd, master, slave *os.File, eio ExecIO) (int32, error) {
 	cmd.SysProcAttr.Setctty = true
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return notRunnable(eio, err), nil
 	}
 	slave.Close() // the command holds it now; EOF on master when it ends
 	go resizeLoop(master, eio.Resize)

@@ -1,4 +1,4 @@
-package nodesim
+package kuberuntime
 
 import (
 	"context"
@@ -12,85 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
 )
-
-// Program is an image the simulator can run for real: a binary on this
-// machine standing for the image's entrypoint. A container of a Pod whose
-// image is Image runs Binary, inside the Pod's network namespace and a
-// root of its own (see container_linux.go), with the container's command,
-// args, env and volume mounts.
-type Program struct {
-	// Image is the image's repository, without tag or digest, e.g.
-	// registry.k8s.io/coredns/coredns. It also matches the same path on
-	// another registry (docker.io/coredns/coredns, coredns/coredns).
-	Image string
-	// Binary is the program's file on this machine.
-	Binary string
-	// Entrypoint is the image's ENTRYPOINT; Binary is placed at its first
-	// word inside the container's root. Cmd is the image's CMD.
-	Entrypoint []string
-	Cmd        []string
-	// ImageDirs are folders of this machine that stand for the rest of the
-	// image's filesystem, bound read-only at the same paths: an image
-	// that runs other programs (iptables, nft) ships them with their
-	// libraries. Empty: the image holds its entrypoint alone.
-	ImageDirs []string
-}
-
-// CoreDNSImage is the repository of the CoreDNS image that cluster
-// installers deploy, whose entrypoint is /coredns.
-const CoreDNSImage = "registry.k8s.io/coredns/coredns"
-
-// CoreDNS is the CoreDNS program built into binary (make k8s-bins).
-func CoreDNS(binary string) Program {
-	return Program{Image: CoreDNSImage, Binary: binary, Entrypoint: []string{"/coredns"}}
-}
-
-// repository is image without its tag or digest.
-func repository(image string) string {
-	if i := strings.Index(image, "@"); i >= 0 {
-		image = image[:i]
-	}
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		image = image[:i]
-	}
-	return image
-}
-
-// imagePath is a repository without its registry host: the first part
-// names a registry when it has a dot or a port, or is localhost.
-func imagePath(repo string) string {
-	first, rest, ok := strings.Cut(repo, "/")
-	if ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
-		return rest
-	}
-	return repo
-}
-
-// programFor finds the Program that runs image, if any.
-func programFor(programs []Program, image string) (Program, bool) {
-	repo := repository(image)
-	for _, p := range programs {
-		if p.Image == repo || imagePath(p.Image) == imagePath(repo) {
-			return p, true
-		}
-	}
-	return Program{}, false
-}
-
-// runsPrograms tells whether any of pod's containers is a Program.
-func runsPrograms(programs []Program, pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool {
-		_, ok := programFor(programs, c.Image)
-		return ok
-	})
-}
 
 // argv is what the container runs: command replaces the image's
 // entrypoint and args its cmd, with $(VAR) references expanded from the
 // container's environment, as the kubelet does.
-func argv(p Program, c corev1.Container, env map[string]string) []string {
-	cmd, args := p.Entrypoint, p.Cmd
+func argv(img images.Config, c corev1.Container, env map[string]string) []string {
+	cmd, args := img.Entrypoint, img.Cmd
 	if len(c.Command) > 0 {
 		cmd, args = c.Command, nil
 	}
@@ -133,11 +63,11 @@ func expand(s string, env map[string]string) string {
 	return b.String()
 }
 
-// containerEnv is the container's environment as the kubelet builds it:
-// the Service links of the Pod's namespace (and the kubernetes Service's
-// always), then the container's own env, whose values may refer to
-// earlier ones.
-func containerEnv(ctx context.Context, c client.Reader, pod *corev1.Pod, ctr corev1.Container) (map[string]string, []string, error) {
+// containerEnv is the container's environment as the runtime builds it
+// from the image's and the kubelet's: the image's ENV, then the Service
+// links of the Pod's namespace (and the kubernetes Service's always), then
+// the container's own env, whose values may refer to earlier ones.
+func containerEnv(ctx context.Context, c client.Reader, pod *corev1.Pod, ctr corev1.Container, imageEnv []string) (map[string]string, []string, error) {
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -146,6 +76,13 @@ func containerEnv(ctx context.Context, c client.Reader, pod *corev1.Pod, ctr cor
 		}
 		env[k] = v
 	}
+	set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for _, kv := range imageEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set(k, v)
+		}
+	}
+	set("HOSTNAME", hostname(pod))
 	links, err := serviceLinks(ctx, c, pod)
 	if err != nil {
 		return nil, nil, err
@@ -153,8 +90,6 @@ func containerEnv(ctx context.Context, c client.Reader, pod *corev1.Pod, ctr cor
 	for _, k := range slices.Sorted(maps.Keys(links)) {
 		set(k, links[k])
 	}
-	set("HOSTNAME", pod.Name)
-	set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	for _, e := range ctr.Env {
 		v, ok := expand(e.Value, env), true
 		if e.ValueFrom != nil {

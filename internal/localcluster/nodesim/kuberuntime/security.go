@@ -1,27 +1,19 @@
-package nodesim
+package kuberuntime
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-)
 
-// security is what a container's securityContext (over its Pod's) asks of
-// its process, as a container runtime applies it.
-type security struct {
-	// UID and GID run the process; UID 0 keeps root, with Caps.
-	UID, GID int64
-	// Caps are the capabilities (numbers) a root process keeps: its
-	// bounding and effective set. Ignored for another user, who keeps
-	// none, and when Privileged, which keeps all.
-	Caps         []uintptr
-	Privileged   bool
-	ReadOnlyRoot bool
-	NoNewPrivs   bool
-}
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/container"
+	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
+)
 
 // defaultCaps are a container runtime's default capabilities (containerd,
 // CRI-O and Docker agree on these).
@@ -37,14 +29,18 @@ var capNames = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "F
 	"CHECKPOINT_RESTORE"}
 
 // securityFor merges the Pod's and the container's securityContext the way
-// the kubelet does (the container's fields win) and checks runAsNonRoot,
-// which with no runAsUser refers to the image's user: images run by the
-// simulator run as root.
-func securityFor(pod *corev1.Pod, c corev1.Container) (security, error) {
-	var s security
+// the kubelet does (the container's fields win) over the image's user, and
+// checks runAsNonRoot.
+func securityFor(pod *corev1.Pod, c corev1.Container, img images.Image) (container.Security, error) {
+	var s container.Security
+	uid, gid, err := imageUser(img)
+	if err != nil {
+		return s, fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	s.UID, s.GID = uid, gid
 	var nonRoot bool
 	if psc := pod.Spec.SecurityContext; psc != nil {
-		s.UID, s.GID = ptr.Deref(psc.RunAsUser, 0), ptr.Deref(psc.RunAsGroup, 0)
+		s.UID, s.GID = ptr.Deref(psc.RunAsUser, s.UID), ptr.Deref(psc.RunAsGroup, s.GID)
 		nonRoot = ptr.Deref(psc.RunAsNonRoot, false)
 	}
 	caps := slices.Clone(defaultCaps)
@@ -59,7 +55,7 @@ func securityFor(pod *corev1.Pod, c corev1.Container) (security, error) {
 		}
 	}
 	if nonRoot && s.UID == 0 {
-		return s, fmt.Errorf("container %s has runAsNonRoot and would run as root (the image's user; set runAsUser)", c.Name)
+		return s, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)
 	}
 	for _, name := range caps {
 		n := slices.Index(capNames, name)
@@ -88,4 +84,47 @@ func applyCaps(caps []string, c *corev1.Capabilities) []string {
 		caps = append(caps, norm(a))
 	}
 	return caps
+}
+
+// imageUser is the user (and group) the image runs as: its config's User,
+// "uid[:gid]" or a name of its /etc/passwd; root when it names none.
+func imageUser(img images.Image) (uid, gid int64, err error) {
+	user, group, _ := strings.Cut(img.Config.User, ":")
+	if user == "" {
+		return 0, 0, nil
+	}
+	if uid, err = strconv.ParseInt(user, 10, 64); err != nil {
+		u, ok := passwdEntry(img.Rootfs, user)
+		if !ok {
+			return 0, 0, fmt.Errorf("the image's user %q is not in its /etc/passwd", user)
+		}
+		uid, gid = u[0], u[1]
+	}
+	if group != "" {
+		if gid, err = strconv.ParseInt(group, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("the image's group %q: only numeric groups are supported", group)
+		}
+	}
+	return uid, gid, nil
+}
+
+// passwdEntry finds name's uid and gid in the image's /etc/passwd.
+func passwdEntry(rootfs, name string) ([2]int64, bool) {
+	if rootfs == "" {
+		return [2]int64{}, false
+	}
+	data, err := os.ReadFile(filepath.Join(rootfs, "etc", "passwd"))
+	if err != nil {
+		return [2]int64{}, false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 4 || f[0] != name {
+			continue
+		}
+		uid, err1 := strconv.ParseInt(f[2], 10, 64)
+		gid, err2 := strconv.ParseInt(f[3], 10, 64)
+		return [2]int64{uid, gid}, err1 == nil && err2 == nil
+	}
+	return [2]int64{}, false
 }

@@ -1,4 +1,4 @@
-package nodesim
+package kuberuntime
 
 import (
 	"bytes"
@@ -437,16 +437,27 @@ func parseResolvConf(data []byte) (servers, searches, options []string) {
 	return servers, searches, options
 }
 
-// hostsFile is the Pod's /etc/hosts, as the kubelet writes it.
-func hostsFile(pod *corev1.Pod, ip string) []byte {
+// hostsFile is the Pod's /etc/hosts, as the kubelet writes it: the
+// loopback names, the Pod's own address under its hostname (and its FQDN
+// under a subdomain), then its hostAliases. A Pod on the host network
+// sees its node's names instead.
+func hostsFile(pod *corev1.Pod, sb Sandbox, domain string) []byte {
 	var b bytes.Buffer
-	b.WriteString("# Kubernetes-managed hosts file (svcnet node simulator).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
-	name := pod.Name
-	if pod.Spec.Hostname != "" {
-		name = pod.Spec.Hostname
+	b.WriteString("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
+		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+	switch {
+	case pod.Spec.HostNetwork:
+		if sb.NodeIP.IsValid() {
+			fmt.Fprintf(&b, "%s\t%s\n", sb.NodeIP, sb.NodeName)
+		}
+	case sb.IP.IsValid() && pod.Spec.Subdomain != "":
+		name := hostname(pod)
+		fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.%s\t%s\n", sb.IP, name, pod.Spec.Subdomain, pod.Namespace, domain, name)
+	case sb.IP.IsValid():
+		fmt.Fprintf(&b, "%s\t%s\n", sb.IP, hostname(pod))
 	}
-	if ip != "" {
-		fmt.Fprintf(&b, "%s\t%s\n", ip, name)
+	if len(pod.Spec.HostAliases) > 0 {
+		b.WriteString("\n# Entries added by HostAliases.\n")
 	}
 	for _, h := range pod.Spec.HostAliases {
 		fmt.Fprintf(&b, "%s\t%s\n", h.IP, strings.Join(h.Hostnames, "\t"))
