@@ -138,7 +138,6 @@ func (r *podReconciler) releaseIP(node string, ip netip.Addr) {
 	}
 }
 
-
 // runsReal tells whether any of pod's containers runs for real.
 func runsReal(store *images.Store, pod *corev1.Pod) bool {
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {

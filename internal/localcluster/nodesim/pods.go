@@ -46,7 +46,7 @@ type runningPod struct {
 	// terminating is set when the deletion was first seen; finished once
 	// its containers stopped and its network went (deleted, or done).
 	terminating, finished bool
-	hostPorts            []hostPort
+	hostPorts             []hostPort
 }
 
 type podReconciler struct {

@@ -284,4 +284,3 @@ func TestPrograms(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), "no probe app left running: %s", strings.TrimSpace(string(out)))
 	})
 }
-

@@ -105,4 +105,3 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, best)
 	return best, nil
 }
-

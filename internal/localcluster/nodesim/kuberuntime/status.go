@@ -58,9 +58,9 @@ func isInit(pod *corev1.Pod, name string) bool {
 // StatusInput is what a Pod's status needs besides its containers.
 type StatusInput struct {
 	// Old is the status the API server has, for transition times.
-	Old            corev1.PodStatus
-	HostIP, PodIP  netip.Addr
-	Started, Now   time.Time
+	Old           corev1.PodStatus
+	HostIP, PodIP netip.Addr
+	Started, Now  time.Time
 }
 
 // Status is what a kubelet would report for the Pod now: its phase,

@@ -263,9 +263,9 @@ func (p *Pod) spec(c corev1.Container, img images.Image, st *containerState) (co
 	return container.Spec{
 		NetNS: p.sandbox.NetNS, Root: filepath.Join(p.files.dir, "containers", fmt.Sprintf("%s-%d", c.Name, restarts)),
 		Hostname: podHostname(p.pod, p.sandbox), Argv: argv(img.Config, c, envMap), Env: env, Dir: dir,
-		Layers:   container.Layers{Rootfs: img.Rootfs, HostDirs: img.HostDirs, Files: img.Files},
-		Mounts:   mounts, Security: sec,
-		Stdin:    c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY,
+		Layers: container.Layers{Rootfs: img.Rootfs, HostDirs: img.HostDirs, Files: img.Files},
+		Mounts: mounts, Security: sec,
+		Stdin: c.Stdin, StdinOnce: c.StdinOnce, TTY: c.TTY,
 		StopSignal: stopSignal(img.Config.StopSignal), Log: logFile,
 	}, logFile, nil
 }

@@ -185,7 +185,9 @@ func execIO(in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remo
 // the NonZeroExitCode status (k8s.io/utils/exec.ExitError).
 type exitError int32
 
-func (e exitError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int32(e)) }
+func (e exitError) Error() string {
+	return fmt.Sprintf("command terminated with exit code %d", int32(e))
+}
 func (e exitError) String() string  { return e.Error() }
 func (e exitError) Exited() bool    { return true }
 func (e exitError) ExitStatus() int { return int(e) }
