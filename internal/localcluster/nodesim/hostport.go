@@ -116,13 +116,13 @@ func writeHostPorts(node *nodeState, hps []hostPort) error {
 delete table ip %[1]s
 table ip %[1]s {
 	chain prerouting {
-		type nat hook prerouting priority dstnat - 5; policy accept;
+		type nat hook prerouting priority -105; policy accept;
 %[2]s	}
 	chain output {
-		type nat hook output priority dstnat - 5; policy accept;
+		type nat hook output priority -105; policy accept;
 %[2]s	}
 	chain postrouting {
-		type nat hook postrouting priority srcnat - 5; policy accept;
+		type nat hook postrouting priority 95; policy accept;
 		ip saddr 127.0.0.0/8 ct status dnat masquerade
 	}
 }

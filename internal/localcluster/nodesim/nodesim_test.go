@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,9 @@ var privateNS *privatens.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
+	if os.Getenv("SVCNET_TEST_LOG") != "" {
+		ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(2))))
+	}
 	privateNS = privatens.Enter()
 	privateNS.Report("node simulator tests")
 	os.Exit(m.Run())

@@ -6,34 +6,69 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-client/pkg/logs"
 	"k8s.io/utils/ptr"
 )
 
-var (
-	podListType = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
-	// parameterCodec decodes PodLogOptions from a query, as the kubelet
-	// does.
-	parameterCodec = func() runtime.ParameterCodec {
-		s := runtime.NewScheme()
-		_ = corev1.AddToScheme(s)
-		return runtime.NewParameterCodec(s)
-	}()
-)
+var podListType = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
+
+// podLogOptions reads the options of a log request from its query, with
+// the API's parameter names, as kube-apiserver passes them on.
+func podLogOptions(q url.Values) (*corev1.PodLogOptions, error) {
+	o := &corev1.PodLogOptions{Container: q.Get("container")}
+	var errs []error
+	boolean := func(name string) bool {
+		v := q.Get(name)
+		if v == "" {
+			return false
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		return b
+	}
+	integer := func(name string) *int64 {
+		v := q.Get(name)
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return nil
+		}
+		return &n
+	}
+	o.Follow, o.Previous, o.Timestamps = boolean("follow"), boolean("previous"), boolean("timestamps")
+	o.SinceSeconds, o.TailLines, o.LimitBytes = integer("sinceSeconds"), integer("tailLines"), integer("limitBytes")
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sinceTime: %w", err))
+		}
+		o.SinceTime = &metav1.Time{Time: t}
+	}
+	if v := q.Get("stream"); v != "" {
+		o.Stream = &v
+	}
+	return o, errors.Join(errs...)
+}
 
 // containerLogs serves a container's log from its CRI log file with the
 // kubelet's options (follow, previous, since, tail, limitBytes,
 // timestamps, stream), read by the kubelet's own reader.
 func (s *Server) containerLogs(w http.ResponseWriter, req *http.Request) {
-	var opts corev1.PodLogOptions
-	if err := parameterCodec.DecodeParameters(req.URL.Query(), corev1.SchemeGroupVersion, &opts); err != nil {
+	opts, err := podLogOptions(req.URL.Query())
+	if err != nil {
 		http.Error(w, fmt.Sprintf("unable to decode query: %v", err), http.StatusBadRequest)
 		return
 	}
@@ -64,7 +99,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, req *http.Request) {
 		stderr = fw
 	}
 	w.WriteHeader(http.StatusOK)
-	err = logs.ReadLogs(req.Context(), path, "", criLogOptions(&opts, time.Now()), runningStatus{running: running}, stdout, stderr)
+	err = logs.ReadLogs(req.Context(), path, "", criLogOptions(opts, time.Now()), runningStatus{running: running}, stdout, stderr)
 	if err != nil && req.Context().Err() == nil {
 		s.cfg.Log.V(2).Info("Reading a container log", "pod", pod, "container", name, "err", err.Error())
 	}
