@@ -75,14 +75,16 @@ apt_lists() {
 
 # packages prints name=version of each package named and of every
 # dependency this machine lacks, as `apt-get install` would choose them;
-# what the machine has is seen through the image's hostDirs.
+# what the machine has is seen through the image's hostDirs. Perl, which
+# apache2-bin depends on for its helper scripts only, is left out.
 packages() {
   local p
   for p in "$@"; do
     echo "$p=$(apt-cache show --no-all-versions "$p" | sed -n 's/^Version: //p' | head -1)"
   done
   apt-get -s -qq install --no-install-recommends "$@" |
-    sed -n 's/^Inst \([^ ]*\) .*(\([^ ]*\) .*/\1=\2/p'
+    sed -n 's/^Inst \([^ ]*\) .*(\([^ ]*\) .*/\1=\2/p' |
+    grep -Ev '^(perl|perl-modules-[0-9.]+|libperl[0-9.]+)=' || true
 }
 
 # deb_file prints the downloaded file of name=version, if any.
