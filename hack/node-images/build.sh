@@ -95,23 +95,39 @@ deb_file() {
 
 # unpack unpacks the packages named, and the dependencies this machine
 # lacks, into the root folder $1, downloading those not downloaded yet.
+# Lists too old for the archive (a version gone) are updated once.
 unpack() {
-  local root=$1 spec fetch=()
+  local root=$1 spec specs
   shift
-  local specs
-  mapfile -t specs < <(packages "$@" | LC_ALL=C sort -u)
-  for spec in "${specs[@]}"; do
-    [[ -n $(deb_file "$spec") ]] || fetch+=("$spec")
-  done
-  if ((${#fetch[@]} > 0)); then
-    echo "node-images: downloading ${fetch[*]}"
-    (cd "$debs" && apt-get "${apt_opts[@]}" download "${fetch[@]}")
+  if ! fetch "$@"; then
+    if [[ $(id -u) != 0 ]]; then
+      echo "node-images: downloading $* failed; run apt-get update as root" >&2
+      exit 1
+    fi
+    echo "node-images: downloading failed; apt-get update and once more"
+    apt-get update -qq
+    fetch "$@"
   fi
   mkdir -p "$root"
   for spec in "${specs[@]}"; do
     dpkg-deb -x "$(deb_file "$spec")" "$root"
   done
   rm -rf "$root"/usr/share/{doc,man,info,lintian,bug,apport,initramfs-tools}
+}
+
+# fetch sets unpack's specs to what the packages named need and downloads
+# what is not downloaded yet.
+fetch() {
+  local spec missing=()
+  mapfile -t specs < <(packages "$@" | LC_ALL=C sort -u)
+  for spec in "${specs[@]}"; do
+    [[ -n $(deb_file "$spec") ]] || missing+=("$spec")
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
+  fi
+  echo "node-images: downloading ${missing[*]}"
+  (cd "$debs" && apt-get "${apt_opts[@]}" download "${missing[@]}")
 }
 
 # merge_usr moves what packages put in /bin, /sbin, /lib ... into /usr
@@ -174,7 +190,8 @@ base_root() {
   mkdir -p "$root"/{etc,home,root,run,tmp,var/tmp,var/log}
   chmod 0700 "$root/root"
   chmod 1777 "$root/tmp" "$root/var/tmp"
-  ln -s /run "$root/var/run"
+  # Relative, so that unpacking through it stays in the root.
+  ln -s ../run "$root/var/run"
   cat >"$root/etc/passwd" <<EOF
 root:x:0:0:root:/root:/bin/bash
 daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
