@@ -266,7 +266,7 @@ group-defined-in-image:x:50000:user-defined-in-image"
 build_busybox() {
   local dir=$work/busybox root=$work/busybox/rootfs applet
   unpack "$root" busybox-static
-  rm -rf "$root/usr/share"
+  rm -rf "${root:?}/usr/share"
   for applet in $("$root/bin/busybox" --list); do
     [[ $applet == busybox ]] || ln -s busybox "$root/bin/$applet"
   done
