@@ -239,7 +239,8 @@ build_agnhost() {
 group-defined-in-image:x:50000:user-defined-in-image"
   mkdir -p "$root/home/user-defined-in-image" "$root/uploads"
   chown 1000:1000 "$root/home/user-defined-in-image" 2>/dev/null || true
-  src=$(cd "$k8s_mod" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost
+  # Downloaded first: on a fresh machine `go list -m` knows no folder yet.
+  src=$(cd "$k8s_mod" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost
   version=$(cat "$src/VERSION")
   echo "node-images: building agnhost $version (minutes when cold)"
   (cd "$k8s_mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.Version=$version" \
