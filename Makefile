@@ -29,11 +29,11 @@ build: ## Build bin/svcnet.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/svcnet ./cmd/svcnet
 
 .PHONY: run
-run: deps k8s-bins build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
+run: deps k8s-bins node-images build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
 	$(BIN)/svcnet up $(ARGS)
 
 .PHONY: test
-test: deps k8s-bins verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
+test: deps k8s-bins node-images verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
@@ -85,6 +85,10 @@ deps: ## Install missing Debian packages (iptables, nftables, conntrack, iproute
 .PHONY: k8s-bins
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy into bin/k8s (once).
 	@hack/k8s-bins/build.sh $(K8S_BIN)
+
+.PHONY: node-images
+node-images: ## Build the filesystems of the images the simulated nodes run (agnhost, busybox, nginx, httpd, pause, curl, dnsutils) into bin/images (once).
+	@hack/node-images/build.sh $(BIN)/images
 
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
