@@ -24,7 +24,7 @@ out=$(cd "$out" && pwd)
 stamp=$out/.stamp
 k8s_mod=$repo/hack/k8s-bins
 coredns_mod=$repo/hack/coredns
-images=(agnhost busybox nginx httpd pause curl dnsutils)
+images=(agnhost serve-hostname busybox nginx httpd pause curl dnsutils)
 
 # inputs is everything the images are made from, bar the Debian archive's
 # contents (the packages' versions are apt's candidates at build time).
@@ -261,6 +261,19 @@ group-defined-in-image:x:50000:user-defined-in-image"
   ln -s /usr/bin/iperf "$root/usr/local/bin/iperf"
   image_json "$dir" "$(json_list registry.k8s.io/e2e-test-images/agnhost)" \
     "$(json_list /agnhost)" "$(json_list pause)" "$(json_list "PATH=$default_path")" "" "" "" \
+    "$(host_dirs /etc/ssl)"
+}
+
+# serve-hostname is the image the Kubernetes docs' "Debug Services" page
+# deploys (registry.k8s.io/serve_hostname): agnhost's serve-hostname, which
+# answers every request on 9376 with the Pod's name. It shares agnhost's
+# files (hard links).
+build_serve-hostname() {
+  local dir=$work/serve-hostname
+  mkdir -p "$dir"
+  cp -al "$work/agnhost/rootfs" "$dir/rootfs"
+  image_json "$dir" "$(json_list registry.k8s.io/serve_hostname gcr.io/google_containers/serve_hostname)" \
+    "$(json_list /agnhost serve-hostname)" null "$(json_list "PATH=$default_path")" "" "" "" \
     "$(host_dirs /etc/ssl)"
 }
 

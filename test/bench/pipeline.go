@@ -329,7 +329,7 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 func webService(name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: name},
-		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}}},
 	}
 }
 
@@ -346,8 +346,8 @@ func (u *upCluster) deployWeb(ctx context.Context) (map[string]bool, error) {
 			Selector: &metav1.LabelSelector{MatchLabels: webLabels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: webLabels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx",
-					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/serve_hostname",
+					Ports: []corev1.ContainerPort{{ContainerPort: 9376}}}}},
 			},
 		},
 	}

@@ -247,6 +247,8 @@ func TestUpNodes(t *testing.T) {
 		t.Fatalf("the selector-less Service %s does not reach %s named by its Endpoints: last answer %q", external.Spec.ClusterIP, target.Name, answer)
 	}
 
+	t.Run("the seeds' demo, verbatim", func(t *testing.T) { seedsDemo(t, dataDir, c) })
+
 	controlPlaneRestart(t, up, c, web.Spec.ClusterIP, podNames)
 
 	// A second svcnet up at the same time gets namespaces of its own.

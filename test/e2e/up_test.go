@@ -110,7 +110,7 @@ func upArgs(t *testing.T, dataDir string) []string {
 		t.Fatal(err)
 	}
 	p := freePorts(t, 4)
-	return []string{"up", "--nodes=0", "--data-dir", dataDir, "--k8s-bin-dir", bins,
+	return []string{"up", "--nodes=0", "--data-dir", dataDir, "--k8s-bin-dir", bins, "--images-dir", filepath.Join(filepath.Dir(bins), "images"),
 		"--apiserver-port", strconv.Itoa(p[0]), "--etcd-client-port", strconv.Itoa(p[1]), "--etcd-peer-port", strconv.Itoa(p[2]), "--webhook-port", strconv.Itoa(p[3])}
 }
 

@@ -257,20 +257,20 @@ func TestKubeletAPI(t *testing.T) {
 
 	t.Run("attach: stdin to a stdinOnce container, its output back", func(t *testing.T) {
 		g := NewWithT(t)
-		p := shell("attach", `echo ready; read line; echo "got $line"`)
+		p := shell("attach", `read line; echo "got $line"`)
 		p.Spec.Containers[0].Stdin, p.Spec.Containers[0].StdinOnce = true, true
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 		waitRunning("attach")
 		out, _, err := admin.exec(fmt.Sprintf("/attach/%s/attach/c?input=1&output=1&error=1", ns), strings.NewReader("hello\n"), false)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(out).To(Equal("ready\ngot hello\n"))
+		g.Expect(out).To(Equal("got hello\n"))
 		g.Eventually(func() corev1.PodPhase {
 			_ = env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
 			return p.Status.Phase
 		}).WithTimeout(10 * time.Second).Should(Equal(corev1.PodSucceeded))
 		_, body, _ := admin.get(fmt.Sprintf("/containerLogs/%s/attach/c", ns))
-		g.Expect(body).To(Equal("ready\ngot hello\n"), "logs of a finished Pod")
+		g.Expect(body).To(Equal("got hello\n"), "logs of a finished Pod")
 	})
 
 	t.Run("port-forward reaches the Pod's loopback", func(t *testing.T) {

@@ -43,6 +43,11 @@ type demo struct {
 	steps   int
 }
 
+// demoImage answers every request with the Pod's name (on 9376), as in
+// the Kubernetes docs' "Debug Services": requests show which Pod they
+// reached.
+const demoImage = "registry.k8s.io/serve_hostname"
+
 func runDemo(ctx context.Context, out io.Writer, binDir, kubeconfig string, c client.Client, cl *cluster) error {
 	d := &demo{
 		out: out, kubectl: filepath.Join(binDir, "kubectl"), c: c, cl: cl,
@@ -269,10 +274,10 @@ func (d *demo) tally(ctx context.Context, url string, n, want int) (map[string]i
 
 func (d *demo) clusterIP(ctx context.Context) error {
 	d.title("A Deployment of 3 Pods and a ClusterIP Service")
-	if _, err := d.k(ctx, "create", "deployment", "web", "--image=nginx", "--replicas=3", "--port=80"); err != nil {
+	if _, err := d.k(ctx, "create", "deployment", "web", "--image="+demoImage, "--replicas=3", "--port=9376"); err != nil {
 		return err
 	}
-	if _, err := d.k(ctx, "expose", "deployment", "web", "--port=80"); err != nil {
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--port=80", "--target-port=9376"); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "rollout", "status", "deployment/web", "--timeout=90s"); err != nil {
@@ -398,7 +403,7 @@ func (d *demo) scale(ctx context.Context) error {
 
 func (d *demo) nodePort(ctx context.Context) error {
 	d.title("NodePort: reached on every node's address")
-	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-nodeport", "--type=NodePort", "--port=80"); err != nil {
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-nodeport", "--type=NodePort", "--port=80", "--target-port=9376"); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "get", "service", "web-nodeport"); err != nil {
@@ -430,7 +435,7 @@ func (d *demo) nodePort(ctx context.Context) error {
 
 func (d *demo) headless(ctx context.Context) error {
 	d.title("Headless (clusterIP: None): no IP and no rules, but slices")
-	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-headless", "--cluster-ip=None", "--port=80"); err != nil {
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-headless", "--cluster-ip=None", "--port=80", "--target-port=9376"); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "get", "service", "web-headless"); err != nil {
@@ -541,7 +546,7 @@ func (d *demo) externalName(ctx context.Context) error {
 
 func (d *demo) loadBalancer(ctx context.Context) error {
 	d.title("LoadBalancer: an IP from the pool, reached from the client through the nodes")
-	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80"); err != nil {
+	if _, err := d.k(ctx, "expose", "deployment", "web", "--name=web-lb", "--type=LoadBalancer", "--port=80", "--target-port=9376"); err != nil {
 		return err
 	}
 	var ip string

@@ -207,10 +207,10 @@ func resizeLoop(tty *os.File, resize <-chan TerminalSize) {
 }
 
 // Attach connects eio to the container's process, as `kubectl attach`
-// does, until the process ends or ctx does. Input goes to the process
-// only when the container keeps its stdin open; the first client of a
-// stdinOnce container gets the output written before it came, and its
-// end of input closes the process's.
+// does, until the process ends or ctx does: the output from then on, and
+// input only when the container keeps its stdin open; the end of a
+// stdinOnce container's first client's input closes the process's.
+// (kubectl shows what was written before it attached from the log.)
 func (c *Container) Attach(ctx context.Context, eio ExecIO) error {
 	s := c.streams
 	select {
@@ -220,14 +220,6 @@ func (c *Container) Attach(ctx context.Context, eio ExecIO) error {
 	}
 	sub := &subscriber{out: eio.Stdout, err: eio.Stderr}
 	s.mu.Lock()
-	first := !s.attached
-	s.attached = true
-	if first && s.stdinOnce {
-		for _, ch := range s.backlog {
-			sub.write(ch.stream, ch.data)
-		}
-	}
-	s.backlog, s.size = nil, 0
 	s.subs[sub] = struct{}{}
 	stdin := s.stdin
 	s.mu.Unlock()

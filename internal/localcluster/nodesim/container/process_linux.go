@@ -206,25 +206,12 @@ type streams struct {
 	// spec.Stdin or once closed.
 	stdin     io.WriteCloser
 	stdinOnce bool
-	attached  bool
-	// backlog keeps the output written before the first attach of a
-	// stdinOnce container (kubectl run -i), up to backlogMax.
-	backlog []chunk
-	size    int
-	subs    map[*subscriber]struct{}
-}
-
-type chunk struct {
-	stream string
-	data   []byte
+	subs      map[*subscriber]struct{}
 }
 
 type subscriber struct {
 	out, err io.Writer
 }
-
-// backlogMax bounds what a stdinOnce container's first attach replays.
-const backlogMax = 1 << 20
 
 // newStreams makes the pipes (or terminal) of spec's process and returns
 // the child's ends: stdin, stdout, stderr.
@@ -308,10 +295,6 @@ func (s *streams) pump(r *os.File, stream string) {
 func (s *streams) broadcast(stream string, data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stdinOnce && !s.attached && s.size < backlogMax {
-		s.backlog = append(s.backlog, chunk{stream, append([]byte(nil), data...)})
-		s.size += len(data)
-	}
 	for sub := range s.subs {
 		sub.write(stream, data)
 	}

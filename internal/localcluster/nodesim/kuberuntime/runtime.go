@@ -81,7 +81,14 @@ type Options struct {
 	RestartBackoff time.Duration
 	// Changed is called when a Pod's status should be written again.
 	Changed func(client.ObjectKey)
+	// ObserveDelay is how long after its start a process is reported
+	// running: the kubelet's PLEG relist period (1 s) when zero, negative
+	// for none.
+	ObserveDelay time.Duration
 }
+
+// defaultObserveDelay is the kubelet's PLEG relist period.
+const defaultObserveDelay = time.Second
 
 // Runtime runs the containers of the Pods given to it.
 type Runtime struct {
@@ -94,6 +101,7 @@ func New(opts Options) *Runtime {
 		opts.Now = time.Now
 	}
 	opts.RestartBackoff = cmp.Or(opts.RestartBackoff, defaultRestartBackoff)
+	opts.ObserveDelay = max(cmp.Or(opts.ObserveDelay, defaultObserveDelay), 0)
 	if opts.Changed == nil {
 		opts.Changed = func(client.ObjectKey) {}
 	}

@@ -70,11 +70,11 @@ func (p *Pod) Status(in StatusInput) corev1.PodStatus {
 	defer p.mu.Unlock()
 	var initStatuses, statuses []corev1.ContainerStatus
 	for _, c := range p.pod.Spec.InitContainers {
-		initStatuses = append(initStatuses, p.containerStatus(c, true))
+		initStatuses = append(initStatuses, p.containerStatus(c, true, in.Now))
 	}
 	ready := true
 	for _, c := range p.pod.Spec.Containers {
-		cs := p.containerStatus(c, false)
+		cs := p.containerStatus(c, false, in.Now)
 		ready = ready && cs.Ready
 		statuses = append(statuses, cs)
 	}
@@ -168,18 +168,23 @@ func (p *Pod) phase(statuses []corev1.ContainerStatus) corev1.PodPhase {
 	return corev1.PodRunning // OnFailure: restarting the failed ones
 }
 
-// containerStatus is one container's status; p.mu is held.
-func (p *Pod) containerStatus(c corev1.Container, init bool) corev1.ContainerStatus {
+// containerStatus is one container's status; p.mu is held. A process
+// that started less than the observation delay ago is not seen yet, as
+// the kubelet sees a start only at its next relist of the runtime: a
+// command that ends at once (kubectl run -i) is reported ended, never
+// running.
+func (p *Pod) containerStatus(c corev1.Container, init bool, now time.Time) corev1.ContainerStatus {
 	st := p.containers[c.Name]
+	running := !st.running.IsZero() && (st.standIn || now.Sub(st.running) >= p.r.opts.ObserveDelay)
 	cs := corev1.ContainerStatus{
-		Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: st.restarts, Ready: st.ready,
-		Started: ptr.To(st.started && !st.running.IsZero()),
+		Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: st.restarts, Ready: st.ready && running,
+		Started: ptr.To(st.started && running),
 	}
-	if !st.running.IsZero() || st.terminated != nil || st.last != nil {
+	if running || st.terminated != nil || st.last != nil {
 		cs.ContainerID = fmt.Sprintf("svcnet://%s-%s-%d", strings.ReplaceAll(string(p.pod.UID), "-", "")[:12], c.Name, st.restarts)
 	}
 	switch {
-	case !st.running.IsZero():
+	case running:
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(st.running)}
 	case st.terminated != nil:
 		cs.State.Terminated = st.terminated

@@ -201,7 +201,9 @@ func (p *Pod) runOnce(c corev1.Container, img images.Image, st *containerState) 
 		st.previousLog, st.log = st.log, logFile.Path()
 	})
 	p.event(corev1.EventTypeNormal, reasonStarted, actionStartContainer, "Started container %s", c.Name)
-	p.changed()
+	// The start is reported once it is observed (see containerStatus).
+	observed := time.AfterFunc(p.r.opts.ObserveDelay, p.changed)
+	defer observed.Stop()
 	runCtx, stopProbes := context.WithCancel(p.ctx)
 	defer stopProbes()
 	if p.postStart(runCtx, c, proc) {

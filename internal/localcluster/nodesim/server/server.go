@@ -117,7 +117,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	start := time.Now()
 	s.mux.ServeHTTP(w, req)
+	s.cfg.Log.V(3).Info("Served", "method", req.Method, "path", req.URL.Path, "user", resp.User.GetName(), "upgrade", req.Header.Get("Upgrade"), "duration", time.Since(start))
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
