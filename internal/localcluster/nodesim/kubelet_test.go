@@ -191,7 +191,7 @@ func TestKubeletAPI(t *testing.T) {
 	shell := func(name, script string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{Name: "c", Image: "svcnet.test/shell", Command: []string{"sh", "-c", script}}},
+			Containers:                    []corev1.Container{{Name: "c", Image: "svcnet.test/shell", Command: []string{"sh", "-c", script}}},
 		}}
 	}
 	g.Expect(env.Client.Create(ctx, shell("sh", `echo started; echo to-stderr >&2; trap 'exit 0' TERM; while :; do sleep 0.2; done`))).To(Succeed())
@@ -408,7 +408,7 @@ func TestKubeletAPI(t *testing.T) {
 		from := netlab.Client(client1, 2*time.Second)
 		g.Eventually(func() (string, error) {
 			return netlab.Get(ctx, from, fmt.Sprintf("http://%s:30080/ready", n.IP))
-		}).WithTimeout(10 * time.Second).Should(Equal("ok\n"), "from outside the node")
+		}).WithTimeout(10*time.Second).Should(Equal("ok\n"), "from outside the node")
 		local := netlab.Client(n.NetNS, 2*time.Second)
 		g.Expect(netlab.Get(ctx, local, fmt.Sprintf("http://%s:30080/ready", n.IP))).To(Equal("ok\n"), "from the node itself")
 		g.Expect(netlab.Get(ctx, local, "http://127.0.0.1:30081/ready")).To(Equal("ok\n"), "a loopback hostIP, from the node")
@@ -418,7 +418,7 @@ func TestKubeletAPI(t *testing.T) {
 		g.Eventually(func() error {
 			_, err := netlab.Get(ctx, from, fmt.Sprintf("http://%s:30080/ready", n.IP))
 			return err
-		}).WithTimeout(10 * time.Second).Should(HaveOccurred(), "the mapping goes with the Pod")
+		}).WithTimeout(10*time.Second).Should(HaveOccurred(), "the mapping goes with the Pod")
 	})
 }
 
