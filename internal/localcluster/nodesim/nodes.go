@@ -1,11 +1,3 @@
-// Package nodesim stands in for the kubelets and the scheduler of the
-// simulated nodes of `svcnet up`: it registers the Node objects and keeps
-// their heartbeats (Lease and Ready condition) fresh, binds unscheduled
-// Pods to the node with the fewest Pods, gives each bound Pod a network
-// namespace on its node (see internal/localcluster/netlab) with an address from the
-// node's Pod CIDR and a server on every containerPort that answers with the
-// Pod's name, reports the Pod Running and, after its readiness delay,
-// Ready, and removes the namespace when the Pod goes.
 package nodesim
 
 import (
