@@ -119,6 +119,7 @@ func newUpCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
 			cfg.Out = cmd.OutOrStdout()
+			cfg.Complete(cmd.Flags())
 			return up.Run(cmd.Context(), cfg)
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -63,5 +64,37 @@ func TestSetKnobs(t *testing.T) {
 	}
 	if err := setKnobs([]*unstructured.Unstructured{agent, mgr}, c); err == nil || !strings.Contains(err.Error(), agentAPIServerCM) {
 		t.Errorf("a missing ConfigMap: %v", err)
+	}
+}
+
+func TestClusterName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"": true, "dev": true, "kind-2": true, "a": true, "upstream-pipeline": true,
+		"Dev": false, "-a": false, "a-": false, "a_b": false, "abcdefghijklmnopqrstu": false,
+		"my-node": false, "x-pod-y": false, "nodes-a": true,
+	} {
+		if err := validateName(name); (err == nil) != ok {
+			t.Errorf("validateName(%q) = %v, want ok=%t", name, err, ok)
+		}
+	}
+	c := DefaultConfig()
+	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--name=dev"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Complete(fs)
+	if c.DataDir != ".svcnet-dev" || !c.choosePorts {
+		t.Errorf("--name=dev: data dir %q, choose ports %t; want .svcnet-dev, true", c.DataDir, c.choosePorts)
+	}
+	c = DefaultConfig()
+	fs = pflag.NewFlagSet("up", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--name=dev", "--data-dir=/tmp/x", "--apiserver-port=7443"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Complete(fs)
+	if c.DataDir != "/tmp/x" || c.choosePorts {
+		t.Errorf("--name=dev with a data dir and a port: data dir %q, choose ports %t; want the flags kept", c.DataDir, c.choosePorts)
 	}
 }

@@ -74,19 +74,23 @@ type cluster struct {
 // netnsLockDir holds one lock file per namespace prefix in use.
 const netnsLockDir = "/run/svcnet"
 
-// claimPrefix picks the namespace prefix for this run: "svcnet", or
-// "svcnet-2" ... when another `svcnet up` holds it. The prefix is held by
-// a lock for the life of the process, so leftovers of a crashed run under
-// a free prefix are removed here.
-func claimPrefix() (string, func(), []string, error) {
+// claimPrefix picks the namespace prefix for this run: the cluster's
+// name, or for the default cluster "svcnet", or "svcnet-2" ... when
+// another `svcnet up` holds it. The prefix is held by a lock for the life
+// of the process, so leftovers of a crashed run under a free prefix are
+// removed here.
+func claimPrefix(name string) (string, func(), []string, error) {
 	if err := os.MkdirAll(netnsLockDir, 0o755); err != nil {
 		return "", nil, nil, err
 	}
-	for i := 1; i <= 9; i++ {
-		prefix := "svcnet"
-		if i > 1 {
-			prefix = fmt.Sprintf("svcnet-%d", i)
+	candidates := []string{name}
+	if name == "" {
+		candidates = []string{"svcnet"}
+		for i := 2; i <= 9; i++ {
+			candidates = append(candidates, fmt.Sprintf("svcnet-%d", i))
 		}
+	}
+	for _, prefix := range candidates {
 		f, err := os.OpenFile(filepath.Join(netnsLockDir, prefix+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return "", nil, nil, err
@@ -102,6 +106,9 @@ func claimPrefix() (string, func(), []string, error) {
 			return "", nil, nil, fmt.Errorf("removing namespaces left by an earlier svcnet up: %w", err)
 		}
 		return prefix, unlock, removed, nil
+	}
+	if name != "" {
+		return "", nil, nil, fmt.Errorf("a cluster named %q is already running on this machine", name)
 	}
 	return "", nil, nil, errors.New("nine svcnet up are already running on this machine")
 }
@@ -128,7 +135,7 @@ func checkNetnsSupport(mode string) error {
 // starts an agent in each. On error, what was made is removed.
 func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	c, out := s.cfg, s.out
-	prefix, unlock, removed, err := claimPrefix()
+	prefix, unlock, removed, err := claimPrefix(c.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,8 @@ import (
 
 // Config is `svcnet up`'s settings.
 type Config struct {
+	// Name names the cluster (--name); empty: the default cluster.
+	Name      string
 	DataDir   string
 	K8sBinDir string
 	// ImagesDir holds the filesystems of the images the nodes run for
@@ -82,6 +84,10 @@ type Config struct {
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
 	Out io.Writer
+
+	// choosePorts is set by Complete for a named cluster whose ports
+	// were not given.
+	choosePorts bool
 }
 
 // DefaultConfig is `svcnet up` without flags.
@@ -109,6 +115,7 @@ func DefaultConfig() Config {
 
 // AddFlags binds the settings, and the manager's, to fs.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Name, "name", c.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
 	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
 	fs.StringVar(&c.ImagesDir, "images-dir", c.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
@@ -132,6 +139,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if err := validateName(c.Name); err != nil {
+		errs = append(errs, err)
 	}
 	for flag, port := range map[string]int{"--apiserver-port": c.APIServerPort, "--etcd-client-port": c.EtcdClientPort, "--etcd-peer-port": c.EtcdPeerPort} {
 		if port < 1 || port > 65535 {
@@ -384,6 +394,10 @@ func (s *session) preflight() (unlock func(), err error) {
 		return nil, err
 	}
 	if unlock, err = lockDataDir(s.dataDir); err != nil {
+		return nil, err
+	}
+	if err := s.resolvePorts(); err != nil {
+		unlock()
 		return nil, err
 	}
 	if err := s.prepare(); err != nil {

@@ -116,6 +116,15 @@ func setup() error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-netns", "/run/netns").CombinedOutput(); err != nil {
 		return fmt.Errorf("mounting a private /run/netns: %w: %s", err, out)
 	}
+	// A private /run/svcnet, where svcnet up locks the namespace prefixes
+	// it uses: another svcnet up on this machine (in namespaces of its
+	// own) does not make this one's prefixes taken.
+	if err := os.MkdirAll("/run/svcnet", 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "svcnet-locks", "/run/svcnet").CombinedOutput(); err != nil {
+		return fmt.Errorf("mounting a private /run/svcnet: %w: %s", err, out)
+	}
 	// And a private /etc/netns, where the namespaces' resolv.conf files
 	// (for `ip netns exec`) are written.
 	if err := os.MkdirAll("/etc/netns", 0o755); err != nil {
