@@ -687,10 +687,12 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
 	fmt.Fprintf(out, `The control plane is up. Try:
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get servicecidrs,ipaddresses
-  kubectl create deployment web --image=nginx --replicas=3 --port=80
-  kubectl expose deployment web --port=80
+  kubectl create deployment nginx --image=nginx --replicas=3
+  kubectl expose deployment nginx --name=my-service --port=80
+  kubectl run curl --rm -i --restart=Never --image=busybox:1.36 -- wget -q -O - http://my-service
   kubectl get ipaddresses
-  kubectl get endpointslices -l kubernetes.io/service-name=web
+  kubectl get endpointslices -l kubernetes.io/service-name=my-service
+  kubectl exec deploy/nginx -- nginx -v; kubectl logs -l app=nginx
 `, kubeconfig, binDir)
 	if cl != nil {
 		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
@@ -699,8 +701,8 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
   ip netns exec %[3]s %[4]s
 `, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy"))
 		if cl.dnsIP.IsValid() {
-			fmt.Fprintf(out, `  ip netns exec %[1]s curl -s http://web/          # by name, through cluster DNS (kube-dns %[2]s)
-  ip netns exec %[1]s getent hosts web
+			fmt.Fprintf(out, `  ip netns exec %[1]s curl -s http://my-service/ # by name, through cluster DNS (kube-dns %[2]s)
+  ip netns exec %[1]s getent hosts my-service
 `, cl.client, cl.dnsIP)
 		}
 	}
