@@ -170,22 +170,32 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
 	})
 
-	It("takes over kube-controller-manager's mirrored slices, make before break", func(ctx SpecContext) {
-		ns := newNS(ctx)
-		selectorless(ctx, ns, "db")
-		theirs := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-kcm", Labels: map[string]string{
-				discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: endpointslicemirroring.UpstreamManagedBy}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.30"}}},
-		}
-		Expect(env.Client.Create(ctx, theirs)).To(Succeed())
-		Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.30"}, nil, 5432))).To(Succeed())
-		Eventually(func(g Gomega) {
-			ss, err := mirrored(ctx, ns, "db")()
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(ss).To(HaveLen(1))
-			g.Expect(ss[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
-		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-	})
+	DescribeTable("adopts the mirrored slices kube-controller-manager or an older svcnet wrote, in place",
+		func(ctx SpecContext, managedBy string) {
+			ns := newNS(ctx)
+			// As at a real takeover, the slices exist when the controller
+			// starts: its first list holds them.
+			env.StopManager()
+			selectorless(ctx, ns, "db")
+			theirs := &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-kcm", Labels: map[string]string{
+					discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: managedBy}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.30"}}},
+			}
+			Expect(env.Client.Create(ctx, theirs)).To(Succeed())
+			Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.30"}, nil, 5432))).To(Succeed())
+			Expect(env.RestartManager()).To(Succeed())
+			Eventually(func(g Gomega) {
+				ss, err := mirrored(ctx, ns, "db")()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ss).To(HaveLen(1))
+				g.Expect(ss[0].UID).To(Equal(theirs.UID), "adopted in place")
+				g.Expect(ss[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
+				g.Expect(ss[0].Ports).To(HaveLen(1))
+			}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		},
+		Entry("kube-controller-manager's", endpointslicemirroring.ManagedBy),
+		Entry("an older svcnet's", endpointslicemirroring.LegacyManagedBy),
+	)
 })
