@@ -121,7 +121,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 // SetupWithManager registers the controller and its usage metrics.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
-	usage := feed.AddressHandler(r.usage)
+	usage := feed.AddressHandler(r.usage, nil)
 	// Check for exhaustion once the usage includes the new address (the
 	// controller's own queue may run before this handler).
 	addresses := toolscache.ResourceEventHandlerDetailedFuncs{
@@ -298,11 +298,12 @@ func (r *Reconciler) auditReference(ctx context.Context, svc *corev1.Service, ip
 	}
 	r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 		"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
 	if err := r.recreate(ctx, ipa, svc); err != nil {
 		return err
 	}
 	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited,
-		What: fmt.Sprintf("parentRef %s instead of Service %s", parentOf(ipa), klog.KObj(svc)), By: repairs.LastManager(ipa)})
+		What: fmt.Sprintf("parentRef %s instead of Service %s", parentOf(ipa), klog.KObj(svc)), By: by})
 	return nil
 }
 
@@ -325,13 +326,14 @@ func parentOf(ipa *networkingv1.IPAddress) string {
 // Service's ClusterIP, in place (the parentRef says whose address it is).
 // One whose managed-by names another manager is left to it.
 func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddress, family corev1.IPFamily) error {
-	managedBy, labelled := ipa.Labels[networkingv1.LabelManagedBy]
-	if labelled && managedBy != ManagedBy {
+	managedBy := ipa.Labels[networkingv1.LabelManagedBy]
+	if managedBy != "" && managedBy != ManagedBy {
 		return nil
 	}
-	if labelled && ipa.Labels[networkingv1.LabelIPAddressFamily] == string(family) {
+	if managedBy == ManagedBy && ipa.Labels[networkingv1.LabelIPAddressFamily] == string(family) {
 		return nil
 	}
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
 	patch := client.MergeFromWithOptions(ipa.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if ipa.Labels == nil {
 		ipa.Labels = map[string]string{}
@@ -345,7 +347,7 @@ func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddre
 		}
 		return fmt.Errorf("repairing the labels of IPAddress %s: %w", ipa.Name, err)
 	}
-	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited, What: what, By: repairs.LastManager(ipa)})
+	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited, What: what, By: by})
 	return nil
 }
 
@@ -406,8 +408,11 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ipa); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.DeletionTimestamp != nil {
+	if ipa.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if ours, err := r.allocators(ctx, ipa); err != nil || !ours {
+		return ctrl.Result{}, err
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
@@ -452,6 +457,27 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	r.events.Warn(ctx, ipa, ReasonWrongReference, actionIPAddress,
 		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)
 	return ctrl.Result{}, r.delete(ctx, ipa)
+}
+
+// allocators reports whether an IPAddress is kube-apiserver's allocator's,
+// whose leaks the audit cleans: labelled so, or unlabelled with a Service
+// as parent and an address in a ServiceCIDR (its labels removed by hand; the
+// audit of the Service puts them back while the Service holds the address).
+func (r *Reconciler) allocators(ctx context.Context, ipa *networkingv1.IPAddress) (bool, error) {
+	managedBy, labelled := ipa.Labels[networkingv1.LabelManagedBy]
+	if labelled && managedBy != "" {
+		return managedBy == ManagedBy, nil
+	}
+	ref := ipa.Spec.ParentRef
+	addr, err := netip.ParseAddr(ipa.Name)
+	if ref == nil || ref.Group != "" || ref.Resource != "services" || err != nil {
+		return false, nil
+	}
+	var cidrs networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &cidrs); err != nil {
+		return false, err
+	}
+	return containedIn(addr, cidrs.Items, nil), nil
 }
 
 // checkExhausted emits ServiceCIDRExhausted on every ServiceCIDR that
