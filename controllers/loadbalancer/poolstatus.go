@@ -3,6 +3,8 @@ package loadbalancer
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -33,8 +35,10 @@ func setupPoolController(mgr ctrl.Manager, p *poolReconciler) error {
 		Watches(&svcnetv1alpha1.LoadBalancerIPPool{}, allPools(c), builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, statusChanged))).
 		Watches(&networkingv1.ServiceCIDR{}, allPools(c)).
+		// Any IPAddress in a pool takes an address, whoever manages it.
 		Watches(&networkingv1.IPAddress{}, allPools(c), builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetLabels()[networkingv1.LabelManagedBy] == ManagedBy
+			a, err := netip.ParseAddr(obj.GetName())
+			return err == nil && len(p.r.alloc.PoolsOf(a)) > 0
 		}))).
 		Complete(p)
 }
@@ -82,12 +86,14 @@ func (p *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if st == nil {
 		return ctrl.Result{}, nil
 	}
-	usage := p.r.alloc.Stats()[pool.Name]
+	allocated, err := p.allocated(ctx, pool.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	// The allocator may not have seen this generation yet: count from the
 	// ranges the spec has now.
 	capacity := lbipam.Capacity(st.ranges, pool.Spec.AvoidBuggyIPs)
 	have := pool.Status.DeepCopy()
-	by := repairs.LastManager(&pool)
 	patch := client.MergeFrom(pool.DeepCopy())
 	status := metav1.ConditionFalse
 	if st.ready {
@@ -96,9 +102,13 @@ func (p *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	changed := apimeta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
 		Type: "Ready", Status: status, Reason: st.reason, Message: st.message, ObservedGeneration: pool.Generation,
 	})
-	want := svcnetv1alpha1.LoadBalancerIPPoolStatus{Capacity: capacityString(capacity), Allocated: int64(usage.Allocated), ObservedGeneration: pool.Generation}
+	want := svcnetv1alpha1.LoadBalancerIPPoolStatus{Capacity: capacityString(capacity), Allocated: allocated, ObservedGeneration: pool.Generation}
 	if changed || pool.Status.Capacity != want.Capacity || pool.Status.Allocated != want.Allocated || pool.Status.ObservedGeneration != want.ObservedGeneration {
 		edited := p.r.poolStatuses.ChangedByOther(pool.Name, pool.ResourceVersion, *have)
+		by := ""
+		if edited {
+			by = repairs.LastManagerOf(ctx, p.r.apiReader, &pool)
+		}
 		pool.Status.Capacity, pool.Status.Allocated, pool.Status.ObservedGeneration = want.Capacity, want.Allocated, want.ObservedGeneration
 		if err := p.r.client.Status().Patch(ctx, &pool, patch); err != nil {
 			return ctrl.Result{}, err
@@ -110,6 +120,24 @@ func (p *poolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// allocated counts the IPAddresses, whoever manages them, whose address
+// lies in a pool. It reads the cache, which an IPAddress event that
+// triggered the sync has reached, where the allocator, fed by another
+// handler of the same informer, may not have yet.
+func (p *poolReconciler) allocated(ctx context.Context, pool string) (int64, error) {
+	var list networkingv1.IPAddressList
+	if err := p.r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, err
+	}
+	var n int64
+	for i := range list.Items {
+		if a, err := netip.ParseAddr(list.Items[i].Name); err == nil && slices.Contains(p.r.alloc.PoolsOf(a), pool) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // describePoolStatus says which fields of a pool's status differ.

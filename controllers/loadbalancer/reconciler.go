@@ -167,13 +167,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.allocate(ctx, svc)
 }
 
-// held returns svcnet's IPAddresses whose parent is the Service.
+// held returns svcnet's IPAddresses whose parent is the Service: labelled
+// so, or unlabelled in one of its pools (the label removed by hand).
 func (r *Reconciler) held(ctx context.Context, key types.NamespacedName) ([]networkingv1.IPAddress, error) {
 	var list networkingv1.IPAddressList
 	if err := r.client.List(ctx, &list, client.MatchingFields{parentIndex: owner(key)}); err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return slices.DeleteFunc(list.Items, func(ipa networkingv1.IPAddress) bool {
+		if ipa.Labels[networkingv1.LabelManagedBy] == ManagedBy {
+			return false
+		}
+		a, err := netip.ParseAddr(ipa.Name)
+		return err != nil || len(r.alloc.PoolsOf(a)) == 0
+	}), nil
 }
 
 func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
@@ -198,8 +205,17 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	}
 	heldBy := map[corev1.IPFamily]netip.Addr{}
 	for _, ipa := range held {
-		if a, err := netip.ParseAddr(ipa.Name); err == nil {
-			heldBy[ipfamily.Of(a)] = a
+		a, err := netip.ParseAddr(ipa.Name)
+		if err != nil {
+			continue
+		}
+		heldBy[ipfamily.Of(a)] = a
+		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy {
+			if err := r.repairLabels(ctx, &ipa, map[string]string{
+				networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: string(ipfamily.Of(a)),
+			}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	var ingress []corev1.LoadBalancerIngress
@@ -397,11 +413,7 @@ func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip
 			return false, r.repairLabels(ctx, &existing, ipa.Labels)
 		}
 	}
-	who := "an IPAddress without parent"
-	if ref != nil {
-		who = fmt.Sprintf("%s %s/%s", strings.TrimSuffix(ref.Resource, "s"), ref.Namespace, ref.Name)
-	}
-	return false, &takenError{owner: who}
+	return false, &takenError{owner: holder(&existing)}
 }
 
 // repairLabels puts back the labels of svcnet's IPAddress of a Service
@@ -409,7 +421,7 @@ func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip
 func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddress, labels map[string]string) error {
 	patch := client.MergeFromWithOptions(ipa.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	what := fmt.Sprintf("labels %v", ipa.Labels)
-	by := repairs.LastManager(ipa)
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
 	if ipa.Labels == nil {
 		ipa.Labels = map[string]string{}
 	}
@@ -608,7 +620,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ingre
 	}
 	key := owner(client.ObjectKeyFromObject(svc))
 	edited := r.statuses.ChangedByOther(key, svc.ResourceVersion, have)
-	by := repairs.LastManager(svc)
+	by := ""
+	if edited {
+		by = repairs.LastManagerOf(ctx, r.apiReader, svc)
+	}
 	patch := client.MergeFrom(svc.DeepCopy())
 	svc.Status.LoadBalancer.Ingress = ingress
 	if err := r.client.Status().Patch(ctx, svc, patch); err != nil {

@@ -27,6 +27,14 @@ import (
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=loadbalancerippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// ownLabel reports whether an IPAddress is labelled svcnet's, or not
+// labelled at all (svcnet's, if its address is in a pool, with the label
+// removed by hand).
+func ownLabel(ipa *networkingv1.IPAddress) bool {
+	managedBy := ipa.Labels[networkingv1.LabelManagedBy]
+	return managedBy == ManagedBy || managedBy == ""
+}
+
 // indexes are the controller's field indexes.
 var indexes = []struct {
 	obj  client.Object
@@ -34,8 +42,10 @@ var indexes = []struct {
 	fn   client.IndexerFunc
 }{
 	{&networkingv1.IPAddress{}, parentIndex, func(obj client.Object) []string {
+		// svcnet's, and those whose managed-by someone removed (held
+		// keeps those of its pools).
 		ipa := obj.(*networkingv1.IPAddress)
-		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Resource != "services" {
+		if !ownLabel(ipa) || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Group != "" || ipa.Spec.ParentRef.Resource != "services" {
 			return nil
 		}
 		return []string{ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name}
@@ -98,7 +108,7 @@ func (r *Reconciler) setupServiceController(mgr ctrl.Manager) error {
 	}
 	parent := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		ipa := obj.(*networkingv1.IPAddress)
-		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil {
+		if !ownLabel(ipa) || ipa.Spec.ParentRef == nil {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ipa.Spec.ParentRef.Namespace, Name: ipa.Spec.ParentRef.Name}}}
