@@ -213,6 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.recordStats(key, 0, 0)
 		return ctrl.Result{}, nil
 	}
+	r.slices.Attribute(ctx, r.apiReader, key)
 	plans, endpoints, sliceCount, err := r.planSlices(ctx, svc, ours)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -148,6 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.markOverCapacity(ctx, ep, m.skipped > m.invalid); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.slices.Attribute(ctx, r.apiReader, key)
 	p := planMirror(newSliceMeta(ep), m, ours)
 	if err := r.apply(ctx, key, p); err != nil {
 		return ctrl.Result{}, err

@@ -30,8 +30,9 @@ const BindingControllerName = "servicecidrbinding"
 // BindingReconciler keeps ServiceCIDRBinding status: Ready and the number
 // of namespaces selected.
 type BindingReconciler struct {
-	client client.Client
-	clock  clock.PassiveClock
+	client    client.Client
+	apiReader client.Reader
+	clock     clock.PassiveClock
 	// statuses remembers what the controller last wrote, to tell another
 	// writer's change.
 	statuses repairs.Memo[svcnetv1alpha1.ServiceCIDRBindingStatus]
@@ -40,7 +41,7 @@ type BindingReconciler struct {
 // NewBinding returns a BindingReconciler.
 func NewBinding(c client.Client, opts ...Option) *BindingReconciler {
 	r := New(c, opts...)
-	return &BindingReconciler{client: r.client, clock: r.clock}
+	return &BindingReconciler{client: r.client, apiReader: r.apiReader, clock: r.clock}
 }
 
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=servicecidrbindings,verbs=get;list;watch
@@ -125,7 +126,11 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if equality.Semantic.DeepEqual(*status, b.Status) {
 		return ctrl.Result{}, nil
 	}
-	edited, by := r.statuses.ChangedByOther(b.Name, b.ResourceVersion, b.Status), repairs.LastManager(b)
+	edited := r.statuses.ChangedByOther(b.Name, b.ResourceVersion, b.Status)
+	by := ""
+	if edited {
+		by = lastManager(ctx, r.apiReader, b)
+	}
 	patch := client.MergeFrom(b.DeepCopy())
 	b.Status = *status
 	if err := r.client.Status().Patch(ctx, b, patch); err != nil {

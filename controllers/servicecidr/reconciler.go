@@ -44,7 +44,10 @@ const (
 // Reconciler reconciles ServiceCIDRs.
 type Reconciler struct {
 	client client.Client
-	clock  clock.PassiveClock
+	// apiReader reads past the cache, for the field manager of a change
+	// the controller repairs; nil reports none.
+	apiReader client.Reader
+	clock     clock.PassiveClock
 
 	// finalized and conditions remember what the controller last wrote,
 	// to tell another writer's change.
@@ -62,6 +65,18 @@ type Option func(*Reconciler)
 
 // WithClock replaces the real clock (tests).
 func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
+
+// WithAPIReader reads past the cache for the field manager of a change the
+// controller repairs.
+func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
+
+// lastManager returns who last wrote obj, when it can be read.
+func lastManager(ctx context.Context, reader client.Reader, obj client.Object) string {
+	if reader == nil {
+		return ""
+	}
+	return repairs.LastManagerOf(ctx, reader, obj)
+}
 
 // New returns a Reconciler that reads from and writes through c.
 func New(c client.Client, opts ...Option) *Reconciler {
@@ -147,7 +162,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, sc)
 	}
 	if !controllerutil.ContainsFinalizer(sc, Finalizer) {
-		edited, by := r.finalized.ChangedByOther(sc.Name, sc.ResourceVersion, false), repairs.LastManager(sc)
+		edited := r.finalized.ChangedByOther(sc.Name, sc.ResourceVersion, false)
+		by := ""
+		if edited {
+			by = lastManager(ctx, r.apiReader, sc)
+		}
 		patch := client.MergeFrom(sc.DeepCopy())
 		controllerutil.AddFinalizer(sc, Finalizer)
 		if err := r.client.Patch(ctx, sc, patch); err != nil {
@@ -205,7 +224,11 @@ func (r *Reconciler) setReady(ctx context.Context, sc *networkingv1.ServiceCIDR,
 	if equality.Semantic.DeepEqual(conds, sc.Status.Conditions) {
 		return nil
 	}
-	edited, by := r.conditions.ChangedByOther(sc.Name, sc.ResourceVersion, sc.Status.Conditions), repairs.LastManager(sc)
+	edited := r.conditions.ChangedByOther(sc.Name, sc.ResourceVersion, sc.Status.Conditions)
+	by := ""
+	if edited {
+		by = lastManager(ctx, r.apiReader, sc)
+	}
 	patch := client.MergeFrom(sc.DeepCopy())
 	sc.Status.Conditions = conds
 	if err := r.client.Status().Patch(ctx, sc, patch); client.IgnoreNotFound(err) != nil {

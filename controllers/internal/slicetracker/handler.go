@@ -106,7 +106,7 @@ func (h *Handler) note(key types.NamespacedName, reason string, oldObj, newObj c
 	if what == "" {
 		return
 	}
-	h.tracker.repairs.Note(key, repairs.Change{Kind: Kind, Object: klog.KObj(newSlice), Reason: reason, What: what, By: repairs.LastManager(newSlice)})
+	h.tracker.repairs.Note(key, repairs.Change{Kind: Kind, Object: klog.KObj(newSlice), Reason: reason, What: what})
 }
 
 // Describe says which parts of a slice that its controller writes differ

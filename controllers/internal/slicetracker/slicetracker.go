@@ -26,6 +26,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/klog/v2"
@@ -196,6 +197,17 @@ func (t *Tracker) StaleConfirmed(ctx context.Context, reader client.Reader, svc 
 		t.Drop(svc, m.UID)
 	}
 	return t.Stale(svc, cached), nil
+}
+
+// Attribute names, for the changes noted for a Service's slices, the field
+// manager that made them, read through reader (past the cache, which keeps
+// no managedFields) before the sync writes the repair.
+func (t *Tracker) Attribute(ctx context.Context, reader client.Reader, svc types.NamespacedName) {
+	t.repairs.Each(svc, func(c *repairs.Change) {
+		if c.By == "" && c.Reason != repairs.ReasonDeleted {
+			c.By = repairs.LastManagerOf(ctx, reader, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: c.Object.Namespace, Name: c.Object.Name}})
+		}
+	})
 }
 
 // Repaired takes the changes other writers made to a Service's slices:

@@ -15,6 +15,7 @@
 package repairs
 
 import (
+	"context"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -24,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -90,12 +92,28 @@ func Count(kind, reason string) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// LastManagerOf reads obj again through reader, which must not be a cache
+// that strips managedFields (svcnet's manager strips them), and returns
+// its LastManager; "" when it cannot be read. Repairs are rare: the read
+// is paid only when one is reported.
+func LastManagerOf(ctx context.Context, reader client.Reader, obj client.Object) string {
+	live, ok := obj.DeepCopyObject().(client.Object)
+	if !ok || reader.Get(ctx, client.ObjectKeyFromObject(obj), live) != nil {
+		return ""
+	}
+	return LastManager(live)
+}
+
+// Self is the field manager of svcnet's manager (its user agent's name).
+const Self = "svcnet-manager"
+
 // LastManager returns the field manager of the newest entry of an object's
-// managedFields: who wrote it last, as far as the API server recorded.
+// managedFields other than svcnet's own: who else wrote it last, as far as
+// the API server recorded (to the second).
 func LastManager(obj metav1.Object) string {
 	var newest *metav1.ManagedFieldsEntry
 	for _, e := range obj.GetManagedFields() {
-		if e.Time == nil {
+		if e.Time == nil || e.Manager == Self {
 			continue
 		}
 		if newest == nil || !e.Time.Before(newest.Time) {
@@ -131,6 +149,15 @@ func (p *Pending[K]) Note(k K, c Change) {
 	}
 }
 
+// Each calls f on every change noted for k, which it may update.
+func (p *Pending[K]) Each(k K, f func(*Change)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.m[k] {
+		f(&p.m[k][i])
+	}
+}
+
 // Take returns and forgets the changes noted for k.
 func (p *Pending[K]) Take(k K) []Change {
 	p.mu.Lock()
@@ -138,13 +165,6 @@ func (p *Pending[K]) Take(k K) []Change {
 	c := p.m[k]
 	delete(p.m, k)
 	return c
-}
-
-// ReportAll reports every change noted for k, and forgets them.
-func (p *Pending[K]) ReportAll(log logr.Logger, k K) {
-	for _, c := range p.Take(k) {
-		Report(log, c)
-	}
 }
 
 // Memo remembers, per object, the value of the part svcnet owns as svcnet
