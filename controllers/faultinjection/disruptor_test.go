@@ -143,7 +143,7 @@ func (d *disruptor) editSlice(s *discoveryv1.EndpointSlice, action int) string {
 func (d *disruptor) restoreStale(s discoveryv1.EndpointSlice) {
 	ignore(d.c.Delete(d.w.ctx, &s))
 	stale := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations, OwnerReferences: s.OwnerReferences},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations, OwnerReferences: s.OwnerReferences},
 		AddressType: s.AddressType,
 		Ports:       s.Ports,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.255.255.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},

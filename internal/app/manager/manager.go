@@ -28,8 +28,8 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
-	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/repairs"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
