@@ -67,25 +67,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	h := &Handler{decoder: admission.NewDecoder(mgr.GetScheme())}
 	if opts.ClusterIP {
-		ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
-		if err := watch(&networkingv1.ServiceCIDR{}, feed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
-			return err
-		}
-		held, exists, err := clusterIPLookups(ctx, mgr)
+		ips, err := setupClusterIPs(ctx, mgr, opts, watch)
 		if err != nil {
 			return err
-		}
-		if err := watch(&networkingv1.IPAddress{}, feed.AddressHandler(ips.alloc, held)); err != nil {
-			return err
-		}
-		if err := watch(&corev1.Service{}, feed.ServiceAddressHandler(ips.alloc, exists)); err != nil {
-			return err
-		}
-		// Read at request time from the cache; watching starts them now.
-		for _, obj := range []client.Object{&svcnetv1alpha1.ServiceCIDRBinding{}, &corev1.Namespace{}} {
-			if err := watch(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
-				return err
-			}
 		}
 		h.parts = append(h.parts, ips)
 	}
@@ -126,6 +110,32 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: h})
 	return addReadyzChecks(mgr, h, allSynced)
+}
+
+// setupClusterIPs feeds the ClusterIP allocator from mgr's cache through
+// watch.
+func setupClusterIPs(ctx context.Context, mgr ctrl.Manager, opts Options, watch func(client.Object, toolscache.ResourceEventHandler) error) (*clusterIPs, error) {
+	ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
+	if err := watch(&networkingv1.ServiceCIDR{}, feed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
+		return nil, err
+	}
+	held, exists, err := clusterIPLookups(ctx, mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := watch(&networkingv1.IPAddress{}, feed.AddressHandler(ips.alloc, held)); err != nil {
+		return nil, err
+	}
+	if err := watch(&corev1.Service{}, feed.ServiceAddressHandler(ips.alloc, exists)); err != nil {
+		return nil, err
+	}
+	// Read at request time from the cache; watching starts them now.
+	for _, obj := range []client.Object{&svcnetv1alpha1.ServiceCIDRBinding{}, &corev1.Namespace{}} {
+		if err := watch(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+			return nil, err
+		}
+	}
+	return ips, nil
 }
 
 // heldIndex indexes Services by their ClusterIPs, for the allocator.

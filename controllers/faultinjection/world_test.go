@@ -319,15 +319,3 @@ func (w *world) writeEndpoints(name string, create bool) {
 	w.foreign[foreignKey{"Endpoints", w.ns, name}] = ep.ResourceVersion
 	w.done("write Endpoints")
 }
-
-// servicesWithSelector is a helper for the checks: the living Services of
-// the world that the EndpointSlice controller publishes.
-func (w *world) servicesWithSelector() []string {
-	var out []string
-	for _, name := range w.sortedServices() {
-		if w.services[name] != kindSelectorless {
-			out = append(out, name)
-		}
-	}
-	return out
-}
