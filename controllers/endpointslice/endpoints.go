@@ -21,7 +21,7 @@ const (
 	// wrote before svcnet took over are adopted in place, as one
 	// kube-controller-manager replica adopts another's.
 	ManagedBy = "endpointslice-controller.k8s.io"
-	// LegacyManagedBy is the value svcnet releases up to v0.x wrote; their
+	// LegacyManagedBy is the value earlier svcnet releases wrote; their
 	// slices are adopted and relabelled ManagedBy at their next sync.
 	LegacyManagedBy = "endpointslice-controller.svcnet.io"
 

@@ -30,7 +30,7 @@ const (
 	// slices this controller writes: kube-controller-manager's mirroring
 	// controller's, whose slices it adopts in place.
 	ManagedBy = "endpointslicemirroring-controller.k8s.io"
-	// LegacyManagedBy is the value svcnet releases up to v0.x wrote; their
+	// LegacyManagedBy is the value earlier svcnet releases wrote; their
 	// slices are adopted and relabelled ManagedBy at their next sync.
 	LegacyManagedBy = "endpointslicemirroring-controller.svcnet.io"
 
