@@ -28,6 +28,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
@@ -146,7 +147,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
-	cfg.UserAgent = "svcnet-manager/" + version.Version
+	cfg.UserAgent = repairs.Self + "/" + version.Version
 	ns := o.LeaderElectNamespace
 	if ns == "" {
 		ns = ownNamespace()
