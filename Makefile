@@ -43,6 +43,19 @@ bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; wri
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
 
+# make conformance: upstream's [sig-network] conformance tests on `svcnet up`
+# (docs/conformance.md). FOCUS/SKIP are ginkgo regexps, PROCS its parallel
+# processes, ARGS svcnet up's flags, OUT the results folder.
+FOCUS ?= \[sig-network\].*\[Conformance\]
+SKIP  ?=
+PROCS ?= 6
+OUT   ?=
+
+.PHONY: conformance
+conformance: deps k8s-bins build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, ARGS, OUT); results in _output/conformance/.
+	$(GO) build -o $(BIN)/conformance ./test/conformance
+	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
+
 ##@ Develop
 
 CONTROLLER_GEN_MANIFESTS = rbac:roleName=svcnet-manager crd webhook paths=./...
@@ -85,6 +98,10 @@ deps: ## Install missing Debian packages (iptables, nftables, conntrack, iproute
 .PHONY: k8s-bins
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy into bin/k8s (once).
 	@hack/k8s-bins/build.sh $(K8S_BIN)
+
+.PHONY: e2e-bins
+e2e-bins: ## Build upstream's e2e.test and the ginkgo CLI into bin/e2e (once; make conformance runs them).
+	@hack/e2e/build.sh $(BIN)/e2e
 
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
