@@ -30,6 +30,12 @@ type specReport struct {
 	RunTime                    time.Duration
 	Failure                    *specFailure
 	CapturedGinkgoWriterOutput string
+	SpecEvents                 []specEvent
+}
+
+// specEvent is an entry of the spec's timeline: By steps, nodes.
+type specEvent struct {
+	Message string
 }
 
 type specFailure struct {
@@ -46,6 +52,23 @@ type codeLocation struct {
 // fullText is the spec's name as ginkgo's focus sees it.
 func (s specReport) fullText() string {
 	return strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " ")
+}
+
+// namespaceRE finds the namespaces the framework made for a test in the
+// step that deletes them.
+var namespaceRE = regexp.MustCompile(`Destroying namespace "([^"]+)"`)
+
+// namespaces are the namespaces the framework made for the test.
+func (s specReport) namespaces() []string {
+	var out []string
+	for _, e := range s.SpecEvents {
+		for _, m := range namespaceRE.FindAllStringSubmatch(e.Message, -1) {
+			if !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
 }
 
 // readGinkgoReport reads ginkgo's JSON report; a missing report is an
@@ -70,6 +93,9 @@ const (
 	// resultVacuous is a test ginkgo reports as passed whose log shows the
 	// checks it exists for were never met (see vacuousChecks).
 	resultVacuous = "passed without answers"
+	// resultStandIn is a test ginkgo reports as passed whose Pods ran the
+	// node simulator's stand-in server instead of their images' programs.
+	resultStandIn = "passed on stand-ins"
 )
 
 // testResult is one selected test (or a suite-level node that failed).
@@ -147,9 +173,11 @@ func proxyWithPathAnswered(log string) string {
 // judge turns ginkgo's reports into the results of the selected tests:
 // specs the focus left out are dropped, a test skipped at run time counts
 // as not passed (a conformance test must run), suite-level nodes appear
-// only when they failed, and a pass of a known-vacuous test stands only
-// when its log shows the work done.
-func judge(reports []ginkgoReport) []testResult {
+// only when they failed, a pass of a known-vacuous test stands only when
+// its log shows the work done, and a pass stands only when no Pod of the
+// test ran a stand-in (standInsIn returns the stand-in images of a test's
+// namespaces; nil: unknown).
+func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string) []testResult {
 	var out []testResult
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
@@ -177,6 +205,10 @@ func judge(reports []ginkgoReport) []testResult {
 						if why := check(t.log); why != "" {
 							t.result, t.message = resultVacuous, why
 						}
+					}
+					if images := standInsIn(s.namespaces()); t.result == resultPassed && len(images) > 0 {
+						t.result = resultStandIn
+						t.message = fmt.Sprintf("ginkgo says passed, but the node simulator ran stand-ins for %s: the test's programs never ran", strings.Join(images, ", "))
 					}
 				}
 			} else {
@@ -214,6 +246,9 @@ type runResults struct {
 	// upErr is svcnet up's failure (start, stop, exit during the run) or
 	// ginkgo's failing to run at all.
 	upErr error
+	// standIns are the images the node simulator ran as stand-ins, by
+	// namespace; nil when not watched.
+	standIns *standIns
 }
 
 // ok tells whether the run passes: svcnet up worked, some test ran and
@@ -244,7 +279,7 @@ func (r *runResults) summary() string {
 		counts[t.result]++
 	}
 	var parts []string
-	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultVacuous} {
+	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultVacuous, resultStandIn} {
 		if counts[res] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[res], res))
 		}

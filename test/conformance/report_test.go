@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 )
 
 const proxyWithPath = "[sig-network] Proxy version v1 A set of valid responses are returned for both pod and service ProxyWithPath [Conformance]"
@@ -79,6 +81,11 @@ func TestProxyWithPathAnswered(t *testing.T) {
 	}
 }
 
+func withNamespace(s specReport, ns string) specReport {
+	s.SpecEvents = append(s.SpecEvents, specEvent{Message: "set up framework"}, specEvent{Message: fmt.Sprintf(`Destroying namespace %q for this suite.`, ns)})
+	return s
+}
+
 func TestJudge(t *testing.T) {
 	spec := func(texts []string, leaf, state string, f *specFailure, log string) specReport {
 		return specReport{ContainerHierarchyTexts: texts, LeafNodeType: "It", LeafNodeText: leaf, State: state, RunTime: 2 * time.Second, Failure: f, CapturedGinkgoWriterOutput: log}
@@ -88,6 +95,8 @@ func TestJudge(t *testing.T) {
 		SpecReports: []specReport{
 			{LeafNodeType: "SynchronizedBeforeSuite", State: "passed"},
 			spec([]string{"[sig-network] DNS"}, "should provide DNS for the cluster [Conformance]", "passed", nil, ""),
+			withNamespace(spec([]string{"[sig-network] DNS"}, "should provide DNS for services [Conformance]", "passed", nil, ""), "dns-1"),
+			withNamespace(spec([]string{"[sig-network] DNS"}, "should provide /etc/hosts entries for the cluster [Conformance]", "passed", nil, ""), "dns-2"),
 			spec([]string{"[sig-storage] Volumes"}, "left out by the focus", "skipped", nil, ""),
 			spec([]string{"[sig-network] Services"}, "should serve a basic endpoint from pods [Conformance]", "failed",
 				&specFailure{Message: "Expected success, but got an error:\n    <*errors.errorString>: \n    pod not ready\n", Location: codeLocation{FileName: "/root/go/pkg/mod/k8s.io/kubernetes@v1.37.1/test/e2e/network/service.go", LineNumber: 42}}, ""),
@@ -96,7 +105,12 @@ func TestJudge(t *testing.T) {
 			{LeafNodeType: "SynchronizedAfterSuite", State: "failed", LeafNodeLocation: codeLocation{FileName: "/x/k8s.io/kubernetes@v1.37.1/test/e2e/e2e.go", LineNumber: 7}, Failure: &specFailure{Message: "cleanup failed"}},
 		},
 	}}
-	got := judge(reports)
+	got := judge(reports, func(ns []string) []string {
+		if slices.Contains(ns, "dns-1") {
+			return []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1"}
+		}
+		return nil
+	})
 	type row struct{ Name, Result, Message, Location string }
 	var rows []row
 	for _, r := range got {
@@ -104,6 +118,8 @@ func TestJudge(t *testing.T) {
 	}
 	want := []row{
 		{"[SynchronizedAfterSuite] k8s.io/kubernetes@v1.37.1/test/e2e/e2e.go:7", "failed", "cleanup failed", ""},
+		{"[sig-network] DNS should provide /etc/hosts entries for the cluster [Conformance]", "passed", "", ""},
+		{"[sig-network] DNS should provide DNS for services [Conformance]", resultStandIn, "ginkgo says passed, but the node simulator ran stand-ins for registry.k8s.io/e2e-test-images/agnhost:2.66.1: the test's programs never ran", ""},
 		{"[sig-network] DNS should provide DNS for the cluster [Conformance]", "passed", "", ""},
 		{"[sig-network] HostPort needs two nodes [Conformance]", "skipped", "Requires at least 2 nodes", ""},
 		{proxyWithPath, resultVacuous, "ginkgo says passed, but 0 of the 14 proxied requests were answered (14 made): the test checks the wrong error (proxy.go:409, :420)", ""},
@@ -154,5 +170,36 @@ func TestSummary(t *testing.T) {
 		"| [sig-network] B [Conformance] | failed | 2m0s | error \\| with a pipe (service.go:1) |\n"
 	if diff := cmp.Diff(want, r.summary()); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestStandIns(t *testing.T) {
+	s := &standIns{images: map[string][]string{}}
+	for _, ev := range []struct{ ns, msg string }{
+		{"dns-1", `image "registry.k8s.io/e2e-test-images/agnhost:2.66.1" is not one the node simulator runs for real: container webserver is a stand-in`},
+		{"dns-1", `image "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1" is not one the node simulator runs for real`},
+		{"dns-1", `image "registry.k8s.io/e2e-test-images/agnhost:2.66.1" is not one the node simulator runs for real: container querier`},
+		{"proxy-2", `a message without an image`},
+	} {
+		s.add(&corev1.Event{InvolvedObject: corev1.ObjectReference{Namespace: ev.ns}, Message: ev.msg})
+	}
+	tests := map[string]struct {
+		namespaces []string
+		want       []string
+	}{
+		"one namespace, two images": {namespaces: []string{"dns-1"}, want: []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"}},
+		"no image in the message":   {namespaces: []string{"proxy-2"}, want: []string{"an unknown image"}},
+		"no stand-in":               {namespaces: []string{"services-3"}, want: nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, s.in(tc.namespaces)); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+	var unwatched *standIns
+	if got := unwatched.in([]string{"dns-1"}); got != nil {
+		t.Errorf("a nil standIns found %v", got)
 	}
 }
