@@ -208,7 +208,7 @@ func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string
 					}
 					if images := standInsIn(s.namespaces()); t.result == resultPassed && len(images) > 0 {
 						t.result = resultStandIn
-						t.message = fmt.Sprintf("ginkgo says passed, but the node simulator ran stand-ins for %s: the test's programs never ran", strings.Join(images, ", "))
+						t.message = fmt.Sprintf("ginkgo says passed, but the test's Pods ran the node simulator's stand-in server, not their images' programs (first reported: %s)", strings.Join(images, ", "))
 					}
 				}
 			} else {

@@ -119,7 +119,7 @@ func TestJudge(t *testing.T) {
 	want := []row{
 		{"[SynchronizedAfterSuite] k8s.io/kubernetes@v1.37.1/test/e2e/e2e.go:7", "failed", "cleanup failed", ""},
 		{"[sig-network] DNS should provide /etc/hosts entries for the cluster [Conformance]", "passed", "", ""},
-		{"[sig-network] DNS should provide DNS for services [Conformance]", resultStandIn, "ginkgo says passed, but the node simulator ran stand-ins for registry.k8s.io/e2e-test-images/agnhost:2.66.1: the test's programs never ran", ""},
+		{"[sig-network] DNS should provide DNS for services [Conformance]", resultStandIn, "ginkgo says passed, but the test's Pods ran the node simulator's stand-in server, not their images' programs (first reported: registry.k8s.io/e2e-test-images/agnhost:2.66.1)", ""},
 		{"[sig-network] DNS should provide DNS for the cluster [Conformance]", "passed", "", ""},
 		{"[sig-network] HostPort needs two nodes [Conformance]", "skipped", "Requires at least 2 nodes", ""},
 		{proxyWithPath, resultVacuous, "ginkgo says passed, but 0 of the 14 proxied requests were answered (14 made): the test checks the wrong error (proxy.go:409, :420)", ""},
@@ -180,6 +180,8 @@ func TestStandIns(t *testing.T) {
 		{"dns-1", `image "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1" is not one the node simulator runs for real`},
 		{"dns-1", `image "registry.k8s.io/e2e-test-images/agnhost:2.66.1" is not one the node simulator runs for real: container querier`},
 		{"proxy-2", `a message without an image`},
+		{"svc-latency-3", `image "registry.k8s.io/pause:3.10.2" is not one the node simulator runs for real`},
+		{"endpoints-4", `image "registry.k8s.io/e2e-test-images/nginx:1.27.0-2" is not one the node simulator runs for real`},
 	} {
 		s.add(&corev1.Event{InvolvedObject: corev1.ObjectReference{Namespace: ev.ns}, Message: ev.msg})
 	}
@@ -187,9 +189,10 @@ func TestStandIns(t *testing.T) {
 		namespaces []string
 		want       []string
 	}{
-		"one namespace, two images": {namespaces: []string{"dns-1"}, want: []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"}},
-		"no image in the message":   {namespaces: []string{"proxy-2"}, want: []string{"an unknown image"}},
-		"no stand-in":               {namespaces: []string{"services-3"}, want: nil},
+		"one namespace, two images":           {namespaces: []string{"dns-1"}, want: []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"}},
+		"no image in the message":             {namespaces: []string{"proxy-2"}, want: []string{"an unknown image"}},
+		"no stand-in":                         {namespaces: []string{"services-3"}, want: nil},
+		"pause and nginx stand in faithfully": {namespaces: []string{"svc-latency-3", "endpoints-4"}, want: nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
