@@ -48,7 +48,7 @@ bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; wri
 # processes, ARGS svcnet up's flags, OUT the results folder.
 FOCUS ?= \[sig-network\].*\[Conformance\]
 SKIP  ?=
-PROCS ?= 6
+PROCS ?= 8
 OUT   ?=
 
 .PHONY: conformance

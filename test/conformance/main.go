@@ -75,10 +75,13 @@ func parseFlags() options {
 	return o
 }
 
-// defaultProcs fits two cores: the tests mostly wait (on Pods, on
-// timeouts of what fails), so more processes than cores shorten the run
-// until the API server and the simulated nodes become the bottleneck.
-const defaultProcs = 6
+// defaultProcs fits two cores: the tests mostly wait (on Pods, on the
+// timeouts of what fails), so a run of the 47 used under one core on
+// average with 6 or 8 processes (docs/conformance.md). Its length is set
+// by the longest tests (ProxyWithPath, DNS ExternalName when they fail);
+// the rest spread over the processes, and 8 leaves each under 8 minutes
+// of tests where 6 left one with 15.
+const defaultProcs = 8
 
 func main() {
 	o := parseFlags()
