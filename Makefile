@@ -45,16 +45,18 @@ bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; wri
 
 # make conformance: upstream's [sig-network] conformance tests on `svcnet up`
 # (docs/conformance.md). FOCUS/SKIP are ginkgo regexps, PROCS its parallel
-# processes, ARGS svcnet up's flags, OUT the results folder.
-FOCUS ?= \[sig-network\].*\[Conformance\]
-SKIP  ?=
-PROCS ?= 8
-OUT   ?=
+# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags, OUT the
+# results folder.
+FOCUS   ?= \[sig-network\].*\[Conformance\]
+SKIP    ?=
+PROCS   ?= 8
+TIMEOUT ?= 60m
+OUT     ?=
 
 .PHONY: conformance
-conformance: deps k8s-bins build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, ARGS, OUT); results in _output/conformance/.
+conformance: deps k8s-bins build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
 	$(GO) build -o $(BIN)/conformance ./test/conformance
-	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
+	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
 
 ##@ Develop
 

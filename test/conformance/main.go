@@ -121,6 +121,10 @@ func run(o options, sigs <-chan os.Signal) (int, error) {
 			return 1, err
 		}
 	}
+	selected, err := focusMatcher(o.focus, o.skip)
+	if err != nil {
+		return 1, err
+	}
 	for _, bin := range []string{o.svcnet, o.kubectl, filepath.Join(o.e2eBinDir, "e2e.test"), filepath.Join(o.e2eBinDir, "ginkgo")} {
 		if _, err := os.Stat(bin); err != nil {
 			return 1, fmt.Errorf("%w (make conformance builds it)", err)
@@ -178,7 +182,7 @@ func run(o options, sigs <-chan os.Signal) (int, error) {
 	if err != nil && upErr == nil {
 		upErr = err
 	}
-	results.tests = judge(report, results.standIns.in)
+	results.tests = judge(report, results.standIns.in, selected)
 	results.upArgs = upArgs
 	results.procs = o.procs
 	results.focus, results.skip = o.focus, o.skip

@@ -90,6 +90,9 @@ const (
 	resultPassed  = "passed"
 	resultFailed  = "failed"
 	resultSkipped = "skipped"
+	// resultNotRun is a selected test ginkgo never started: the run was
+	// interrupted or its --timeout elapsed first.
+	resultNotRun = "not run"
 	// resultVacuous is a test ginkgo reports as passed whose log shows the
 	// checks it exists for were never met (see vacuousChecks).
 	resultVacuous = "passed without answers"
@@ -176,8 +179,10 @@ func proxyWithPathAnswered(log string) string {
 // only when they failed, a pass of a known-vacuous test stands only when
 // its log shows the work done, and a pass stands only when no Pod of the
 // test ran a stand-in (standInsIn returns the stand-in images of a test's
-// namespaces; nil: unknown).
-func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string) []testResult {
+// namespaces; nil: unknown). selected tells which specs --focus/--skip
+// chose, so that a chosen spec ginkgo never started (an interrupted run)
+// is not mistaken for one left out.
+func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string, selected func(suiteDescription, text string) bool) []testResult {
 	var out []testResult
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
@@ -197,8 +202,11 @@ func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string
 				case "pending":
 					continue
 				case resultSkipped:
-					if t.message == "" { // left out by --focus/--skip
-						continue
+					if t.message == "" {
+						if !selected(r.SuiteDescription, t.name) { // left out by --focus/--skip
+							continue
+						}
+						t.result, t.message = resultNotRun, "ginkgo never started it: the run was interrupted or its --timeout elapsed"
 					}
 				case resultPassed:
 					if check, ok := vacuousChecks[t.name]; ok {
@@ -225,6 +233,25 @@ func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string
 	}
 	slices.SortStableFunc(out, func(a, b testResult) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// focusMatcher selects specs as ginkgo's --focus and --skip do: the
+// regexps match the suite's description, a space and the spec's text.
+func focusMatcher(focus, skip string) (func(suiteDescription, text string) bool, error) {
+	focusRE, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, fmt.Errorf("--focus %q: %w", focus, err)
+	}
+	var skipRE *regexp.Regexp
+	if skip != "" {
+		if skipRE, err = regexp.Compile(skip); err != nil {
+			return nil, fmt.Errorf("--skip %q: %w", skip, err)
+		}
+	}
+	return func(suiteDescription, text string) bool {
+		s := suiteDescription + " " + text
+		return focusRE.MatchString(s) && (skipRE == nil || !skipRE.MatchString(s))
+	}, nil
 }
 
 // trimModulePath shortens a path in the module cache to module@version/path.
@@ -279,7 +306,7 @@ func (r *runResults) summary() string {
 		counts[t.result]++
 	}
 	var parts []string
-	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultVacuous, resultStandIn} {
+	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultNotRun, resultVacuous, resultStandIn} {
 		if counts[res] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[res], res))
 		}

@@ -98,6 +98,7 @@ func TestJudge(t *testing.T) {
 			withNamespace(spec([]string{"[sig-network] DNS"}, "should provide DNS for services [Conformance]", "passed", nil, ""), "dns-1"),
 			withNamespace(spec([]string{"[sig-network] DNS"}, "should provide /etc/hosts entries for the cluster [Conformance]", "passed", nil, ""), "dns-2"),
 			spec([]string{"[sig-storage] Volumes"}, "left out by the focus", "skipped", nil, ""),
+			spec([]string{"[sig-network] Services"}, "never started [Conformance]", "skipped", nil, ""),
 			spec([]string{"[sig-network] Services"}, "should serve a basic endpoint from pods [Conformance]", "failed",
 				&specFailure{Message: "Expected success, but got an error:\n    <*errors.errorString>: \n    pod not ready\n", Location: codeLocation{FileName: "/root/go/pkg/mod/k8s.io/kubernetes@v1.37.1/test/e2e/network/service.go", LineNumber: 42}}, ""),
 			spec([]string{"[sig-network] HostPort"}, "needs two nodes [Conformance]", "skipped", &specFailure{Message: "Requires at least 2 nodes"}, ""),
@@ -105,12 +106,16 @@ func TestJudge(t *testing.T) {
 			{LeafNodeType: "SynchronizedAfterSuite", State: "failed", LeafNodeLocation: codeLocation{FileName: "/x/k8s.io/kubernetes@v1.37.1/test/e2e/e2e.go", LineNumber: 7}, Failure: &specFailure{Message: "cleanup failed"}},
 		},
 	}}
+	selected, err := focusMatcher(`\[sig-network\].*\[Conformance\]`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := judge(reports, func(ns []string) []string {
 		if slices.Contains(ns, "dns-1") {
 			return []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1"}
 		}
 		return nil
-	})
+	}, selected)
 	type row struct{ Name, Result, Message, Location string }
 	var rows []row
 	for _, r := range got {
@@ -123,6 +128,7 @@ func TestJudge(t *testing.T) {
 		{"[sig-network] DNS should provide DNS for the cluster [Conformance]", "passed", "", ""},
 		{"[sig-network] HostPort needs two nodes [Conformance]", "skipped", "Requires at least 2 nodes", ""},
 		{proxyWithPath, resultVacuous, "ginkgo says passed, but 0 of the 14 proxied requests were answered (14 made): the test checks the wrong error (proxy.go:409, :420)", ""},
+		{"[sig-network] Services never started [Conformance]", resultNotRun, "ginkgo never started it: the run was interrupted or its --timeout elapsed", ""},
 		{"[sig-network] Services should serve a basic endpoint from pods [Conformance]", "failed", "Expected success, but got an error: <*errors.errorString>: pod not ready", "k8s.io/kubernetes@v1.37.1/test/e2e/network/service.go:42"},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
