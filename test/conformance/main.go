@@ -250,9 +250,10 @@ func runGinkgo(ctx context.Context, o options, kubeconfig string) error {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		// ginkgo ends the running specs and still writes its reports on
-		// SIGINT; a second one makes it give up.
-		_ = cmd.Process.Signal(os.Interrupt)
+		// On SIGINT the suite processes end their running specs, clean up
+		// and report, and the CLI writes the reports; a terminal sends it
+		// to all of them, so the whole process group gets it here too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case err = <-done:
 		case <-time.After(2 * time.Minute):
