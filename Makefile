@@ -43,6 +43,21 @@ bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; wri
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
 
+# make conformance: upstream's [sig-network] conformance tests on `svcnet up`
+# (docs/conformance.md). FOCUS/SKIP are ginkgo regexps, PROCS its parallel
+# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags, OUT the
+# results folder.
+FOCUS   ?= \[sig-network\].*\[Conformance\]
+SKIP    ?=
+PROCS   ?= 8
+TIMEOUT ?= 60m
+OUT     ?=
+
+.PHONY: conformance
+conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
+	$(GO) build -o $(BIN)/conformance ./test/conformance
+	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
+
 ##@ Develop
 
 CONTROLLER_GEN_MANIFESTS = rbac:roleName=svcnet-manager crd webhook paths=./...
@@ -89,6 +104,10 @@ k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-
 .PHONY: node-images
 node-images: ## Build the filesystems of the images the simulated nodes run (agnhost, busybox, nginx, httpd, pause, curl, dnsutils) into bin/images (once).
 	@hack/node-images/build.sh $(BIN)/images
+
+.PHONY: e2e-bins
+e2e-bins: ## Build upstream's e2e.test and the ginkgo CLI into bin/e2e (once; make conformance runs them).
+	@hack/e2e/build.sh $(BIN)/e2e
 
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
