@@ -44,7 +44,10 @@ func WaitForAPIServer(ctx context.Context, cfg *rest.Config, timeout time.Durati
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the API server at %s did not answer /healthz within %s: %w (last: %v)", cfg.Host, timeout, err, last)
+		if last != nil {
+			err = last
+		}
+		return fmt.Errorf("the API server at %s did not answer /healthz within %s: %w", cfg.Host, timeout, err)
 	}
 	if time.Since(start) > apiServerPollInterval {
 		log.Info("The API server answers", "host", cfg.Host, "after", time.Since(start).Round(time.Millisecond))

@@ -222,7 +222,7 @@ func unpackEntry(root string, h *tar.Header, r io.Reader) error {
 	}
 	target := filepath.Join(parent, base)
 	mode := fs.FileMode(h.Mode).Perm() | modeBits(h.Mode)
-	if fi, err := os.Lstat(target); err == nil && !(fi.IsDir() && h.Typeflag == tar.TypeDir) {
+	if fi, err := os.Lstat(target); err == nil && (!fi.IsDir() || h.Typeflag != tar.TypeDir) {
 		if err := os.RemoveAll(target); err != nil {
 			return err
 		}
