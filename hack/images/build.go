@@ -124,7 +124,7 @@ func build(spec Spec, in Inputs, out string) (Built, error) {
 }
 
 // writeArchive writes img as an OCI image layout (oci-layout, index.json,
-// blobs/) in a tar, one index entry per tag, with Docker's manifest.json
+// blobs/) in a tar, named by the first tag, with Docker's manifest.json
 // beside it, as `docker save` writes since Docker 25: `docker load`,
 // `podman load`, `skopeo copy oci-archive:`, `ctr images import` and
 // `kind load image-archive` all read it.
@@ -138,16 +138,18 @@ func writeArchive(img v1.Image, repository string, tags []string, archive string
 	if err != nil {
 		return err
 	}
+	// One index entry, named by the first tag, so that tools taking an
+	// OCI archive need no tag to pick the image; Docker's manifest.json
+	// carries every tag.
 	var repoTags []string
 	for _, tag := range tags {
-		ref := repository + ":" + tag
-		repoTags = append(repoTags, ref)
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-			"org.opencontainers.image.ref.name": tag,
-			"io.containerd.image.name":          ref,
-		})); err != nil {
-			return err
-		}
+		repoTags = append(repoTags, repository+":"+tag)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": tags[0],
+		"io.containerd.image.name":          repoTags[0],
+	})); err != nil {
+		return err
 	}
 	manifest, err := img.Manifest()
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -53,7 +54,7 @@ func fixture(t *testing.T, dir string, mtime time.Time, umaskDirs os.FileMode) I
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return Inputs{Binary: filepath.Join(dir, "svcnet"), Root: filepath.Join(dir, "roots"), Version: "v1.2.3", Tags: []string{"latest", "v1.2.3"}}
+	return Inputs{Binary: filepath.Join(dir, "svcnet"), Root: filepath.Join(dir, "roots"), Version: "v1.2.3", Tags: []string{"v1.2.3", "latest"}}
 }
 
 // TestReproducible builds each image twice from the same inputs made at
@@ -117,8 +118,19 @@ func TestArchive(t *testing.T) {
 		}
 		names = append(names, d.Annotations["io.containerd.image.name"])
 	}
-	if want := []string{spec.Repository + ":latest", spec.Repository + ":v1.2.3"}; !slices.Equal(names, want) {
-		t.Errorf("image names %q, want %q", names, want)
+	if want := []string{spec.Repository + ":v1.2.3"}; !slices.Equal(names, want) {
+		t.Errorf("image names in index.json %q, want %q", names, want)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved []struct{ RepoTags []string }
+	if err := json.Unmarshal(data, &saved); err != nil || len(saved) != 1 {
+		t.Fatalf("manifest.json: %v: %s", err, data)
+	}
+	if want := []string{spec.Repository + ":v1.2.3", spec.Repository + ":latest"}; !slices.Equal(saved[0].RepoTags, want) {
+		t.Errorf("manifest.json's RepoTags %q, want %q", saved[0].RepoTags, want)
 	}
 	docker, err := tarball.ImageFromPath(built.Archive, nil)
 	if err != nil {

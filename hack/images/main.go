@@ -18,9 +18,9 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	tags := []string{"latest"}
-	if *version != "latest" {
-		tags = append(tags, tagOf(*version))
+	tags := []string{tagOf(*version)}
+	if tags[0] != "latest" {
+		tags = append(tags, "latest")
 	}
 	var lines []string
 	for _, spec := range Specs {
