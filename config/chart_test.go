@@ -230,3 +230,11 @@ func TestChartValues(t *testing.T) {
 		}
 	}
 }
+
+// TestChartLint: helm lint --strict passes (warnings are failures).
+func TestChartLint(t *testing.T) {
+	helm := helmBinary(t)
+	if out, err := exec.Command(helm, "lint", "--strict", chartDir).CombinedOutput(); err != nil {
+		t.Errorf("helm lint --strict: %v\n%s", err, out)
+	}
+}
