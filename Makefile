@@ -86,6 +86,7 @@ vet: ## go vet the code.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+	cd hack/images && $(GOLANGCI_LINT) run ./...
 
 ##@ Dependencies
 

@@ -147,7 +147,7 @@ func TestArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cf.Config.Entrypoint, spec.Entrypoint) || cf.Config.User != spec.User || !cf.Created.Time.Equal(epoch) {
+	if !slices.Equal(cf.Config.Entrypoint, spec.Entrypoint) || cf.Config.User != spec.User || !cf.Created.Equal(epoch) {
 		t.Errorf("config %+v, created %v", cf.Config, cf.Created)
 	}
 	files := map[string]tar.Header{}
