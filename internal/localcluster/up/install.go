@@ -17,6 +17,7 @@ import (
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
+	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 // Ways svcnet is installed (--install).
@@ -37,6 +38,10 @@ const (
 	agentAPIServerCM = "svcnet-agent-apiserver"
 	webhookService   = "svcnet-webhook-service"
 )
+
+// imageVersionLabel is the label of svcnet's images that holds their
+// svcnet's version.
+const imageVersionLabel = "org.opencontainers.image.version"
 
 // svcnetImages are the archives of svcnet's images that `make images`
 // writes, which the nodes run for --install=manifests: the images a
@@ -80,6 +85,9 @@ func (s *session) svcnetImagesOf() ([]images.Image, error) {
 			return nil, fmt.Errorf("loading svcnet's image: %w", err)
 		}
 		fmt.Fprintf(s.out, "svcnet image %s from %s\n", strings.Join(img.Repositories, ", "), filepath.Join(dir, name))
+		if v := img.Config.Labels[imageVersionLabel]; v != version.Version {
+			fmt.Fprintf(s.out, "  its svcnet is %s, this one %s: `make images` builds them from this checkout\n", v, version.Version)
+		}
 		out = append(out, img)
 	}
 	return out, nil

@@ -122,7 +122,7 @@ func TestLoadArchive(t *testing.T) {
 		{Name: "absolute/passwd", Mode: 0o644},
 		{Name: "svcnet"},
 	}, map[string]string{"svcnet": "#!svcnet", "sbin/nft": "nft", "opaque/new": "y", "escape/outside": "z", "absolute/passwd": "p"})
-	cfg := Config{Entrypoint: []string{"/svcnet"}, Cmd: []string{"agent"}, Env: []string{"PATH=/usr/sbin"}, User: "0:0"}
+	cfg := Config{Entrypoint: []string{"/svcnet"}, Cmd: []string{"agent"}, Env: []string{"PATH=/usr/sbin"}, User: "0:0", Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
 	archive, digest := ociArchive(t, cfg, []string{"ghcr.io/svcnet-io/svcnet-agent:latest", "ghcr.io/svcnet-io/svcnet-agent:v1"}, base, top)
 	cache := t.TempDir()
 
