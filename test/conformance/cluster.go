@@ -72,7 +72,10 @@ func startUp(ctx context.Context, svcnet string, args []string, logPath string, 
 	case <-ready:
 		return up, nil
 	case <-up.exited:
-		err = fmt.Errorf("svcnet up exited before it was ready (%v): see %s", up.err, logPath)
+		err = fmt.Errorf("svcnet up exited before it was ready: see %s", logPath)
+		if up.err != nil {
+			err = fmt.Errorf("svcnet up exited before it was ready (%w): see %s", up.err, logPath)
+		}
 	case <-time.After(timeout):
 		err = fmt.Errorf("svcnet up not ready after %s: see %s", timeout, logPath)
 	case <-ctx.Done():
@@ -92,7 +95,10 @@ func (u *upProcess) stop() error {
 	}()
 	select {
 	case <-u.exited:
-		return fmt.Errorf("svcnet up exited during the run: %v (see svcnet-up.log)", u.err)
+		if u.err == nil {
+			return errors.New("svcnet up exited during the run (see svcnet-up.log)")
+		}
+		return fmt.Errorf("svcnet up exited during the run: %w (see svcnet-up.log)", u.err)
 	default:
 	}
 	_ = u.cmd.Process.Signal(os.Interrupt)

@@ -108,29 +108,8 @@ func main() {
 // exit code.
 func run(o options, sigs <-chan os.Signal) (int, error) {
 	start := time.Now()
-	if o.out == "" {
-		o.out = filepath.Join("_output", "conformance", start.Format("20060102-150405"))
-	}
-	abs := func(p *string) error {
-		a, err := filepath.Abs(*p)
-		*p = a
-		return err
-	}
-	for _, p := range []*string{&o.out, &o.svcnet, &o.e2eBinDir, &o.kubectl} {
-		if err := abs(p); err != nil {
-			return 1, err
-		}
-	}
-	selected, err := focusMatcher(o.focus, o.skip)
+	selected, err := prepare(&o, start)
 	if err != nil {
-		return 1, err
-	}
-	for _, bin := range []string{o.svcnet, o.kubectl, filepath.Join(o.e2eBinDir, "e2e.test"), filepath.Join(o.e2eBinDir, "ginkgo")} {
-		if _, err := os.Stat(bin); err != nil {
-			return 1, fmt.Errorf("%w (make conformance builds it)", err)
-		}
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return 1, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -147,60 +126,92 @@ func run(o options, sigs <-chan os.Signal) (int, error) {
 	dataDir := filepath.Join(o.out, "svcnet-up")
 	// The user's flags last: they win over ours (--nodes).
 	upArgs := append([]string{"up", fmt.Sprintf("--nodes=%d", o.nodes)}, o.upArgs...)
-	fmt.Printf("conformance: starting svcnet %s (output in %s)\n", joinArgs(upArgs), o.out)
-	up, err := startUp(ctx, o.svcnet, append([]string{"up", "--data-dir", dataDir}, upArgs[1:]...), filepath.Join(o.out, "svcnet-up.log"), o.upTimeout)
-	var upErr error
-	results := &runResults{}
-	if err != nil {
-		upErr = err
-	} else {
-		fmt.Printf("conformance: svcnet up is ready after %s; running ginkgo with %d processes\n", time.Since(start).Round(time.Second), o.procs)
-		testCtx, stopTests := context.WithCancel(ctx)
-		standIns, err := watchStandIns(testCtx, filepath.Join(dataDir, "kubeconfig"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "conformance: not watching for stand-in images:", err)
-		}
-		results.standIns = standIns
-		go func() {
-			select {
-			case <-up.exited:
-				stopTests()
-			case <-testCtx.Done():
-			}
-		}()
-		if err := runGinkgo(testCtx, o, filepath.Join(dataDir, "kubeconfig")); err != nil {
-			upErr = errors.Join(upErr, err)
-		}
-		stopTests()
-		upErr = errors.Join(upErr, up.stop())
-	}
+	results := &runResults{upArgs: upArgs, procs: o.procs, focus: o.focus, skip: o.skip, start: start}
+	results.upErr = runTests(ctx, o, dataDir, upArgs, results)
 	if err := keepLogs(dataDir, o.out); err != nil {
-		upErr = errors.Join(upErr, err)
+		results.upErr = errors.Join(results.upErr, err)
 	}
-
 	report, err := readGinkgoReport(filepath.Join(o.out, "ginkgo", "report.json"))
-	if err != nil && upErr == nil {
-		upErr = err
+	if err != nil && results.upErr == nil {
+		results.upErr = err
 	}
 	results.tests = judge(report, results.standIns.in, selected)
-	results.upArgs = upArgs
-	results.procs = o.procs
-	results.focus, results.skip = o.focus, o.skip
-	results.start, results.duration = start, time.Since(start)
-	results.upErr = upErr
-	if err := writeJUnit(filepath.Join(o.out, "junit.xml"), results); err != nil {
+	results.duration = time.Since(start)
+	if err := writeResults(o.out, results); err != nil {
 		return 1, err
 	}
-	summary := results.summary()
-	if err := os.WriteFile(filepath.Join(o.out, "summary.md"), []byte(summary), 0o644); err != nil {
-		return 1, err
-	}
-	fmt.Print("\n" + summary)
-	fmt.Printf("\nconformance: results in %s\n", o.out)
 	if !results.ok() {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// prepare makes o's paths absolute, checks that the programs are built,
+// creates the output folder and returns the --focus/--skip matcher.
+func prepare(o *options, start time.Time) (func(suiteDescription, text string) bool, error) {
+	if o.out == "" {
+		o.out = filepath.Join("_output", "conformance", start.Format("20060102-150405"))
+	}
+	for _, p := range []*string{&o.out, &o.svcnet, &o.e2eBinDir, &o.kubectl} {
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, err
+		}
+		*p = a
+	}
+	selected, err := focusMatcher(o.focus, o.skip)
+	if err != nil {
+		return nil, err
+	}
+	for _, bin := range []string{o.svcnet, o.kubectl, filepath.Join(o.e2eBinDir, "e2e.test"), filepath.Join(o.e2eBinDir, "ginkgo")} {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("%w (make conformance builds it)", err)
+		}
+	}
+	return selected, os.MkdirAll(o.out, 0o755)
+}
+
+// runTests starts svcnet up, runs ginkgo against it while watching for
+// stand-in images, and stops svcnet up; it returns svcnet up's or
+// ginkgo's failure.
+func runTests(ctx context.Context, o options, dataDir string, upArgs []string, results *runResults) error {
+	fmt.Printf("conformance: starting svcnet %s (output in %s)\n", joinArgs(upArgs), o.out)
+	up, err := startUp(ctx, o.svcnet, append([]string{"up", "--data-dir", dataDir}, upArgs[1:]...), filepath.Join(o.out, "svcnet-up.log"), o.upTimeout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("conformance: svcnet up is ready after %s; running ginkgo with %d processes\n", time.Since(results.start).Round(time.Second), o.procs)
+	testCtx, stopTests := context.WithCancel(ctx)
+	defer stopTests()
+	standIns, err := watchStandIns(testCtx, filepath.Join(dataDir, "kubeconfig"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance: not watching for stand-in images:", err)
+	}
+	results.standIns = standIns
+	go func() {
+		select {
+		case <-up.exited:
+			stopTests()
+		case <-testCtx.Done():
+		}
+	}()
+	testErr := runGinkgo(testCtx, o, filepath.Join(dataDir, "kubeconfig"))
+	stopTests()
+	return errors.Join(testErr, up.stop())
+}
+
+// writeResults writes junit.xml and summary.md and prints the summary.
+func writeResults(out string, results *runResults) error {
+	if err := writeJUnit(filepath.Join(out, "junit.xml"), results); err != nil {
+		return err
+	}
+	summary := results.summary()
+	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	fmt.Print("\n" + summary)
+	fmt.Printf("\nconformance: results in %s\n", out)
+	return nil
 }
 
 // runGinkgo runs e2e.test under ginkgo's CLI. A non-zero exit is not an

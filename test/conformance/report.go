@@ -186,46 +186,9 @@ func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string
 	var out []testResult
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
-			t := testResult{result: s.State, duration: s.RunTime, log: s.CapturedGinkgoWriterOutput}
-			if s.Failure != nil {
-				t.message = s.Failure.Message
-				if t.message == "" {
-					t.message = s.Failure.ForwardedPanic
-				}
-				if s.Failure.Location.FileName != "" {
-					t.location = fmt.Sprintf("%s:%d", trimModulePath(s.Failure.Location.FileName), s.Failure.Location.LineNumber)
-				}
+			if t, keep := judgeSpec(r.SuiteDescription, s, standInsIn, selected); keep {
+				out = append(out, t)
 			}
-			if s.LeafNodeType == "It" {
-				t.name = s.fullText()
-				switch s.State {
-				case "pending":
-					continue
-				case resultSkipped:
-					if t.message == "" {
-						if !selected(r.SuiteDescription, t.name) { // left out by --focus/--skip
-							continue
-						}
-						t.result, t.message = resultNotRun, "ginkgo never started it: the run was interrupted or its --timeout elapsed"
-					}
-				case resultPassed:
-					if check, ok := vacuousChecks[t.name]; ok {
-						if why := check(t.log); why != "" {
-							t.result, t.message = resultVacuous, why
-						}
-					}
-					if images := standInsIn(s.namespaces()); t.result == resultPassed && len(images) > 0 {
-						t.result = resultStandIn
-						t.message = fmt.Sprintf("ginkgo says passed, but the test's Pods ran the node simulator's stand-in server, not their images' programs (first reported: %s)", strings.Join(images, ", "))
-					}
-				}
-			} else {
-				if s.State == resultPassed || s.State == resultSkipped {
-					continue
-				}
-				t.name = fmt.Sprintf("[%s] %s:%d", s.LeafNodeType, trimModulePath(s.LeafNodeLocation.FileName), s.LeafNodeLocation.LineNumber)
-			}
-			out = append(out, t)
 		}
 		for _, reason := range r.SpecialSuiteFailureReasons {
 			out = append(out, testResult{name: "[suite] " + r.SuiteDescription, result: resultFailed, message: reason})
@@ -233,6 +196,57 @@ func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string
 	}
 	slices.SortStableFunc(out, func(a, b testResult) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// judgeSpec is judge for one spec report; keep is false for a spec that
+// is no result of the run (pending, left out, a passing suite node).
+func judgeSpec(suite string, s specReport, standInsIn func(namespaces []string) []string, selected func(suiteDescription, text string) bool) (t testResult, keep bool) {
+	t = testResult{result: s.State, duration: s.RunTime, log: s.CapturedGinkgoWriterOutput}
+	if s.Failure != nil {
+		t.message = s.Failure.Message
+		if t.message == "" {
+			t.message = s.Failure.ForwardedPanic
+		}
+		if s.Failure.Location.FileName != "" {
+			t.location = fmt.Sprintf("%s:%d", trimModulePath(s.Failure.Location.FileName), s.Failure.Location.LineNumber)
+		}
+	}
+	if s.LeafNodeType != "It" {
+		if s.State == resultPassed || s.State == resultSkipped {
+			return t, false
+		}
+		t.name = fmt.Sprintf("[%s] %s:%d", s.LeafNodeType, trimModulePath(s.LeafNodeLocation.FileName), s.LeafNodeLocation.LineNumber)
+		return t, true
+	}
+	t.name = s.fullText()
+	switch s.State {
+	case "pending":
+		return t, false
+	case resultSkipped:
+		if t.message == "" {
+			if !selected(suite, t.name) { // left out by --focus/--skip
+				return t, false
+			}
+			t.result, t.message = resultNotRun, "ginkgo never started it: the run was interrupted or its --timeout elapsed"
+		}
+	case resultPassed:
+		judgePass(&t, s, standInsIn)
+	}
+	return t, true
+}
+
+// judgePass lets a pass stand only when its log shows the work done (for
+// a known-vacuous test) and no Pod of the test ran a stand-in.
+func judgePass(t *testResult, s specReport, standInsIn func(namespaces []string) []string) {
+	if check, ok := vacuousChecks[t.name]; ok {
+		if why := check(t.log); why != "" {
+			t.result, t.message = resultVacuous, why
+		}
+	}
+	if images := standInsIn(s.namespaces()); t.result == resultPassed && len(images) > 0 {
+		t.result = resultStandIn
+		t.message = fmt.Sprintf("ginkgo says passed, but the test's Pods ran the node simulator's stand-in server, not their images' programs (first reported: %s)", strings.Join(images, ", "))
+	}
 }
 
 // focusMatcher selects specs as ginkgo's --focus and --skip do: the
