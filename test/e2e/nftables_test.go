@@ -61,6 +61,11 @@ func testUpNFTables(t *testing.T, pipeline, tableName string, shown []string, co
 	}
 	podNames := map[string]bool{}
 	for _, p := range pods.Items {
+		// The walkthrough scaled web down: the Pods it removed may still be
+		// terminating (their grace period), out of the Service already.
+		if p.DeletionTimestamp != nil {
+			continue
+		}
 		podNames[p.Name] = true
 	}
 	for _, n := range []string{"svcnet-node-1", "svcnet-node-2"} {
