@@ -147,7 +147,7 @@ func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 			return liveTable{}, nil
 		}
 		if err != nil {
-			return live, fmt.Errorf("listing %s: %w", kind, err)
+			return live, fmt.Errorf("%w: listing %s: %w", dataplane.ErrListRules, kind, err)
 		}
 		switch kind {
 		case "chains":

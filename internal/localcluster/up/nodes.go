@@ -366,7 +366,7 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, kub
 		return err
 	}
 	cl.agents = append(cl.agents, p)
-	return waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", health), nil, "", 60*time.Second)
+	return waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil, "", 60*time.Second)
 }
 
 // startKubeProxy runs kube-proxy inside node n's namespace, as on a real

@@ -428,7 +428,7 @@ func (s *session) prepare() error {
 	return os.MkdirAll(s.logs, 0o755)
 }
 
-// watch keeps p to be stopped at the end and reports its exit on failed.
+// stopProcesses stops the processes the session started, the last first.
 func (s *session) stopProcesses() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].stop(10 * time.Second)
