@@ -139,56 +139,129 @@ type liveTable struct {
 	chains, sets, maps []string
 }
 
+// has tells whether the table holds a set or map of that name.
+func (l liveTable) has(name string) bool {
+	return slices.Contains(l.sets, name) || slices.Contains(l.maps, name)
+}
+
 func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
-	var live liveTable
-	for _, kind := range []string{"chains", "sets", "maps"} {
-		names, err := b.nft.List(ctx, kind)
-		if knftables.IsNotFound(err) {
-			return liveTable{}, nil
-		}
-		if err != nil {
-			return live, fmt.Errorf("%w: listing %s: %w", dataplane.ErrListRules, kind, err)
-		}
-		switch kind {
-		case "chains":
-			live.chains = names
-		case "sets":
-			live.sets = names
-		default:
-			live.maps = names
-		}
+	all, err := b.nft.ListAll(ctx)
+	if knftables.IsNotFound(err) {
+		return liveTable{}, nil
+	}
+	if err != nil {
+		return liveTable{}, fmt.Errorf("%w: listing table %s: %w", dataplane.ErrListRules, TableName, err)
+	}
+	live := liveTable{chains: all["chain"], sets: all["set"], maps: all["map"]}
+	for _, names := range [][]string{live.chains, live.sets, live.maps} {
+		slices.Sort(names)
 	}
 	return live, nil
 }
 
-// syncFull rewrites the live table in one transaction: the
-// objects (fullTransaction), then every element. nft's own interface
-// takes the elements as they are written; any other (knftables' fake)
-// gets them as operations.
+// netlink is the interface's netlink element writer, nil when it has none
+// (knftables' Fake): then every element goes in the knftables transaction.
+func (b *Backend) netlink() *netlinkElements {
+	if w, ok := b.nft.(netlinkWriter); ok {
+		return w.netlink()
+	}
+	return nil
+}
+
+// syncFull rewrites the live table. Through knftables alone it is one
+// transaction: the objects (fullTransaction), then every element. With
+// netlink, the objects, rules and verdict map elements go first in one
+// nft transaction, then each data set or map is emptied and refilled in
+// one netlink transaction of its own (a set that was not in the table is
+// filled in bounded chunks): nft parses no element and the agent never
+// holds the whole table as text. Between the two, only elements that
+// changed since the table was written (while the agent was down, or after
+// a failed sync) can be out of step with the rules. After a failed full
+// sync (recreate) everything goes in one knftables transaction, so that
+// the re-created table is never seen empty.
 func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live liveTable) (int, error) {
-	tx, n := b.fullTransaction(desired, live)
+	nl := b.netlink()
+	if b.recreate {
+		nl = nil
+	}
+	tx, n := b.fullTransaction(desired, live, nl != nil)
 	ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
 		_, ok := b.st.elems[id].wantAll()
 		return !ok || desired[id.set] == nil
 	})
 	n += len(ids)
-	if s, ok := b.nft.(elementStreamer); ok {
-		return n, s.RunWithElements(ctx, tx, func(w *elementWriter) {
-			for _, id := range ids {
-				v, _ := b.st.elems[id].wantAll()
-				w.add(id.set, id.key, v, desired[id.set].kind == kindMap)
-			}
-		})
-	}
+	var data []elemID
 	for _, id := range ids {
+		o := desired[id.set]
+		if nl != nil && o.isData() {
+			data = append(data, id)
+			continue
+		}
 		v, _ := b.st.elems[id].wantAll()
-		tx.Add(id.knftWith(v, desired[id.set].kind == kindMap))
+		tx.Add(id.knftWith(v, o.kind == kindMap))
 	}
-	return n, b.nft.Run(ctx, tx)
+	if err := b.nft.Run(ctx, tx); err != nil || nl == nil {
+		return n, err
+	}
+	return n, b.loadElements(ctx, nl, desired, live, data)
 }
 
-// syncPartial applies partialTransaction, if it has anything to do.
+// loadElements writes data, sorted by set, over netlink: a set the table
+// held is flushed and refilled in one transaction, a new one filled in
+// chunks.
+func (b *Backend) loadElements(ctx context.Context, nl *netlinkElements, desired map[string]*object, live liveTable, data []elemID) error {
+	batch := nl.batch()
+	refill := map[string]bool{}
+	for name, o := range desired {
+		if o.isData() && live.has(name) {
+			refill[name] = true
+		}
+	}
+	// Sets the table held but that no element is wanted in any more are
+	// emptied too.
+	for _, name := range sortedKeys(refill) {
+		if !slices.ContainsFunc(data, func(id elemID) bool { return id.set == name }) {
+			batch.flushSet(name)
+		}
+	}
+	for i, id := range data {
+		o := desired[id.set]
+		if i == 0 || data[i-1].set != id.set {
+			if refill[id.set] {
+				batch.flushSet(id.set)
+			}
+		}
+		v, _ := b.st.elems[id].wantAll()
+		batch.add(o, id.key, v)
+		last := i == len(data)-1 || data[i+1].set != id.set
+		if (last && refill[id.set]) || (!refill[id.set] && batch.pendingBytes() >= maxChunkBytes) {
+			if err := batch.commit(); err != nil {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return batch.commit()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// syncPartial applies what changed since the last applied sync: over
+// netlink in one transaction when only data elements changed (an endpoint
+// change), else as one knftables transaction (partialTransaction).
 func (b *Backend) syncPartial(ctx context.Context, desired map[string]*object) (int, error) {
+	if nl := b.netlink(); nl != nil && b.onlyDataChanged(desired) {
+		return b.partialElements(ctx, nl, desired)
+	}
 	tx, n := b.partialTransaction(desired)
 	if n == 0 {
 		return 0, nil
@@ -196,11 +269,64 @@ func (b *Backend) syncPartial(ctx context.Context, desired map[string]*object) (
 	return n, b.nft.Run(ctx, tx)
 }
 
-// fullTransaction rewrites the table's objects: live chains and static
-// sets are flushed, what is no longer wanted deleted, and every object and
-// rule written; syncFull adds the elements. The affinity sets keep the
-// clients they remember.
-func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*knftables.Transaction, int) {
+// onlyDataChanged tells whether no object changed since the last applied
+// sync and every changed element is in a data set or map.
+func (b *Backend) onlyDataChanged(desired map[string]*object) bool {
+	if len(desired) != len(b.applied) {
+		return false
+	}
+	for name, o := range desired {
+		if a := b.applied[name]; a == nil || a.content != o.content {
+			return false
+		}
+	}
+	for id := range b.st.dirty {
+		if !desired[id.set].isData() {
+			return false
+		}
+	}
+	return true
+}
+
+// partialElements writes the changed data elements in one netlink
+// transaction: the old values out, the new ones in.
+func (b *Backend) partialElements(ctx context.Context, nl *netlinkElements, desired map[string]*object) (int, error) {
+	batch := nl.batch()
+	n := 0
+	var adds []elemID
+	for _, id := range sortedIDs(b.st.dirty) {
+		st := b.st.elems[id]
+		if st == nil {
+			continue
+		}
+		v, ok := st.want()
+		if st.present && (!ok || v != st.applied) {
+			batch.del(desired[id.set], id.key)
+			n++
+		}
+		if ok && (!st.present || v != st.applied) {
+			adds = append(adds, id)
+		}
+	}
+	for _, id := range adds {
+		w, _ := b.st.elems[id].wantAll()
+		batch.add(desired[id.set], id.key, w)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return n, err
+	}
+	return n, batch.commit()
+}
+
+// fullTransaction rewrites the table's objects: live chains (and, unless
+// dataOverNetlink, static sets) are flushed, what is no longer wanted
+// deleted, and every object and rule written; syncFull adds the elements.
+// The affinity sets keep the clients they remember.
+func (b *Backend) fullTransaction(desired map[string]*object, live liveTable, dataOverNetlink bool) (*knftables.Transaction, int) {
 	tx := b.nft.NewTransaction()
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for svcnet agent")})
 	if b.recreate {
@@ -220,7 +346,8 @@ func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*
 				kind = kindMap
 			}
 			stale = append(stale, &object{kind: kind, name: name})
-		case !o.dynamic():
+		case o.dynamic(), dataOverNetlink && o.isData():
+		default:
 			flushObject(tx, o)
 		}
 	}

@@ -163,7 +163,9 @@ func AffinityChain(namespace, service, portName string, p corev1.Protocol, local
 // affinitySet names the set of the clients an endpoint of a service port
 // with ClientIP affinity served recently.
 func affinitySet(base string, ep netip.AddrPort) string {
-	return "affinity-" + base + "__" + ep.Addr().String() + "/" + strconv.Itoa(int(ep.Port()))
+	// nft takes no colon in a name: an IPv6 address is written with dots,
+	// as kube-proxy writes it in its endpoint chains' names.
+	return "affinity-" + base + "__" + strings.ReplaceAll(ep.Addr().String(), ":", ".") + "/" + strconv.Itoa(int(ep.Port()))
 }
 
 // EndpointCount counts the endpoints a listing of svcnet's table (`nft list
