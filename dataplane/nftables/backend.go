@@ -45,7 +45,9 @@ var _ dataplane.Backend = (*Backend)(nil)
 // NewBackend returns a backend writing through nft (NewInterface's, or
 // knftables.NewFake in tests) for the table of family.
 func NewBackend(family corev1.IPFamily, nft knftables.Interface, cfg Config) *Backend {
-	return &Backend{family: family, fam: familyOf(family), cfg: cfg, nft: nft, st: newState(), needFull: true}
+	b := &Backend{family: family, fam: familyOf(family), cfg: cfg, nft: nft, st: newState(), needFull: true}
+	b.st.rewriteAll()
+	return b
 }
 
 // Mode implements dataplane.Backend.
@@ -69,6 +71,7 @@ func (b *Backend) SetService(key string, ports []*model.ServicePort) {
 func (b *Backend) ForceFull() {
 	b.mu.Lock()
 	b.needFull = true
+	b.st.rewriteAll()
 	b.mu.Unlock()
 }
 
@@ -102,6 +105,7 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	if err != nil {
 		b.recreate = full
 		b.needFull = true
+		b.st.rewriteAll()
 		return dataplane.SyncResult{Full: full}, fmt.Errorf("applying %d changes: %w", n, err)
 	}
 	b.applied = desired
@@ -146,7 +150,7 @@ func (l liveTable) has(name string) bool {
 
 func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 	all, err := b.nft.ListAll(ctx)
-	if knftables.IsNotFound(err) {
+	if knftables.IsNotFound(err) || (err != nil && b.tableMissing()) {
 		return liveTable{}, nil
 	}
 	if err != nil {
@@ -157,6 +161,18 @@ func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 		slices.Sort(names)
 	}
 	return live, nil
+}
+
+// tableMissing tells whether the kernel has no table of the backend's:
+// knftables' netlink listing reports a missing table with an error that
+// is not its typed not-found error.
+func (b *Backend) tableMissing() bool {
+	nl := b.netlink()
+	if nl == nil {
+		return false
+	}
+	names, err := Tables(b.family, nl.netns)
+	return err == nil && !slices.Contains(names, nl.table.Name)
 }
 
 // netlink is the interface's netlink element writer, nil when it has none
@@ -185,74 +201,81 @@ func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live
 		nl = nil
 	}
 	tx, n := b.fullTransaction(desired, live, nl != nil)
-	ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
-		_, ok := b.st.elems[id].wantAll()
-		return !ok || desired[id.set] == nil
-	})
-	n += len(ids)
-	var data []elemID
-	for _, id := range ids {
+	if nl == nil {
+		ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
+			_, ok := b.st.elems[id].wantAll()
+			return !ok || desired[id.set] == nil
+		})
+		for _, id := range ids {
+			v, _ := b.st.elems[id].wantAll()
+			tx.Add(id.knftWith(v, desired[id.set].kind == kindMap))
+		}
+		return n + len(ids), b.nft.Run(ctx, tx)
+	}
+	// Over netlink, elements only need grouping by set: sorting a million
+	// of them cost seconds.
+	bySet := map[string][]elemID{}
+	for id, st := range b.st.elems {
 		o := desired[id.set]
-		if nl != nil && o.isData() {
-			data = append(data, id)
+		if _, ok := st.wantAll(); !ok || o == nil {
 			continue
 		}
-		v, _ := b.st.elems[id].wantAll()
+		n++
+		if o.isData() {
+			bySet[id.set] = append(bySet[id.set], id)
+			continue
+		}
+		v, _ := st.wantAll()
 		tx.Add(id.knftWith(v, o.kind == kindMap))
 	}
-	if err := b.nft.Run(ctx, tx); err != nil || nl == nil {
+	if err := b.nft.Run(ctx, tx); err != nil {
 		return n, err
 	}
-	return n, b.loadElements(ctx, nl, desired, live, data)
+	return n, b.loadElements(ctx, nl, desired, live, bySet)
 }
 
-// loadElements writes data, sorted by set, over netlink: a set the table
-// held is flushed and refilled in one transaction, a new one filled in
-// chunks.
-func (b *Backend) loadElements(ctx context.Context, nl *netlinkElements, desired map[string]*object, live liveTable, data []elemID) error {
+// loadElements writes the data elements over netlink, set by set: a set
+// the table held is flushed and refilled in one transaction, a new one
+// filled in chunks.
+func (b *Backend) loadElements(ctx context.Context, nl *netlinkElements, desired map[string]*object, live liveTable, bySet map[string][]elemID) error {
 	batch := nl.batch()
-	refill := map[string]bool{}
+	var names []string
 	for name, o := range desired {
-		if o.isData() && live.has(name) {
-			refill[name] = true
+		if o.isData() {
+			names = append(names, name)
 		}
 	}
-	// Sets the table held but that no element is wanted in any more are
-	// emptied too.
-	for _, name := range sortedKeys(refill) {
-		if !slices.ContainsFunc(data, func(id elemID) bool { return id.set == name }) {
+	slices.Sort(names)
+	// A transaction is sent once it holds maxChunkBytes, but never between
+	// a set's flush and its last element.
+	commitFull := func() error {
+		if batch.pendingBytes() < maxChunkBytes {
+			return nil
+		}
+		if err := batch.commit(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	for _, name := range names {
+		o, ids, refill := desired[name], bySet[name], live.has(name)
+		if refill {
 			batch.flushSet(name)
 		}
-	}
-	for i, id := range data {
-		o := desired[id.set]
-		if i == 0 || data[i-1].set != id.set {
-			if refill[id.set] {
-				batch.flushSet(id.set)
+		for _, id := range ids {
+			v, _ := b.st.elems[id].wantAll()
+			batch.add(o, id.key, v)
+			if !refill {
+				if err := commitFull(); err != nil {
+					return err
+				}
 			}
 		}
-		v, _ := b.st.elems[id].wantAll()
-		batch.add(o, id.key, v)
-		last := i == len(data)-1 || data[i+1].set != id.set
-		if (last && refill[id.set]) || (!refill[id.set] && batch.pendingBytes() >= maxChunkBytes) {
-			if err := batch.commit(); err != nil {
-				return err
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := commitFull(); err != nil {
+			return err
 		}
 	}
 	return batch.commit()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // syncPartial applies what changed since the last applied sync: over
@@ -486,6 +509,7 @@ func (b *Backend) markAllApplied() {
 		}
 	}
 	b.st.dirty = map[elemID]bool{}
+	b.st.allDirty = false
 }
 
 func sortedObjects(m map[string]*object) []*object {

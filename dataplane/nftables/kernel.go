@@ -19,7 +19,9 @@ func NewInterface(f corev1.IPFamily, table, netnsPath string) (knftables.Interfa
 	var nft knftables.Interface
 	err := netns.Do(netnsPath, func() error {
 		var err error
-		nft, err = knftables.New(familyOf(f).nft, table)
+		// Listing over netlink: `nft --json --terse list table` still
+		// reads every element, 34 s at 20,000 Services.
+		nft, err = knftables.New(familyOf(f).nft, table, knftables.UseNetlink)
 		return err
 	})
 	if err != nil {

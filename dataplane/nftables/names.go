@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -90,7 +91,23 @@ var (
 
 // mapName is the data map of the ports of a protocol with n endpoints.
 func (p pick) mapName(proto string, n int) string {
-	return p.chain + "-" + proto + "-" + strconv.Itoa(n)
+	k := mapNameKey{p.chain, proto, n}
+	if name, ok := mapNames.Load(k); ok {
+		return name.(string)
+	}
+	name := p.chain + "-" + proto + "-" + strconv.Itoa(n)
+	mapNames.Store(k, name)
+	return name
+}
+
+// mapNames holds the map names made so far: every element of a map
+// names it, and at 50,000 Services a string per element was tens of
+// megabytes.
+var mapNames sync.Map
+
+type mapNameKey struct {
+	chain, proto string
+	n            int
 }
 
 // affinityMap is the verdict map sending ports with ClientIP affinity to

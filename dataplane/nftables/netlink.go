@@ -150,12 +150,11 @@ func newNetlinkElements(fam family, table, netnsPath string) *netlinkElements {
 // attribute, whose length is 16 bits; a batch is sent with one sendmsg and
 // the kernel acknowledges each message, so the socket's buffers are sized
 // to the batch.
-const (
-	maxMessageBytes = 60 << 10
-	// maxChunkBytes bounds a batch that need not be atomic (elements of a
-	// set that was empty before), to keep the agent's memory flat.
-	maxChunkBytes = 4 << 20
-)
+const maxMessageBytes = 60 << 10
+
+// maxChunkBytes bounds a batch that need not be atomic (elements of a set
+// that was empty before), to keep the agent's memory flat.
+var maxChunkBytes = 4 << 20
 
 // elementBatch collects element operations and sends them as one netlink
 // transaction (commit): the kernel applies all of them or none.

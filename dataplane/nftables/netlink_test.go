@@ -197,17 +197,56 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.takeBatches()
-	// The sets the table held that no element is wanted in are emptied
-	// first; endpoints-tcp-1 was not in the table: its fill need not be
-	// atomic and rides with the next set's transaction.
-	want = [][]string{
-		{"flush external-ips", "flush external-ips-local", "flush firewall-allow", "flush firewall-ips",
-			"flush no-endpoint-nodeports", "flush no-endpoint-services", "flush no-local-endpoint-nodeports",
-			"flush no-local-endpoint-services", "flush nodeport-ips", "flush service-nodeports", "flush service-nodeports-local",
-			"flush cluster-ips", "add cluster-ips 1"},
-		{"add endpoints-tcp-1 1", "flush hairpin", "add hairpin 1"},
-	}
+	// Each set the table held is emptied and refilled in the same
+	// transaction (the sets no element is wanted in any more emptied
+	// only); endpoints-tcp-1 was not in the table.
+	want = [][]string{{"flush cluster-ips", "add cluster-ips 1", "add endpoints-tcp-1 1", "flush external-ips",
+		"flush external-ips-local", "flush firewall-allow", "flush firewall-ips", "flush hairpin", "add hairpin 1",
+		"flush no-endpoint-nodeports", "flush no-endpoint-services", "flush no-local-endpoint-nodeports",
+		"flush no-local-endpoint-services", "flush nodeport-ips", "flush service-nodeports", "flush service-nodeports-local"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a restarted backend's full sync over the table (-want +got):\n%s", diff)
+	}
+}
+
+// TestFullSyncChunksOnlyNewSets checks that a cold sync's elements go in
+// transactions of bounded size, while a set the table held is emptied
+// and refilled in one transaction however large.
+func TestFullSyncChunksOnlyNewSets(t *testing.T) {
+	defer func(saved int) { maxChunkBytes = saved }(maxChunkBytes)
+	maxChunkBytes = 2000
+	ctx := context.Background()
+	f := newNetlinkFake(t)
+	b := NewBackend(corev1.IPv4Protocol, f, Config{})
+	var eps []string
+	for i := range 100 {
+		eps = append(eps, fmt.Sprintf("10.244.1.%d", i+1))
+	}
+	b.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", eps...)})
+	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
+		t.Fatal(err)
+	}
+	cold := f.takeBatches()
+	if len(cold) < 3 {
+		t.Fatalf("a cold sync of 200 elements in %d transactions, want them in chunks of about %d bytes", len(cold), maxChunkBytes)
+	}
+	again := NewBackend(corev1.IPv4Protocol, f, Config{})
+	again.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", eps...)})
+	if _, err := again.Sync(ctx, dataplane.Node{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range f.takeBatches() {
+		flushed := map[string]bool{}
+		for _, op := range batch {
+			fields := strings.Fields(op)
+			switch fields[0] {
+			case "flush":
+				flushed[fields[1]] = true
+			case "add":
+				if !flushed[fields[1]] {
+					t.Errorf("elements of %s added in a transaction apart from its flush: %v", fields[1], batch)
+				}
+			}
+		}
 	}
 }
