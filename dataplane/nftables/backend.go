@@ -150,7 +150,7 @@ func (l liveTable) has(name string) bool {
 
 func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 	all, err := b.nft.ListAll(ctx)
-	if knftables.IsNotFound(err) || (err != nil && b.tableMissing()) {
+	if knftables.IsNotFound(err) {
 		return liveTable{}, nil
 	}
 	if err != nil {
@@ -161,18 +161,6 @@ func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
 		slices.Sort(names)
 	}
 	return live, nil
-}
-
-// tableMissing tells whether the kernel has no table of the backend's:
-// knftables' netlink listing reports a missing table with an error that
-// is not its typed not-found error.
-func (b *Backend) tableMissing() bool {
-	nl := b.netlink()
-	if nl == nil {
-		return false
-	}
-	names, err := Tables(b.family, nl.netns)
-	return err == nil && !slices.Contains(names, nl.table.Name)
 }
 
 // netlink is the interface's netlink element writer, nil when it has none

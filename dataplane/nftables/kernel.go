@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -16,26 +17,46 @@ import (
 // netlink sockets, in that network namespace, which is how one process
 // programs simulated nodes.
 func NewInterface(f corev1.IPFamily, table, netnsPath string) (knftables.Interface, error) {
-	var nft knftables.Interface
+	k := &kernel{netns: netnsPath, table: table, family: f, elements: newNetlinkElements(familyOf(f), table, netnsPath)}
 	err := netns.Do(netnsPath, func() error {
 		var err error
+		if k.Interface, err = knftables.New(familyOf(f).nft, table); err != nil {
+			return err
+		}
 		// Listing over netlink: `nft --json --terse list table` still
 		// reads every element, 34 s at 20,000 Services.
-		nft, err = knftables.New(familyOf(f).nft, table, knftables.UseNetlink)
+		k.listing, err = knftables.New(familyOf(f).nft, table, knftables.UseNetlink)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &kernel{Interface: nft, netns: netnsPath, elements: newNetlinkElements(familyOf(f), table, netnsPath)}, nil
+	return k, nil
 }
 
 // kernel is knftables' interface run inside a network namespace (nft is
 // started from a thread there), with the netlink element writer beside it.
 type kernel struct {
 	knftables.Interface
+	// listing is knftables over netlink, for List and ListAll of a table
+	// that exists.
+	listing  knftables.Interface
 	netns    string
+	table    string
+	family   corev1.IPFamily
 	elements *netlinkElements
+}
+
+// lister is the interface that lists the table: over netlink when the
+// table exists, else through nft, whose answer for a missing table is
+// fast and knftables' typed not-found error (knftables' netlink listing
+// reports one untyped).
+func (k *kernel) lister() knftables.Interface {
+	names, err := Tables(k.family, k.netns)
+	if err == nil && slices.Contains(names, k.table) {
+		return k.listing
+	}
+	return k.Interface
 }
 
 // netlinkWriter is an interface that can write data elements over
@@ -56,16 +77,18 @@ func (k *kernel) Check(ctx context.Context, tx *knftables.Transaction) error {
 }
 
 func (k *kernel) ListAll(ctx context.Context) (out map[string][]string, err error) {
+	l := k.lister()
 	err = netns.Do(k.netns, func() error {
-		out, err = k.Interface.ListAll(ctx)
+		out, err = l.ListAll(ctx)
 		return err
 	})
 	return out, err
 }
 
 func (k *kernel) List(ctx context.Context, objectType string) (out []string, err error) {
+	l := k.lister()
 	err = netns.Do(k.netns, func() error {
-		out, err = k.Interface.List(ctx, objectType)
+		out, err = l.List(ctx, objectType)
 		return err
 	})
 	return out, err
