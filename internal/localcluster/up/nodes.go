@@ -144,9 +144,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	}
 	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode}
 	if c.DNS {
-		if cl.dnsIP, err = kubeDNSIP(c.ServiceCIDRs); err != nil {
-			return nil, err
-		}
+		cl.dnsIP = c.ranges.kubeDNS
 	}
 	defer func() {
 		if err != nil {
@@ -219,15 +217,18 @@ func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
 		return err
 	}
-	return cl.routeOutside(cl.client, nodeIPs, append(v4Services, lbPrefixes(c.LoadBalancerRange)...))
+	anyNode := v4Services[:len(v4Services):len(v4Services)]
+	if c.ranges.loadBalancer.IsValid() {
+		anyNode = append(anyNode, c.ranges.loadBalancer)
+	}
+	return cl.routeOutside(cl.client, nodeIPs, anyNode)
 }
 
 // v4ServiceCIDRs are the IPv4 Service ranges, those the simulated
 // network routes.
 func (c Config) v4ServiceCIDRs() []netip.Prefix {
-	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
 	var v4 []netip.Prefix
-	for _, p := range services {
+	for _, p := range c.ranges.services {
 		if p.Addr().Is4() {
 			v4 = append(v4, p)
 		}
@@ -256,7 +257,7 @@ func (cl *cluster) routeOutside(ns string, nodeIPs []netip.Addr, anyNode []netip
 // addNodes makes the node namespaces, each with its Pod CIDR, and routes
 // every node's Pods from every other node.
 func (cl *cluster) addNodes(c Config, v4Services []netip.Prefix) ([]netip.Addr, error) {
-	clusterCIDR, _ := netip.ParsePrefix(c.ClusterCIDR)
+	clusterCIDR := c.ranges.cluster
 	var nodeIPs []netip.Addr
 	for i := 1; i <= c.Nodes; i++ {
 		podCIDR, err := nodesim.PodCIDR(clusterCIDR, i)
@@ -449,17 +450,6 @@ func (cl *cluster) failed() <-chan *process {
 		}()
 	}
 	return ch
-}
-
-func lbPrefixes(s string) []netip.Prefix {
-	if s == "" {
-		return nil
-	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil || !p.Addr().Is4() {
-		return nil
-	}
-	return []netip.Prefix{p.Masked()}
 }
 
 // defaultPoolName is the LoadBalancerIPPool `svcnet up` creates from

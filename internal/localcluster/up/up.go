@@ -88,6 +88,18 @@ type Config struct {
 	// choosePorts is set by Complete for a named cluster whose ports
 	// were not given.
 	choosePorts bool
+	// ranges are the range flags parsed, set once by Run after Validate.
+	ranges ranges
+}
+
+// ranges are the address flags as the session uses them, parsed once.
+type ranges struct {
+	services []netip.Prefix
+	cluster  netip.Prefix
+	// loadBalancer is --load-balancer-ip-range; invalid when empty.
+	loadBalancer netip.Prefix
+	// kubeDNS is the kube-dns ClusterIP; invalid without the DNS add-on.
+	kubeDNS netip.Addr
 }
 
 // DefaultConfig is `svcnet up` without flags.
@@ -136,6 +148,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the settings, naming the bad flag.
 func (c *Config) Validate() error {
+	_, err := c.complete()
+	return err
+}
+
+// complete checks the settings, naming each bad flag, and parses the
+// address ranges once.
+func (c *Config) complete() (ranges, error) {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
@@ -148,21 +167,19 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", flag, port))
 		}
 	}
-	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err != nil {
-		errs = append(errs, err)
-	}
 	if _, err := portrange.ParseRange(c.Manager.Controllers.NodePort.Range); err != nil {
 		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
 	}
 	if err := c.Manager.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	r, rangeErrs := c.parseRanges()
 	errs = append(errs, c.validateNodes()...)
-	return errors.Join(errs...)
+	errs = append(errs, rangeErrs...)
+	return r, errors.Join(errs...)
 }
 
-// validateNodes checks the simulated cluster's flags and that its ranges
-// do not overlap each other or the Service ranges.
+// validateNodes checks the simulated cluster's flags.
 func (c *Config) validateNodes() []error {
 	var errs []error
 	if c.Nodes < 0 || c.Nodes > 50 {
@@ -183,15 +200,27 @@ func (c *Config) validateNodes() []error {
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
 	}
-	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil && c.DNS && c.Nodes > 0 {
-		if _, err := kubeDNSIP(c.ServiceCIDRs); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	ranges := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
-	if svcs, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil {
+	return errs
+}
+
+// parseRanges parses the address flags and checks that the ranges do
+// not overlap each other or the simulated fabric.
+func (c *Config) parseRanges() (ranges, []error) {
+	var r ranges
+	var errs []error
+	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
+	svcs, err := parseServiceCIDRs(c.ServiceCIDRs)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		r.services = svcs
 		for _, p := range svcs {
-			ranges["--service-cluster-ip-range "+p.String()] = p
+			taken["--service-cluster-ip-range "+p.String()] = p
+		}
+		if c.DNS && c.Nodes > 0 {
+			if r.kubeDNS, err = kubeDNSIP(svcs); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	cluster, err := netip.ParsePrefix(c.ClusterCIDR)
@@ -203,18 +232,20 @@ func (c *Config) validateNodes() []error {
 	case c.Nodes >= 1<<(24-cluster.Bits()):
 		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", c.ClusterCIDR, 1<<(24-cluster.Bits())-1, c.Nodes))
 	default:
-		errs = append(errs, overlaps("--cluster-cidr", cluster.Masked(), ranges)...)
-		ranges["--cluster-cidr"] = cluster.Masked()
+		r.cluster = cluster.Masked()
+		errs = append(errs, overlaps("--cluster-cidr", r.cluster, taken)...)
+		taken["--cluster-cidr"] = r.cluster
 	}
 	if c.LoadBalancerRange != "" {
 		lb, err := netip.ParsePrefix(c.LoadBalancerRange)
 		if err != nil || !lb.Addr().Is4() {
 			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", c.LoadBalancerRange))
 		} else {
-			errs = append(errs, overlaps("--load-balancer-ip-range", lb.Masked(), ranges)...)
+			r.loadBalancer = lb.Masked()
+			errs = append(errs, overlaps("--load-balancer-ip-range", r.loadBalancer, taken)...)
 		}
 	}
-	return errs
+	return r, errs
 }
 
 func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []error {
@@ -292,9 +323,11 @@ func missingBinary(dir string) string {
 // Run starts everything, prints what to try, and blocks until ctx ends or a
 // component fails; either way every child is stopped before it returns.
 func Run(ctx context.Context, c Config) error {
-	if err := c.Validate(); err != nil {
+	r, err := c.complete()
+	if err != nil {
 		return err
 	}
+	c.ranges = r
 	s := &session{cfg: c, out: c.Out, failed: make(chan *process, 4), mgrDone: make(chan error, 1)}
 	if s.out == nil {
 		s.out = io.Discard
@@ -418,8 +451,7 @@ func (s *session) prepare() error {
 			return fmt.Errorf("port %d for %s is already in use: %w", pc.port, pc.name, err)
 		}
 	}
-	cidrs, _ := parseServiceCIDRs(c.ServiceCIDRs)
-	firstIP := cidrs[0].Addr().Next()
+	firstIP := c.ranges.services[0].Addr().Next()
 	s.pk = newPKI(s.dataDir)
 	if err := s.pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
 		return fmt.Errorf("preparing credentials in %s: %w", s.pk.dir, err)
