@@ -120,15 +120,29 @@ type agentResult struct {
 // agentWorld is one API server with its Services and EndpointSlices, and
 // the fabric the nodes plug into.
 type agentWorld struct {
-	env   *testenv.Env
-	lab   *netlab.Lab
-	ns    string
-	next  int // endpoint address counter
-	nodes int
-	probe *corev1.Service
+	env  *testenv.Env
+	lab  *netlab.Lab
+	ns   string
+	next int // endpoint address counter
+	// nextClusterIP counts the ClusterIPs asked for.
+	nextClusterIP int
+	nodes         int
+	probe         *corev1.Service
 	// datapath holds the Services the datapath benchmark connects to, when
 	// the world was made for it: a TCP and a UDP one, 10 endpoints each.
 	datapath *datapathServices
+}
+
+// clusterIP is the next ClusterIP the benchmark asks for, from
+// 10.96.1.0 on: kube-apiserver honours a requested address at once,
+// while its own choice slows down as the range fills (a create took
+// tens of milliseconds of its CPU at 50,000 Services), which is not what
+// these benchmarks time.
+func (w *agentWorld) clusterIP() string {
+	w.nextClusterIP++
+	a := netip.MustParseAddr("10.96.1.0").As4()
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(a[:])+uint32(w.nextClusterIP-1))
+	return netip.AddrFrom4(a).String()
 }
 
 func (w *agentWorld) endpointIP() string {
@@ -160,9 +174,15 @@ func (w *agentWorld) addService(ctx context.Context, name string, ips []string) 
 // addServicePort creates a Service of one port without selector and its
 // one slice.
 func (w *agentWorld) addServicePort(ctx context.Context, name string, proto corev1.Protocol, port int32, ips []string) (*corev1.Service, error) {
+	return w.addServiceAt(ctx, name, w.clusterIP(), proto, port, ips)
+}
+
+// addServiceAt is addServicePort with the ClusterIP given.
+func (w *agentWorld) addServiceAt(ctx context.Context, name, ip string, proto corev1.Protocol, port int32, ips []string) (*corev1.Service, error) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: port, Protocol: proto, TargetPort: intstr.FromInt32(agentPort)}}},
+		Spec: corev1.ServiceSpec{ClusterIP: ip,
+			Ports: []corev1.ServicePort{{Name: "http", Port: port, Protocol: proto, TargetPort: intstr.FromInt32(agentPort)}}},
 	}
 	if err := w.env.Client.Create(ctx, svc); err != nil {
 		return nil, err
@@ -202,8 +222,12 @@ func newAgentWorldFor(ctx context.Context, services int, datapath bool) (*agentW
 			ips[i] = append(ips[i], w.endpointIP())
 		}
 	}
+	clusterIPs := make([]string, services)
+	for i := range clusterIPs {
+		clusterIPs[i] = w.clusterIP()
+	}
 	err = testenv.Parallel(services, func(i int) error {
-		_, err := w.addService(ctx, fmt.Sprintf("svc%d", i), ips[i])
+		_, err := w.addServiceAt(ctx, fmt.Sprintf("svc%d", i), clusterIPs[i], corev1.ProtocolTCP, 80, ips[i])
 		return err
 	})
 	if err != nil {

@@ -296,35 +296,62 @@ func dumpTable(w *agentWorld, table, path string) func(*benchNode) error {
 	}
 }
 
-// runDatapath measures each ruleset at one size, each in a new lab.
-func runDatapath(ctx context.Context, services int, d *datapathServices, rules []dpRules) []dpRow {
+// runDatapath measures each ruleset at one size, each in a new lab, and
+// profiles its connections when perf is there.
+func runDatapath(ctx context.Context, services int, d *datapathServices, rules []dpRules) ([]dpRow, []dpProfile) {
 	var rows []dpRow
+	var profiles []dpProfile
 	for _, r := range rules {
 		row := dpRow{services: services, rules: r.name}
 		fmt.Fprintf(os.Stderr, "bench: (m) %d Services: %s\n", services, r.name)
-		if err := runDatapathOne(ctx, &row, d, r); err != nil {
+		prof, err := runDatapathOne(ctx, &row, d, r)
+		if err != nil {
 			row.err = err.Error()
 			fmt.Fprintf(os.Stderr, "bench: (m) %d Services, %s: %v\n", services, r.name, err)
 		}
+		if prof != nil {
+			profiles = append(profiles, *prof)
+		}
 		rows = append(rows, row)
 	}
-	return rows
+	return rows, profiles
 }
 
-func runDatapathOne(ctx context.Context, row *dpRow, d *datapathServices, r dpRules) error {
+func runDatapathOne(ctx context.Context, row *dpRow, d *datapathServices, r dpRules) (*dpProfile, error) {
 	l, err := newDPLab()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer l.lab.Close()
 	if r.load != nil {
 		start := time.Now()
 		if err := r.load(ctx, l); err != nil {
-			return err
+			return nil, err
 		}
 		row.load = time.Since(start)
 	}
-	return l.measure(ctx, row, d, r.direct)
+	if err := l.measure(ctx, row, d, r.direct); err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath("perf"); err != nil {
+		return nil, nil
+	}
+	server, stdin, err := l.startServer()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stdin.Close(); _ = server.Wait() }()
+	l.flushConntrack()
+	target := d.tcp.Spec.ClusterIP + ":80"
+	if r.direct {
+		target = d.tcpEndpoints[0] + ":" + strconv.Itoa(agentPort)
+	}
+	by, total, err := l.profile(ctx, target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: (m) profiling %s: %v\n", r.name, err)
+		return nil, nil
+	}
+	return &dpProfile{services: row.services, rules: r.name, total: total, by: by}, nil
 }
 
 func usDuration(ns int64) string {
@@ -369,4 +396,95 @@ func writeDatapathTable(b *strings.Builder, rows []dpRow) {
 // datapathFile is where a size's rules are kept between (n) and (m).
 func datapathFile(dir, what string, services int) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-%d", what, services))
+}
+
+// dpProfileCount is the number of connections a profiled client makes:
+// enough that the process's own start is a small part of the samples.
+const dpProfileCount = 20000
+
+// cpuCategories sorts a kernel or user symbol into where a connection's
+// CPU goes.
+func cpuCategory(sym string, kernel bool) string {
+	switch {
+	case !kernel:
+		return "user"
+	case strings.HasPrefix(sym, "nf_nat") || strings.HasPrefix(sym, "__nf_nat") || strings.HasPrefix(sym, "nf_xfrm"):
+		return "nat"
+	case strings.HasPrefix(sym, "nf_conntrack") || strings.HasPrefix(sym, "__nf_conntrack") || strings.HasPrefix(sym, "nf_ct_") ||
+		strings.HasPrefix(sym, "__nf_ct") || strings.HasPrefix(sym, "nf_confirm") || strings.HasPrefix(sym, "hash_conntrack") ||
+		sym == "tcp_in_window" || strings.HasPrefix(sym, "nf_ct"):
+		return "conntrack"
+	case strings.HasPrefix(sym, "nft_") || strings.HasPrefix(sym, "__nft_") || strings.HasPrefix(sym, "nf_tables") ||
+		strings.HasPrefix(sym, "ipt_") || strings.HasPrefix(sym, "xt_") || strings.HasPrefix(sym, "iptable_") ||
+		strings.HasPrefix(sym, "nf_hook_slow") || strings.HasPrefix(sym, "pipapo"):
+		return "rules"
+	}
+	return "kernel"
+}
+
+// dpProfile is where a client's CPU per connection goes, in µs.
+type dpProfile struct {
+	services int
+	rules    string
+	total    float64
+	by       map[string]float64
+}
+
+// profile runs a client under perf (cpu-clock samples of its process,
+// the softirq work done in its context included) and splits its measured
+// CPU per connection by cpuCategory.
+func (l *dpLab) profile(ctx context.Context, target string) (map[string]float64, float64, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, 0, err
+	}
+	data := filepath.Join(os.TempDir(), fmt.Sprintf("svcnet-dp-%d.perf", rand.IntN(1e9)))
+	defer os.Remove(data)
+	cmd := exec.CommandContext(ctx, "perf", "record", "-q", "-e", "cpu-clock", "-F", "10000", "-o", data, "--",
+		exe, "-datapath-role=client", "-datapath-target="+target, "-datapath-proto=tcp", "-datapath-count="+strconv.Itoa(dpProfileCount))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := netns.Run(netlab.Path(l.client.NetNS), cmd); err != nil {
+		return nil, 0, fmt.Errorf("perf record: %w", err)
+	}
+	var res probeResult
+	if err := json.Unmarshal([]byte(out.String()), &res); err != nil || len(res.Latencies) == 0 {
+		return nil, 0, fmt.Errorf("profiled client's answer %q: %v", out.String(), err)
+	}
+	perConn := (res.UserCPU + res.SystemCPU) / float64(len(res.Latencies)) * 1e6
+	report, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "sym", "-q").Output()
+	if err != nil {
+		return nil, 0, fmt.Errorf("perf report: %w", err)
+	}
+	shares := map[string]float64{}
+	var total float64
+	for _, line := range strings.Split(string(report), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasSuffix(f[0], "%") {
+			continue
+		}
+		share, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
+		if err != nil {
+			continue
+		}
+		shares[cpuCategory(f[2], f[1] == "[k]")] += share
+		total += share
+	}
+	by := map[string]float64{}
+	for k, v := range shares {
+		if total > 0 {
+			by[k] = v / total * perConn
+		}
+	}
+	return by, perConn, nil
+}
+
+// writeProfileTable writes where a connection's CPU goes per ruleset.
+func writeProfileTable(b *strings.Builder, rows []dpProfile) {
+	b.WriteString("| Services x 10 endpoints | rules | client CPU per connection | rule evaluation | conntrack | NAT | rest of the kernel | user |\n" +
+		"|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %d | %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", r.services, r.rules, r.total,
+			r.by["rules"], r.by["conntrack"], r.by["nat"], r.by["kernel"], r.by["user"])
+	}
 }

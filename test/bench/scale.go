@@ -72,6 +72,7 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 	load := newLoadSampler()
 	var nrows []scaleRow
 	var mrows []dpRow
+	var profiles []dpProfile
 	for _, size := range sizes {
 		fmt.Fprintf(os.Stderr, "bench: (n)/(m) %d Services: creating the objects\n", size)
 		w, err := newAgentWorldFor(ctx, size, true)
@@ -130,7 +131,8 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 		} else {
 			mrows = append(mrows, dpRow{services: size, rules: "kube-proxy nftables", err: "its cold sync did not finish (n)"})
 		}
-		mrows = append(mrows, runDatapath(ctx, size, d, rules)...)
+		rows, profs := runDatapath(ctx, size, d, rules)
+		mrows, profiles = append(mrows, rows...), append(profiles, profs...)
 	}
 	loadNote := load.stop()
 	if wantN {
@@ -140,7 +142,7 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 		if wantN {
 			b.WriteString("\n")
 		}
-		writeDatapathSection(&b, mrows, loadNote)
+		writeDatapathSection(&b, mrows, profiles, loadNote)
 	}
 	return b.String(), nil
 }
@@ -163,7 +165,7 @@ func writeScaleSection(b *strings.Builder, rows []scaleRow, loadNote string) {
 	}
 }
 
-func writeDatapathSection(b *strings.Builder, rows []dpRow, loadNote string) {
+func writeDatapathSection(b *strings.Builder, rows []dpRow, profiles []dpProfile, loadNote string) {
 	b.WriteString("## Datapath: a new connection through each proxy's rules (m)\n\n")
 	fmt.Fprintf(b, "A scratch node namespace holds the rules of one proxy for N Services x 10 endpoints (plus a TCP and a UDP "+
 		"Service of 10 endpoints that the clients use); a client Pod and a server Pod (owning every endpoint address through a "+
@@ -185,4 +187,13 @@ func writeDatapathSection(b *strings.Builder, rows []dpRow, loadNote string) {
 		"nftables mode about 10-15 µs at every size measured; at 30,000 Services, iptables mode about 270 µs p50 and 700 µs p99. " +
 		"Their numbers are a first packet's time through the node, ours a whole connect() from a Pod; compare the growth with " +
 		"the number of Services, and each row with the no-Service baseline of the same size.\n")
+	if len(profiles) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nWhere a connection's CPU goes: the client run again under `perf record -e cpu-clock` (%d connections one after "+
+		"the other), its samples sorted by symbol into rule evaluation (nft_do_chain and the set, map and expression "+
+		"functions; ipt_do_table and the xtables matches in iptables mode), conntrack, NAT, the rest of the kernel (the TCP "+
+		"handshake, veth, routing, the server's side) and the client's user time, in µs of the client's CPU per connection.\n\n",
+		dpProfileCount)
+	writeProfileTable(b, profiles)
 }
