@@ -28,10 +28,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
@@ -142,6 +144,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: healthAddr,
 		PprofBindAddress:       opts.PprofBindAddress,
+		Scheme:                 scheme.New(),
 		NewCache:               informersync.NewCache,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -181,6 +184,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 		}
 		return a.Loop(ctx)
 	})); err != nil {
+		return err
+	}
+	// The speaker announcing LoadBalancer addresses runs beside the
+	// rules, from the same caches.
+	if err := announce.Setup(mgr, announce.Config{Node: opts.NodeName, NetNS: opts.NetNS, Options: opts.Announce}, log); err != nil {
 		return err
 	}
 	registerMetrics()
