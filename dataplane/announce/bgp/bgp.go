@@ -282,5 +282,5 @@ func (l *logger) Error(msg string, f gobgplog.Fields) { l.log.Error(nil, msg, fi
 func (l *logger) Warn(msg string, f gobgplog.Fields)  { l.log.Info(msg, fields(f)...) }
 func (l *logger) Info(msg string, f gobgplog.Fields)  { l.log.V(2).Info(msg, fields(f)...) }
 func (l *logger) Debug(msg string, f gobgplog.Fields) { l.log.V(5).Info(msg, fields(f)...) }
-func (l *logger) SetLevel(level gobgplog.LogLevel)   { l.level = level }
-func (l *logger) GetLevel() gobgplog.LogLevel        { return gobgplog.DebugLevel }
+func (l *logger) SetLevel(level gobgplog.LogLevel)    { l.level = level }
+func (l *logger) GetLevel() gobgplog.LogLevel         { return gobgplog.DebugLevel }
