@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,11 +79,26 @@ func startAnnounceCluster(t *testing.T) *cluster {
 		for _, cancel := range c.agents {
 			cancel()
 		}
+		if t.Failed() {
+			c.dumpAnnounceLogs(t)
+		}
 	})
 	pool := &svcnetv1alpha1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "announce", Labels: map[string]string{"pool": "announce"}},
 		Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{announcePool.String()}}}
 	g.Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
 	return c
+}
+
+// dumpAnnounceLogs shows what the agents' speakers said.
+func (c *cluster) dumpAnnounceLogs(t *testing.T) {
+	for _, n := range c.nodes {
+		b, _ := os.ReadFile(filepath.Join(c.logDir, n.Name+".log"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "announce") && !strings.Contains(line, "Heard peer") {
+				t.Logf("%s: %s", n.Name, line)
+			}
+		}
+	}
 }
 
 // createNode registers n's Node with its InternalIP, as a kubelet does.
@@ -231,8 +248,10 @@ func TestAnnounceL2(t *testing.T) {
 		// No node took its address, and the other Service's address is
 		// still answered, by the same node.
 		var got corev1.Service
-		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
-		g.Expect(got.Status.LoadBalancer.Ingress).To(ConsistOf(HaveField("IP", HavePrefix("192.168.79."))))
+		g.Eventually(func(g Gomega) {
+			g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
+			g.Expect(got.Status.LoadBalancer.Ingress).To(ConsistOf(HaveField("IP", HavePrefix("192.168.79."))))
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
 		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, announce.ConditionAnnounced)).To(BeNil())
 		web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
 		addr := lbAddress(g, c, web)

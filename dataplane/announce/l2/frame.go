@@ -20,6 +20,9 @@ type Heartbeat struct {
 	Seq         uint32
 	// Ready: the sender has listened for a dead interval and may answer.
 	Ready bool
+	// Leaving: the sender stops (its agent shuts down): others take its
+	// addresses at once.
+	Leaving bool
 	// Announcements are the LoadBalancerAnnouncements the sender serves
 	// on this segment.
 	Announcements []string
@@ -33,6 +36,7 @@ const (
 	version    = 1
 	headerLen  = 4 + 1 + 1 + 8 + 4 + 2 + 2 // magic, version, flags, incarnation, seq, fragment, fragments
 	flagReady  = 1
+	flagLeave  = 2
 	maxStrings = 1 << 12
 )
 
@@ -41,6 +45,7 @@ type fragment struct {
 	incarnation uint64
 	seq         uint32
 	ready       bool
+	leaving     bool
 	index, of   uint16
 	payload     []byte
 }
@@ -76,6 +81,9 @@ func (h *Heartbeat) encode(mtu int) ([][]byte, error) {
 		if h.Ready {
 			flags |= flagReady
 		}
+		if h.Leaving {
+			flags |= flagLeave
+		}
 		f = append(f, version, flags)
 		f = binary.BigEndian.AppendUint64(f, h.Incarnation)
 		f = binary.BigEndian.AppendUint32(f, h.Seq)
@@ -99,6 +107,7 @@ func parseFragment(b []byte) (fragment, error) {
 	}
 	f := fragment{
 		ready:       b[5]&flagReady != 0,
+		leaving:     b[5]&flagLeave != 0,
 		incarnation: binary.BigEndian.Uint64(b[6:]),
 		seq:         binary.BigEndian.Uint32(b[14:]),
 		index:       binary.BigEndian.Uint16(b[18:]),
@@ -113,7 +122,7 @@ func parseFragment(b []byte) (fragment, error) {
 
 // decodeBody parses a whole heartbeat's body.
 func decodeBody(f fragment, body []byte) (*Heartbeat, error) {
-	h := &Heartbeat{Incarnation: f.incarnation, Seq: f.seq, Ready: f.ready}
+	h := &Heartbeat{Incarnation: f.incarnation, Seq: f.seq, Ready: f.ready, Leaving: f.leaving}
 	r := reader{b: body}
 	h.Node = r.string()
 	n := int(r.uint16())

@@ -8,7 +8,7 @@ import (
 )
 
 func TestHeartbeatRoundTrip(t *testing.T) {
-	big := &Heartbeat{Node: "node-1", Incarnation: 42, Seq: 7, Ready: true, Announcements: []string{"l2", "edge"}}
+	big := &Heartbeat{Node: "node-1", Incarnation: 42, Seq: 7, Ready: true, Leaving: true, Announcements: []string{"l2", "edge"}}
 	for i := range 600 { // several frames at a 1500-byte MTU
 		big.Claims = append(big.Claims, netip.AddrFrom4([4]byte{192, 168, byte(i / 256), byte(i)}))
 	}

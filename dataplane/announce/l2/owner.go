@@ -25,12 +25,13 @@ type peerState struct {
 	heard         time.Time
 	incarnation   uint64
 	ready         bool
+	leaving       bool
 	announcements map[string]bool
 	claims        map[netip.Addr]bool
 }
 
 func (p *peerState) update(h *Heartbeat, now time.Time) {
-	p.heard, p.incarnation, p.ready = now, h.Incarnation, h.Ready
+	p.heard, p.incarnation, p.ready, p.leaving = now, h.Incarnation, h.Ready, h.Leaving
 	p.announcements = make(map[string]bool, len(h.Announcements))
 	for _, a := range h.Announcements {
 		p.announcements[a] = true
@@ -59,14 +60,13 @@ func (v *view) alive(name string) *peerState {
 	return p
 }
 
-// live tells whether node is a live candidate for w: this node when it
-// is ready, a peer when it is alive, ready and serves w's announcement.
-func (v *view) live(node string, w Want) bool {
-	if node == v.self {
-		return v.selfReady
-	}
+// live tells whether peer node is a live candidate for w: alive, serving
+// w's announcement, not leaving, and ready; or, when taking an address
+// over, still listening before it answers: a node that is about to be
+// ready and outranks this one would take the address right back.
+func (v *view) live(node string, w Want, taking bool) bool {
 	p := v.alive(node)
-	return p != nil && p.ready && p.announcements[w.Announcement]
+	return p != nil && !p.leaving && p.announcements[w.Announcement] && (p.ready || taking)
 }
 
 // decide returns the addresses this node answers for, given what it
@@ -79,7 +79,7 @@ func (v *view) live(node string, w Want) bool {
 func decide(v view, wants []Want, owned map[netip.Addr]bool) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, w := range wants {
-		if !v.selfReady || !v.firstLive(w) {
+		if !v.selfReady || !v.firstLive(w, !owned[w.Addr]) {
 			continue
 		}
 		blocked := false
@@ -101,14 +101,14 @@ func decide(v view, wants []Want, owned map[netip.Addr]bool) map[netip.Addr]bool
 }
 
 // firstLive tells whether this node is the first live candidate for w.
-func (v *view) firstLive(w Want) bool {
+func (v *view) firstLive(w Want, taking bool) bool {
 	isCandidate := false
 	for _, c := range w.Candidates {
 		if c == v.self {
 			isCandidate = true
 			continue
 		}
-		if v.live(c, w) && lbannounce.Outranks(w.Addr, c, v.self) {
+		if v.live(c, w, taking) && lbannounce.Outranks(w.Addr, c, v.self) {
 			return false
 		}
 	}

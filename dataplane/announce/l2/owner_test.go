@@ -54,8 +54,14 @@ func TestDecide(t *testing.T) {
 		"holding it while a higher peer claims it (healed partition): lets go": {
 			self: second, selfReady: true, peers: map[string]*peerState{first: peer(0, addr)}, owned: true,
 		},
-		"a higher peer that is not ready yet does not count": {
+		"a higher peer that is not ready yet does not take it from the holder": {
 			self: second, selfReady: true, peers: map[string]*peerState{first: {heard: now, announcements: map[string]bool{"l2": true}}}, owned: true, answer: true,
+		},
+		"but nobody takes it over under a higher peer that is about to be ready": {
+			self: second, selfReady: true, peers: map[string]*peerState{first: {heard: now, announcements: map[string]bool{"l2": true}}},
+		},
+		"a higher peer that is leaving does not count": {
+			self: second, selfReady: true, peers: map[string]*peerState{first: {heard: now, leaving: true, announcements: map[string]bool{"l2": true}, claims: map[netip.Addr]bool{}}}, answer: true,
 		},
 		"a higher peer that does not serve the announcement here does not count": {
 			self: second, selfReady: true, peers: map[string]*peerState{first: {heard: now, ready: true, announcements: map[string]bool{"other": true}}}, answer: true,

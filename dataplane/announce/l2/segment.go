@@ -310,7 +310,7 @@ func (s *Segment) sendHeartbeat() {
 	s.seq++
 	h := &Heartbeat{
 		Node: s.cfg.Node, Incarnation: s.cfg.Incarnation, Seq: s.seq,
-		Ready: s.view().selfReady, Announcements: s.wants.announcements, Claims: s.Owned(),
+		Ready: s.view().selfReady, Leaving: s.leaving, Announcements: s.wants.announcements, Claims: s.Owned(),
 	}
 	frames, err := h.encode(s.ifi.MTU)
 	if err != nil {
