@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,8 +37,9 @@ var announcePool = netip.MustParsePrefix("192.168.78.0/28")
 // startAnnounceCluster is three nodes with agents (nftables) on one
 // segment, the manager's EndpointSlice, loadbalancer and announcement
 // controllers, and a client with the pool on its link and no route
-// through any node.
-func startAnnounceCluster(t *testing.T) *cluster {
+// through any node. With processes, the agents run as processes (the
+// map), which a test can kill; else in this process.
+func startAnnounceCluster(t *testing.T, processes bool) (*cluster, map[string]*exec.Cmd) {
 	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
@@ -70,8 +72,16 @@ func startAnnounceCluster(t *testing.T) *cluster {
 	c.client, err = lab.AddClient("client", netip.MustParsePrefix(clientIP+"/24"))
 	g.Expect(err).NotTo(HaveOccurred())
 	mustRun(t, lab, c.client, "ip", "route", "add", announcePool.String(), "dev", "eth0")
+	procs := map[string]*exec.Cmd{}
+	kubeconfig := filepath.Join(c.logDir, "kubeconfig")
+	g.Expect(env.WriteKubeconfig(kubeconfig)).To(Succeed())
 	for _, n := range c.nodes {
-		c.startAgent(t, n)
+		if processes {
+			c.forwardAPIServer(t, n)
+			procs[n.Name] = c.startAgentProcess(t, n, kubeconfig)
+		} else {
+			c.startAgent(t, n)
+		}
 	}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -86,7 +96,7 @@ func startAnnounceCluster(t *testing.T) *cluster {
 	pool := &svcnetv1alpha1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "announce", Labels: map[string]string{"pool": "announce"}},
 		Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{announcePool.String()}}}
 	g.Expect(env.Client.Create(context.Background(), pool)).To(Succeed())
-	return c
+	return c, procs
 }
 
 // dumpAnnounceLogs shows what the agents' speakers said.
@@ -144,7 +154,7 @@ func lbAddress(g Gomega, c *cluster, svc *corev1.Service) netip.Addr {
 // listener on the segment checks that never two nodes answered at once.
 func TestAnnounceL2(t *testing.T) {
 	requireKernel(t)
-	c := startAnnounceCluster(t)
+	c, _ := startAnnounceCluster(t, false)
 	ctx := context.Background()
 	g := NewWithT(t)
 	ann := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: "l2"},
