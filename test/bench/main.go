@@ -108,6 +108,13 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		}
 		b.WriteString("\n" + floor)
 	}
+	if selected(only, "m") {
+		ann, err := announceReport(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + ann)
+	}
 	if selected(only, "jl") {
 		pl, err := pipelineReport(ctx, root, scale, only, skip)
 		if err != nil {
