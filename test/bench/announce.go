@@ -503,6 +503,12 @@ type annResult struct {
 
 func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
 	res := annResult{name: fmt.Sprintf("%s, %s", c.mode, map[string]string{"kill": "agent SIGKILL", "link": "link cut"}[how])}
+	deadline := time.Now().Add(time.Minute)
+	for !c.steady(ctx) {
+		if time.Now().After(deadline) {
+			return res, errors.New("the cluster never settled")
+		}
+	}
 	var w *arpWatch
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		var err error
