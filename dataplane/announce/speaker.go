@@ -90,6 +90,7 @@ func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
 		ifaces:   &interfaces{netns: cfg.NetNS},
 		segments: map[string]*segment{}, advertised: map[netip.Addr]bool{}, missing: map[string]bool{},
 	}
+	s.status.owns = s.owns
 	registerMetrics()
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.run(ctx, mgr.GetCache(), nodes) }))
 }
@@ -392,6 +393,16 @@ func (s *Speaker) updateMetrics(ctx context.Context) {
 		}
 		metricSessionUp.WithLabelValues(peer.String()).Set(v)
 	}
+}
+
+// owns tells whether some segment answers for a.
+func (s *Speaker) owns(a netip.Addr) bool {
+	for _, addrs := range s.Owned() {
+		if slices.Contains(addrs, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Owned lists what this node answers for in L2 mode, by interface.

@@ -45,6 +45,9 @@ type statusWriter struct {
 	recorder events.EventRecorder
 	node     string
 	log      logr.Logger
+	// owns tells whether this node still answers for an address: a
+	// takeover report that a later change overtook is not written.
+	owns func(netip.Addr) bool
 
 	mu    sync.Mutex
 	plan  map[netip.Addr]addrPlan
@@ -112,6 +115,9 @@ func (w *statusWriter) write(ctx context.Context, c l2Change) {
 	w.mu.Unlock()
 	// Letting go while another node may take it: that node writes.
 	if !c.taken && planned && len(ap.candidates) > 0 {
+		return
+	}
+	if c.taken && w.owns != nil && !w.owns(c.addr) {
 		return
 	}
 	for _, key := range ap.services {

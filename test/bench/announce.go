@@ -21,7 +21,6 @@ import (
 	"github.com/vishvananda/netlink"
 	vns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +28,6 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
-	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/internal/localcluster/frr"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -226,7 +224,7 @@ func (c *annCluster) deploy(ctx context.Context) error {
 		var svc corev1.Service
 		if err := c.env.Client.Get(ctx, client.ObjectKeyFromObject(c.svc), &svc); err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
 			c.vip = netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
-			if c.carrier(ctx) != "" && c.connect() {
+			if c.connect() && c.carrier(ctx) != "" {
 				return nil
 			}
 		}
@@ -247,19 +245,14 @@ func (c *annCluster) announcement() *svcnetv1alpha1.LoadBalancerAnnouncement {
 var viaNodeRE = regexp.MustCompile(`via (\S+)`)
 
 // carrier is the node the client's traffic to the address goes to: the
-// announcer the Service names (L2), or the next hop the router picks for
-// the client's flow (BGP).
-func (c *annCluster) carrier(ctx context.Context) string {
+// one whose MAC the client's neighbour entry holds (L2), or the next hop
+// the router picks for the client's flow (BGP).
+func (c *annCluster) carrier(_ context.Context) string {
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
-		var svc corev1.Service
-		if c.env.Client.Get(ctx, client.ObjectKeyFromObject(c.svc), &svc) != nil {
-			return ""
-		}
-		if cond := apimeta.FindStatusCondition(svc.Status.Conditions, announce.ConditionAnnounced); cond != nil && cond.Status == metav1.ConditionTrue {
-			for _, n := range c.nodes {
-				if strings.Contains(cond.Message, " answered by "+n.Name+" ") {
-					return n.Name
-				}
+		mac := c.neighbourMAC()
+		for name, m := range c.macs {
+			if m == mac {
+				return name
 			}
 		}
 		return ""
@@ -405,7 +398,7 @@ func (c *annCluster) steady(ctx context.Context) bool {
 		return c.connect()
 	}
 	time.Sleep(time.Second) // a restarted node listens, then takes back what it ranks first for
-	return c.carrier(ctx) != "" && c.connect()
+	return c.connect() && c.carrier(ctx) != ""
 }
 
 func nodeByName(nodes []*netlab.Node, name string) *netlab.Node {
@@ -539,7 +532,7 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 	b.WriteString("## LoadBalancer announcements: failover\n\n")
 	fmt.Fprintf(&b, "Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
 		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every 10 ms with a 100 ms timeout. "+
-		"The node carrying the client's traffic (L2: the one answering ARP, as the Service's condition says; BGP: the next hop FRR picks "+
+		"The node carrying the client's traffic (L2: the one whose MAC the client's neighbour entry holds; BGP: the next hop FRR picks "+
 		"for the client's flow) is killed, its agent by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+
 		"successful connection carried by another node (L2: the client's neighbour entry names another node's MAC; BGP: the router's route "+
 		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection. L2: heartbeats every 100 ms, "+
