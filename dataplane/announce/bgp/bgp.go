@@ -39,7 +39,10 @@ type Config struct {
 	// NetNS, when set, is the node's network namespace: the speaker's
 	// event loop runs on a thread inside it, so its listener is there,
 	// and every peer is passive (GoBGP dials from goroutines of its own,
-	// which would leave from the agent's namespace).
+	// which would leave from the agent's namespace). A router that keeps
+	// a restarting peer's routes waits for that peer to connect, so with
+	// NetNS graceful restart ends only when the restart time does: run
+	// the agent inside the node's namespace for BGP.
 	NetNS string
 	Log   logr.Logger
 }
