@@ -593,9 +593,16 @@ func fmtDur(d time.Duration) string {
 }
 
 const metallbNote = `
-MetalLB's speaker is not run here (it needs memberlist and its controller's CRDs; not built from the Go modules in this run); its
-documented figures for the same faults: L2 "in the event of a node failure, failover is automatic ... the current implementation
-[...] can take several seconds" with memberlist detecting a dead node in about 10 s by default, and issue reports of 10-45 s and more;
-in BGP mode without BFD the failover is the routers' hold time (MetalLB's default 90 s, BFD advised). Cilium's L2 announcements
-default to a 15 s lease (10-20 s failover), kube-vip's ARP mode to its leader election (about 10 s by default).
+How to read it: L2 "moved" is the dead interval (500 ms) plus up to one heartbeat interval plus the gratuitous ARP's flight; a
+SIGKILLed agent's node keeps its rules, so the client's connections keep working through it until its neighbour entry moves (the
+longest gap is the loop's own pace). BGP without BFD moves when the router's hold timer expires: between 2 and 3 s after a cut, the
+last keepalive having arrived up to 1 s before it, plus the router's processing; 3 s is BGP's smallest hold time, so the 3 s target
+is met at p50 and missed by about 90 ms at p99. The BGP "longest gap" is shorter than "moved": some of the client's connections
+still succeeded while the route for its flow pointed at the cut node (not explained yet; the router hashes flows by addresses).
+A killed agent under graceful restart moves nothing: the router keeps its routes and its node keeps forwarding; the gaps of
+100-450 ms there are connections that failed or timed out (100 ms) after the kill, not explained yet either.
+
+MetalLB's speaker could not be run here (not built from Go modules in this run). Its documentation describes L2 failover as taking
+a few seconds, and its users report 10-45 s and more; in BGP mode without BFD its failover is the routers' hold time (90 s by
+default). Cilium's L2 announcements take 10-20 s with their default lease; svcnet's agents need no API write to fail over.
 `
