@@ -33,7 +33,11 @@ func expectReason(ctx context.Context, name, reason string) string {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.ObservedGeneration).To(Equal(a.Generation))
 		g.Expect(c.Reason).To(Equal(reason))
-		g.Expect(c.Status == metav1.ConditionTrue).To(Equal(reason == svcnetv1alpha1.ReasonAnnouncementAccepted))
+		want := metav1.ConditionFalse
+		if reason == svcnetv1alpha1.ReasonAnnouncementAccepted {
+			want = metav1.ConditionTrue
+		}
+		g.Expect(c.Status).To(Equal(want))
 		msg = c.Message
 	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	return msg

@@ -20,7 +20,7 @@ type Options struct {
 	DeadAfter time.Duration
 }
 
-// DefaultOptions: announcing on, 100 ms heartbeats, dead after 500 ms.
+// DefaultOptions are announcing on, 100 ms heartbeats, dead after 500 ms.
 func DefaultOptions() Options {
 	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond}
 }

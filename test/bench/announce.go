@@ -569,7 +569,6 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 }
 
 func writeAnnRow(b *strings.Builder, r annResult) {
-	moved := "-"
 	p := func(ds []time.Duration, q float64) string {
 		s := slices.Clone(ds)
 		slices.Sort(s)
@@ -581,8 +580,7 @@ func writeAnnRow(b *strings.Builder, r annResult) {
 		doubles = fmt.Sprintf("%d of %d questions", r.doubles, r.rounds)
 	}
 	if zero {
-		moved = "nothing moves (graceful restart)"
-		fmt.Fprintf(b, "| (m) %s | %s | | | %s | %s | %s |\n", r.name, moved, p(r.outages, 0.5), p(r.outages, 1), doubles)
+		fmt.Fprintf(b, "| (m) %s | %s | | | %s | %s | %s |\n", r.name, "nothing moves (graceful restart)", p(r.outages, 0.5), p(r.outages, 1), doubles)
 		return
 	}
 	fmt.Fprintf(b, "| (m) %s | %s | %s | %s | %s | %s | %s |\n", r.name, p(r.took, 0.5), p(r.took, 0.99), p(r.took, 1), p(r.outages, 0.5), p(r.outages, 1), doubles)

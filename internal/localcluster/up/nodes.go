@@ -73,8 +73,8 @@ type cluster struct {
 	router     string
 	frr        *frr.Router
 	stopSim    context.CancelFunc
-	simDone   chan struct{} // closed when the simulator's manager returned
-	simErr    error
+	simDone    chan struct{} // closed when the simulator's manager returned
+	simErr     error
 }
 
 // netnsLockDir holds one lock file per namespace prefix in use.
