@@ -112,12 +112,7 @@ func Open(cfg Config) (*Segment, error) {
 		if s.ndp, err = listenNDP(ifi); err != nil {
 			return fmt.Errorf("NDP socket: %w", err)
 		}
-		ns, err := vns.GetFromPath(nsPath(cfg.NetNS))
-		if err != nil {
-			return err
-		}
-		defer ns.Close()
-		s.link, err = netlink.NewHandleAt(ns)
+		s.link, err = linkHandle(cfg.NetNS)
 		return err
 	})
 	if err != nil {
@@ -127,12 +122,19 @@ func Open(cfg Config) (*Segment, error) {
 	return s, nil
 }
 
-// nsPath is the namespace the segment's interface lives in.
-func nsPath(path string) string {
+// linkHandle is a netlink handle in the interface's namespace: the
+// agent's own (no setns, which an agent without CAP_SYS_ADMIN may not
+// do), or the one at path.
+func linkHandle(path string) (*netlink.Handle, error) {
 	if path == "" {
-		return "/proc/self/ns/net"
+		return netlink.NewHandle()
 	}
-	return path
+	ns, err := vns.GetFromPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	return netlink.NewHandleAt(ns)
 }
 
 // Close closes the sockets; the segment answers nothing more.
