@@ -226,7 +226,8 @@ func metricsThroughService(t *testing.T, c client.Client, dataDir string) {
 // agent Pods: a verb missing from the generated roles shows up here, not
 // as a silent retry loop.
 func noForbidden(t *testing.T, logDir string) {
-	files, err := filepath.Glob(filepath.Join(logDir, svcnetSystem+"_*.log"))
+	// The kubelet's layout: <namespace>_<pod>_<uid>/<container>/<restart>.log.
+	files, err := filepath.Glob(filepath.Join(logDir, svcnetSystem+"_*", "*", "*.log"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no svcnet Pod logs in %s (%v)", logDir, err)
 	}
