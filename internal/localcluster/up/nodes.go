@@ -197,7 +197,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 		if err := cl.installManifests(ctx, s); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "config/default installed: %s and %s running in namespace %s\n", managerName, agentName, svcnetNamespace)
+		fmt.Fprintf(out, "%s installed: %s and %s running in namespace %s\n", installedWhat[c.Install], managerName, agentName, svcnetNamespace)
 		if c.LoadBalancerRange != "" {
 			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
 				return nil, err

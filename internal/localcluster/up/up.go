@@ -134,7 +134,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
-	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager inside svcnet up, an agent process per node), or manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's image, this binary).")
+	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager inside svcnet up, an agent process per node), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -182,11 +182,11 @@ func (c *Config) validateNodes() []error {
 	if err := c.validateAnnounce(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Install != InstallInProcess && c.Install != InstallManifests {
-		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s", c.Install, InstallInProcess, InstallManifests))
+	if c.Install != InstallInProcess && c.Install != InstallManifests && c.Install != InstallHelm {
+		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s, %s", c.Install, InstallInProcess, InstallManifests, InstallHelm))
 	}
-	if c.Install == InstallManifests && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
-		errs = append(errs, errors.New("--install=manifests needs nodes to run the manifests (--nodes) and --pipeline=svcnet"))
+	if c.Install != InstallInProcess && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
+		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", c.Install))
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -347,7 +347,7 @@ type session struct {
 	dataDir, logs string
 	pk            *pki
 	upstream      bool
-	// manifests: --install=manifests.
+	// manifests: --install=manifests or helm.
 	manifests bool
 
 	// procs are the control plane's supervised children, stopped in
@@ -382,7 +382,7 @@ func (s *session) preflight() (unlock func(), err error) {
 		}
 	}
 	s.upstream = c.Pipeline == PipelineUpstream
-	s.manifests = c.Install == InstallManifests
+	s.manifests = c.Install == InstallManifests || c.Install == InstallHelm
 	if s.manifests {
 		if p := filepath.Join(s.binDir, "kubectl"); !executable(p) {
 			return nil, fmt.Errorf("missing %s, which builds config/default for --install=manifests: run `make k8s-bins`", p)
