@@ -35,7 +35,7 @@ import (
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
-// The announcement benchmark (m): three nodes, each running `svcnet
+// The announcement benchmark (o): three nodes, each running `svcnet
 // agent` inside its namespace as a DaemonSet Pod would, a LoadBalancer
 // Service with an endpoint on every node, and a client that opens a new
 // connection every 10 ms (100 ms timeout). The node that carries the
@@ -516,7 +516,7 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 		}
 		res.took = append(res.took, took)
 		res.outages = append(res.outages, outage)
-		fmt.Fprintf(os.Stderr, "bench: (m) %s try %d: %s killed, moved after %s, longest gap %s\n", res.name, i+1, victim, took, outage)
+		fmt.Fprintf(os.Stderr, "bench: (o) %s try %d: %s killed, moved after %s, longest gap %s\n", res.name, i+1, victim, took, outage)
 		if err := c.restore(ctx, how, victim); err != nil {
 			return res, err
 		}
@@ -552,13 +552,13 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			if c != nil {
 				c.stop()
 			}
-			return "", fmt.Errorf("(m) %s: %w", mode, err)
+			return "", fmt.Errorf("(o) %s: %w", mode, err)
 		}
 		for _, how := range []string{"kill", "link"} {
 			res, err := runAnnScenario(ctx, c, how, max(1, annTries/scale))
 			if err != nil {
 				c.stop()
-				return "", fmt.Errorf("(m) %s: %w", res.name, err)
+				return "", fmt.Errorf("(o) %s: %w", res.name, err)
 			}
 			writeAnnRow(&b, res)
 		}
@@ -580,10 +580,10 @@ func writeAnnRow(b *strings.Builder, r annResult) {
 		doubles = fmt.Sprintf("%d of %d questions", r.doubles, r.rounds)
 	}
 	if zero {
-		fmt.Fprintf(b, "| (m) %s | %s | | | %s | %s | %s |\n", r.name, "nothing moves (graceful restart)", p(r.outages, 0.5), p(r.outages, 1), doubles)
+		fmt.Fprintf(b, "| (o) %s | %s | | | %s | %s | %s |\n", r.name, "nothing moves (graceful restart)", p(r.outages, 0.5), p(r.outages, 1), doubles)
 		return
 	}
-	fmt.Fprintf(b, "| (m) %s | %s | %s | %s | %s | %s | %s |\n", r.name, p(r.took, 0.5), p(r.took, 0.99), p(r.took, 1), p(r.outages, 0.5), p(r.outages, 1), doubles)
+	fmt.Fprintf(b, "| (o) %s | %s | %s | %s | %s | %s | %s |\n", r.name, p(r.took, 0.5), p(r.took, 0.99), p(r.took, 1), p(r.outages, 0.5), p(r.outages, 1), doubles)
 }
 
 func fmtDur(d time.Duration) string {

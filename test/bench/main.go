@@ -108,7 +108,7 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		}
 		b.WriteString("\n" + floor)
 	}
-	if selected(only, "m") {
+	if selected(only, "o") {
 		ann, err := announceReport(ctx, root, scale, skip)
 		if err != nil {
 			return err
