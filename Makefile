@@ -12,8 +12,10 @@ LDFLAGS  := -X github.com/svcnet-io/svcnet/internal/platform/version.Version=$(V
 
 CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION  ?= v2.15.0
+HELM_VERSION           ?= v3.22.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM           := $(TOOLS)/helm-$(HELM_VERSION)
 
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
@@ -29,19 +31,35 @@ build: ## Build bin/svcnet.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/svcnet ./cmd/svcnet
 
 .PHONY: run
-run: deps k8s-bins node-images build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
+run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
 	$(BIN)/svcnet up $(ARGS)
 
 .PHONY: test
-test: deps k8s-bins node-images verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
+test: deps k8s-bins node-images frr images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
 	$(GO) test -race -count=1 -timeout 25m ./...
+	cd hack/images && $(GO) test -count=1 ./...
 	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 .PHONY: bench
-bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
+bench: deps k8s-bins frr build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
 	tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
+
+# make conformance: upstream's [sig-network] conformance tests on `svcnet up`
+# (docs/conformance.md). FOCUS/SKIP are ginkgo regexps, PROCS its parallel
+# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags, OUT the
+# results folder.
+FOCUS   ?= \[sig-network\].*\[Conformance\]
+SKIP    ?=
+PROCS   ?= 8
+TIMEOUT ?= 60m
+OUT     ?=
+
+.PHONY: conformance
+conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
+	$(GO) build -o $(BIN)/conformance ./test/conformance
+	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
 
 ##@ Develop
 
@@ -50,15 +68,23 @@ CONTROLLER_GEN_MANIFESTS = rbac:roleName=svcnet-manager crd webhook paths=./...
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Regenerate RBAC, CRDs and the webhook configuration in config/ from markers.
 	$(CONTROLLER_GEN) $(CONTROLLER_GEN_MANIFESTS) output:rbac:artifacts:config=config/rbac output:crd:artifacts:config=config/crd/bases output:webhook:artifacts:config=config/webhook
+	$(CHART_FILES_COPY)
 
 .PHONY: verify-manifests
 verify-manifests: $(CONTROLLER_GEN) ## Fail if config/ or the generated Go code is out of date with the markers.
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(CONTROLLER_GEN) $(CONTROLLER_GEN_MANIFESTS) output:rbac:artifacts:config=$$tmp/rbac output:crd:artifacts:config=$$tmp/crd/bases output:webhook:artifacts:config=$$tmp/webhook; \
 	for d in rbac crd/bases webhook; do diff -ru -x kustomization.yaml config/$$d $$tmp/$$d || { echo "config/$$d is out of date: run make manifests and commit"; exit 1; }; done; \
+	for d in $(CHART_FILES); do diff -ru -x kustomization.yaml config/$$d charts/svcnet/files/$${d%/bases} || { echo "charts/svcnet/files is out of date: run make manifests and commit"; exit 1; }; done; \
 	cp -r api $$tmp/api; \
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... ; \
 	diff -ru $$tmp/api api || { cp -r $$tmp/api/. api/; echo "api/ generated code is out of date: run make generate and commit"; exit 1; }
+
+# The chart's copies of what controller-gen writes into config/.
+CHART_FILES = crd/bases rbac webhook
+define CHART_FILES_COPY
+for d in $(CHART_FILES); do rm -rf charts/svcnet/files/$${d%/bases} && mkdir -p charts/svcnet/files/$${d%/bases} && cp config/$$d/*.yaml charts/svcnet/files/$${d%/bases}/ && rm -f charts/svcnet/files/$${d%/bases}/kustomization.yaml; done
+endef
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code for api/ types.
@@ -75,6 +101,7 @@ vet: ## go vet the code.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+	cd hack/images && $(GOLANGCI_LINT) run ./...
 
 ##@ Dependencies
 
@@ -86,9 +113,28 @@ deps: ## Install missing Debian packages (iptables, nftables, conntrack, iproute
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy into bin/k8s (once).
 	@hack/k8s-bins/build.sh $(K8S_BIN)
 
-.PHONY: node-images
+.PHONY: node-images frr
 node-images: ## Build the filesystems of the images the simulated nodes run (agnhost, busybox, nginx, httpd, pause, curl, dnsutils) into bin/images (once).
 	@hack/node-images/build.sh $(BIN)/images
+
+frr: ## Unpack FRR from Debian's packages into bin/frr (the router of svcnet up --lb-announce=bgp and the BGP tests; never installed, never started outside their namespaces).
+	@hack/frr/build.sh $(BIN)/frr
+
+.PHONY: e2e-bins
+e2e-bins: ## Build upstream's e2e.test and the ginkgo CLI into bin/e2e (once; make conformance runs them).
+	@hack/e2e/build.sh $(BIN)/e2e
+
+.PHONY: images
+images: ## Build svcnet's images (manager and agent) as OCI archives into bin/oci, without a Docker daemon.
+	@VERSION=$(VERSION) hack/images/build.sh $(BIN)/oci
+
+.PHONY: helm
+helm: $(HELM) ## Build helm from Go modules into bin/tools (for svcnet up --install=helm and the chart's tests).
+	ln -sf $(notdir $(HELM)) $(TOOLS)/helm
+
+$(HELM):
+	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS)/helm $@
 
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,18 +67,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	h := &Handler{decoder: admission.NewDecoder(mgr.GetScheme())}
 	if opts.ClusterIP {
-		ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
-		if err := watch(&networkingv1.ServiceCIDR{}, feed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
+		ips, err := setupClusterIPs(ctx, mgr, opts, watch)
+		if err != nil {
 			return err
-		}
-		if err := watch(&networkingv1.IPAddress{}, feed.AddressHandler(ips.alloc)); err != nil {
-			return err
-		}
-		// Read at request time from the cache; watching starts them now.
-		for _, obj := range []client.Object{&svcnetv1alpha1.ServiceCIDRBinding{}, &corev1.Namespace{}} {
-			if err := watch(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
-				return err
-			}
 		}
 		h.parts = append(h.parts, ips)
 	}
@@ -118,6 +110,57 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: h})
 	return addReadyzChecks(mgr, h, allSynced)
+}
+
+// setupClusterIPs feeds the ClusterIP allocator from mgr's cache through
+// watch.
+func setupClusterIPs(ctx context.Context, mgr ctrl.Manager, opts Options, watch func(client.Object, toolscache.ResourceEventHandler) error) (*clusterIPs, error) {
+	ips := newClusterIPs(ipam.New(ipam.Options{ReuseDelay: opts.ClusterIPReuseDelay}), mgr.GetClient())
+	if err := watch(&networkingv1.ServiceCIDR{}, feed.CIDRHandler(ips.alloc, ips.trackFamilies)); err != nil {
+		return nil, err
+	}
+	held, exists, err := clusterIPLookups(ctx, mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := watch(&networkingv1.IPAddress{}, feed.AddressHandler(ips.alloc, held)); err != nil {
+		return nil, err
+	}
+	if err := watch(&corev1.Service{}, feed.ServiceAddressHandler(ips.alloc, exists)); err != nil {
+		return nil, err
+	}
+	// Read at request time from the cache; watching starts them now.
+	for _, obj := range []client.Object{&svcnetv1alpha1.ServiceCIDRBinding{}, &corev1.Namespace{}} {
+		if err := watch(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+			return nil, err
+		}
+	}
+	return ips, nil
+}
+
+// heldIndex indexes Services by their ClusterIPs, for the allocator.
+const heldIndex = "svcnet.io/admission-clusterip"
+
+// clusterIPLookups answers, from mgr's cache, whether a Service holds an
+// address and whether its IPAddress exists: an address stays used while
+// either does.
+func clusterIPLookups(ctx context.Context, mgr ctrl.Manager) (held, exists func(addr string) bool, err error) {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Service{}, heldIndex, func(obj client.Object) []string {
+		return obj.(*corev1.Service).Spec.ClusterIPs
+	}); err != nil {
+		return nil, nil, fmt.Errorf("indexing Services by ClusterIP: %w", err)
+	}
+	c := mgr.GetClient()
+	held = func(addr string) bool {
+		var list corev1.ServiceList
+		err := c.List(ctx, &list, client.MatchingFields{heldIndex: addr}, client.UnsafeDisableDeepCopy)
+		return err == nil && len(list.Items) > 0
+	}
+	exists = func(addr string) bool {
+		err := c.Get(ctx, client.ObjectKey{Name: addr}, &networkingv1.IPAddress{})
+		return err == nil || !apierrors.IsNotFound(err)
+	}
+	return held, exists, nil
 }
 
 // addReadyzChecks adds "synced", a replica's readiness to lead (the

@@ -16,5 +16,5 @@ type EndpointSliceMirroringOptions = endpointslicemirroring.Options
 
 func setupEndpointSliceMirroring(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
 	recorder := mgr.GetEventRecorder(endpointslicemirroring.ReportingController)
-	return endpointslicemirroring.New(mgr.GetClient(), recorder, opts.EndpointSliceMirroring).SetupWithManager(mgr)
+	return endpointslicemirroring.New(mgr.GetClient(), mgr.GetAPIReader(), recorder, opts.EndpointSliceMirroring).SetupWithManager(mgr)
 }

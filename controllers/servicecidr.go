@@ -10,8 +10,9 @@ import (
 const ServiceCIDRName = servicecidr.ControllerName
 
 func setupServiceCIDR(mgr ctrl.Manager, _ Options, _ map[string]bool) error {
-	if err := servicecidr.New(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+	reader := servicecidr.WithAPIReader(mgr.GetAPIReader())
+	if err := servicecidr.New(mgr.GetClient(), reader).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return servicecidr.NewBinding(mgr.GetClient()).SetupWithManager(mgr)
+	return servicecidr.NewBinding(mgr.GetClient(), reader).SetupWithManager(mgr)
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,8 +74,10 @@ func Owner(ip *networkingv1.IPAddress) string {
 }
 
 // AddressHandler feeds IPAddresses to a: present ones are used, deleted
-// ones released.
-func AddressHandler(a *ipam.Allocator) toolscache.ResourceEventHandler {
+// ones released, unless held (when set) says a Service still holds the
+// address: someone deleted the IPAddress of a live Service, and the address
+// must not go to another Service while the repair recreates it.
+func AddressHandler(a *ipam.Allocator, held func(addr string) bool) toolscache.ResourceEventHandler {
 	observe := func(obj any) {
 		ip, ok := obj.(*networkingv1.IPAddress)
 		if !ok {
@@ -88,10 +91,56 @@ func AddressHandler(a *ipam.Allocator) toolscache.ResourceEventHandler {
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
-			if ip, ok := tombstone.As[*networkingv1.IPAddress](obj); ok {
-				if addr, err := netip.ParseAddr(ip.Name); err == nil {
-					a.Forget(addr)
-				}
+			ip, ok := tombstone.As[*networkingv1.IPAddress](obj)
+			if !ok || (held != nil && held(ip.Name)) {
+				return
+			}
+			if addr, err := netip.ParseAddr(ip.Name); err == nil {
+				a.Forget(addr)
+			}
+		},
+	}
+}
+
+// ServiceAddressHandler keeps the ClusterIPs of Services used in a while a
+// Service holds them, whether or not their IPAddress exists, and releases
+// those a Service lets go of once no IPAddress holds them (exists), so that
+// the last of the two to go releases the address.
+func ServiceAddressHandler(a *ipam.Allocator, exists func(addr string) bool) toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return
+		}
+		for _, ip := range svc.Spec.ClusterIPs {
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				a.Observe(addr, svc.Namespace+"/"+svc.Name)
+			}
+		}
+	}
+	release := func(svc *corev1.Service, keep []string) {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if slices.Contains(keep, ip) || exists(ip) {
+				continue
+			}
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				a.Forget(addr)
+			}
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: observe,
+		UpdateFunc: func(oldObj, newObj any) {
+			oldSvc, ok1 := oldObj.(*corev1.Service)
+			newSvc, ok2 := newObj.(*corev1.Service)
+			if ok1 && ok2 {
+				release(oldSvc, newSvc.Spec.ClusterIPs)
+			}
+			observe(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if svc, ok := tombstone.As[*corev1.Service](obj); ok {
+				release(svc, nil)
 			}
 		},
 	}

@@ -77,7 +77,8 @@ type LoadBalancerIPPoolStatus struct {
 	// +optional
 	Capacity string `json:"capacity,omitempty"`
 
-	// allocated is how many of its addresses Services hold.
+	// allocated is how many of its addresses are taken: by Services, through
+	// svcnet's IPAddresses, or by IPAddresses of other managers.
 	// +optional
 	Allocated int64 `json:"allocated"`
 

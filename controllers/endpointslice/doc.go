@@ -2,7 +2,12 @@
 // Service with a selector it keeps a set of EndpointSlices, one set per IP
 // family, that lists the addresses of the Pods the selector matches, with
 // the labels, ownerReference, conditions and hints that kube-proxy and
-// other consumers of kube-controller-manager's controller rely on.
+// other consumers of kube-controller-manager's controller rely on. It
+// replaces that controller outright: its slices carry the same managed-by,
+// endpointslice-controller.k8s.io, and the ones kube-controller-manager
+// wrote are adopted in place. Slices someone else deletes or edits are put
+// back by the next sync (controllers/internal/slicetracker tells this
+// controller's writes from everyone else's).
 //
 // The package is split the way the upstream controller is: endpoints.go
 // turns Pods into endpoints (a pure function of the Service, the Pods and

@@ -15,11 +15,15 @@ import (
 
 const (
 	// ManagedBy is the value of discoveryv1.LabelManagedBy on every slice
-	// this controller owns.
-	ManagedBy = "endpointslice-controller.svcnet.io"
-	// UpstreamManagedBy marks slices of kube-controller-manager's controller;
-	// svcnet takes them over (make-before-break) for the Services it owns.
-	UpstreamManagedBy = "endpointslice-controller.k8s.io"
+	// this controller owns: kube-controller-manager's, because svcnet
+	// replaces that controller and consumers (upstream's conformance suite
+	// among them) look for its slices by it. The slices kube-controller-manager
+	// wrote before svcnet took over are adopted in place, as one
+	// kube-controller-manager replica adopts another's.
+	ManagedBy = "endpointslice-controller.k8s.io"
+	// LegacyManagedBy is the value earlier svcnet releases wrote; their
+	// slices are adopted and relabelled ManagedBy at their next sync.
+	LegacyManagedBy = "endpointslice-controller.svcnet.io"
 
 	// LabelHeadless marks the slices of a headless Service, as upstream does.
 	LabelHeadless = corev1.IsHeadlessService

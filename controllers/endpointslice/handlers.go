@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -236,45 +235,6 @@ func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
 		out = append(out, c.Ports)
 	}
 	return out
-}
-
-// sliceHandler queues a Service when one of its slices changes in a way
-// this controller did not write: someone edited or deleted it, or the cache
-// caught up with a write a sync is waiting for.
-type sliceHandler struct{ r *Reconciler }
-
-func (h *sliceHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-	h.handle(e.Object, false, q)
-}
-
-func (h *sliceHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
-	h.handle(e.ObjectNew, false, q)
-	if e.ObjectOld.GetLabels()[discoveryv1.LabelServiceName] != e.ObjectNew.GetLabels()[discoveryv1.LabelServiceName] {
-		h.handle(e.ObjectOld, false, q)
-	}
-}
-
-func (h *sliceHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-	h.handle(e.Object, true, q)
-}
-
-func (h *sliceHandler) Generic(context.Context, event.TypedGenericEvent[client.Object], queue) {}
-
-func (h *sliceHandler) handle(obj client.Object, deleted bool, q queue) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	managedBy := s.Labels[discoveryv1.LabelManagedBy]
-	if name == "" || (managedBy != ManagedBy && managedBy != UpstreamManagedBy) {
-		return
-	}
-	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
-	if managedBy == ManagedBy && h.r.slices.OwnWrite(key, s, deleted) {
-		return
-	}
-	q.Add(reconcile.Request{NamespacedName: key})
 }
 
 // nodeHandler re-syncs Services when a Node's zone, readiness or CPU

@@ -26,6 +26,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/internal/slicetracker"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 const (
@@ -125,7 +126,7 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		apiReader: apiReader,
 		opts:      opts,
 		clock:     clock.RealClock{},
-		slices:    slicetracker.New(),
+		slices:    slicetracker.New(Owns),
 		changes:   newChangeTracker(),
 		selectors: newSelectorIndex(),
 		nodes:     &nodeInfoMap{m: map[string]nodeInfo{}},
@@ -143,6 +144,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	registerMetrics()
+	repairs.Register()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLabelIndex, podLabelPairs); err != nil {
 		return fmt.Errorf("indexing Pods by label: %w", err)
 	}
@@ -160,7 +162,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		WatchesRawSource(informersync.NewKind[client.Object](c, &corev1.Service{}, &handler.EnqueueRequestForObject{}, servicePredicate(r))).
 		WatchesRawSource(informersync.NewKind[client.Object](c, &corev1.Pod{}, &podHandler{r: r})).
-		WatchesRawSource(informersync.NewKind[client.Object](c, &discoveryv1.EndpointSlice{}, &sliceHandler{r: r})).
+		WatchesRawSource(informersync.NewKind[client.Object](c, &discoveryv1.EndpointSlice{}, r.slices.Handler())).
 		WatchesRawSource(informersync.NewKind[client.Object](c, &corev1.Node{}, &nodeHandler{r: r})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.Workers,
@@ -190,11 +192,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if svc.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil // the garbage collector removes the slices
 	}
-	ours, upstream, err := r.existingSlices(ctx, key)
+	ours, err := r.existingSlices(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.slices.Stale(key, ours) {
+	if stale, err := r.slices.StaleConfirmed(ctx, r.apiReader, key, ours); err != nil {
+		return ctrl.Result{}, err
+	} else if stale {
 		ctrl.LoggerFrom(ctx).V(4).Info("EndpointSlice cache is behind this controller's writes, retrying", "service", klog.KObj(svc))
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
@@ -202,21 +206,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || len(svc.Spec.Selector) == 0 {
 		// Not ours to publish: ExternalName Services have no endpoints, and
 		// Services without a selector get slices from their owner.
-		if err := r.apply(ctx, svc, []plan{{delete: ours}}, pendingChange{}, false); err != nil {
+		if _, err := r.apply(ctx, svc, []plan{{delete: ours}}, pendingChange{}, false); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.slices.Repaired(key)
 		r.recordStats(key, 0, 0)
 		return ctrl.Result{}, nil
 	}
-	plans, endpoints, sliceCount, err := r.planSlices(ctx, svc, ours, upstream)
+	r.slices.Attribute(ctx, r.apiReader, key)
+	plans, endpoints, sliceCount, err := r.planSlices(ctx, svc, ours)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, svc, plans, change, hadChange); err != nil {
+	wrote, err := r.apply(ctx, svc, plans, change, hadChange)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if repaired := r.slices.Repaired(key); wrote {
+		for _, c := range repaired {
+			repairs.Report(ctrl.LoggerFrom(ctx), c)
+		}
 	}
 	r.recordStats(key, endpoints, sliceCount)
 	return ctrl.Result{}, nil
+}
+
+// Owns reports whether the labels of a slice make it this controller's.
+func Owns(s *discoveryv1.EndpointSlice) bool {
+	switch s.Labels[discoveryv1.LabelManagedBy] {
+	case ManagedBy, LegacyManagedBy:
+		return true
+	}
+	return false
 }
 
 // finishSync counts a sync's outcome and, when it did not apply, gives
@@ -236,31 +257,28 @@ func (r *Reconciler) finishSync(key types.NamespacedName, change pendingChange, 
 	}
 }
 
-// existingSlices lists the Service's slices: this controller's, and
-// kube-controller-manager's that it takes over.
-func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) (ours, upstream []*discoveryv1.EndpointSlice, err error) {
+// existingSlices lists the Service's slices that this controller owns:
+// those it wrote, and those kube-controller-manager's controller (the same
+// managed-by) or an older svcnet wrote, which it adopts.
+func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
 	var sliceList discoveryv1.EndpointSliceList
 	if err := r.client.List(ctx, &sliceList, client.InNamespace(key.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+		return nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
 	}
+	var ours []*discoveryv1.EndpointSlice
 	for i := range sliceList.Items {
-		s := &sliceList.Items[i]
-		switch s.Labels[discoveryv1.LabelManagedBy] {
-		case ManagedBy:
+		if s := &sliceList.Items[i]; Owns(s) {
 			ours = append(ours, s)
-		case UpstreamManagedBy:
-			upstream = append(upstream, s)
 		}
 	}
-	return ours, upstream, nil
+	return ours, nil
 }
 
 // planSlices computes the plan of every address family from the selected
-// Pods, plus the deletion of slices of dropped families and, last (make
-// before break), of kube-controller-manager's slices. It returns the
+// Pods, plus the deletion of slices of dropped families. It returns the
 // endpoints and slices the Service will have.
-func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours, upstream []*discoveryv1.EndpointSlice) (plans []plan, endpoints, sliceCount int, err error) {
+func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours []*discoveryv1.EndpointSlice) (plans []plan, endpoints, sliceCount int, err error) {
 	key := client.ObjectKeyFromObject(svc)
 	pods, err := r.selectedPods(ctx, svc)
 	if err != nil {
@@ -293,7 +311,6 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours, 
 			dropped.removed += len(s.Endpoints)
 		}
 	}
-	dropped.delete = append(dropped.delete, upstream...)
 	return append(plans, dropped), endpoints, sliceCount, nil
 }
 
@@ -349,15 +366,13 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	var list discoveryv1.EndpointSliceList
-	if err := r.client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: ManagedBy,
-	}); err != nil {
+	ours, err := r.existingSlices(ctx, key)
+	if err != nil {
 		return err
 	}
-	for i := range list.Items {
-		if err := r.client.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting EndpointSlice %s of deleted Service: %w", klog.KObj(&list.Items[i]), err)
+	for _, s := range ours {
+		if err := r.client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s of deleted Service: %w", klog.KObj(s), err)
 		}
 	}
 	r.slices.Forget(key)
@@ -367,7 +382,8 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 
 // apply writes plans: every create and update first, then the deletes, so
 // that an endpoint moving between slices is never missing from all of them.
-func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, change pendingChange, hadChange bool) error {
+// It reports whether it wrote anything.
+func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, change pendingChange, hadChange bool) (bool, error) {
 	key := client.ObjectKeyFromObject(svc)
 	trigger := ""
 	if hadChange {
@@ -390,7 +406,7 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 	if len(errs) > 0 {
 		// Deleting now could remove endpoints that a failed write was
 		// supposed to carry elsewhere.
-		return errors.Join(errs...)
+		return wrote.Load(), errors.Join(errs...)
 	}
 	errs = inParallel(deletes, func(s *discoveryv1.EndpointSlice) error {
 		if err := r.deleteSlice(ctx, key, s); err != nil {
@@ -402,7 +418,7 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 	if wrote.Load() && hadChange {
 		metricChangeToWrite.Observe(r.clock.Since(change.observed).Seconds())
 	}
-	return errors.Join(errs...)
+	return wrote.Load(), errors.Join(errs...)
 }
 
 // sliceWrite is a create or an update of one slice.
@@ -444,8 +460,12 @@ func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w
 		if err := r.client.Create(ctx, s); err != nil {
 			return fmt.Errorf("creating EndpointSlice for %s: %w", key, err)
 		}
-	} else if err := r.client.Update(ctx, s); err != nil {
-		return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+	} else {
+		r.slices.Expect(s)
+		if err := r.client.Update(ctx, s); err != nil {
+			r.slices.Abort(s)
+			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
+		}
 	}
 	r.slices.Record(key, s)
 	metricChanges.WithLabelValues(verb).Inc()
@@ -455,13 +475,13 @@ func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w
 
 // deleteSlice deletes one slice, if it is still the one planned on.
 func (r *Reconciler) deleteSlice(ctx context.Context, key types.NamespacedName, s *discoveryv1.EndpointSlice) error {
+	r.slices.Expect(s)
 	err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		r.slices.Abort(s)
 		return fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err)
 	}
-	if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-		r.slices.RecordDeleted(key, s)
-	}
+	r.slices.RecordDeleted(key, s)
 	metricChanges.WithLabelValues("delete").Inc()
 	ctrl.LoggerFrom(ctx).V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
 	return nil

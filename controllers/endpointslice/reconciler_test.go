@@ -343,7 +343,10 @@ var _ = Describe("EndpointSlice controller", func() {
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	})
 
-	It("takes over kube-controller-manager's slices without ever publishing fewer ready endpoints", func() {
+	DescribeTable("adopts the slices kube-controller-manager or an older svcnet wrote in place, never publishing fewer ready endpoints", func(managedBy string) {
+		// As at a real takeover, the slices exist when the controller
+		// starts: its first list holds them.
+		env.StopManager()
 		ips := createPods(ctx, ns, "web", 3, nil)
 		var upstreamEPs []discoveryv1.Endpoint
 		for _, ip := range ips {
@@ -351,7 +354,7 @@ var _ = Describe("EndpointSlice controller", func() {
 		}
 		upstream := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Namespace: ns, Labels: map[string]string{
-				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: endpointslice.UpstreamManagedBy,
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: managedBy,
 			}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   upstreamEPs,
@@ -390,11 +393,14 @@ var _ = Describe("EndpointSlice controller", func() {
 		}()
 
 		Expect(env.Client.Create(ctx, webService(ns))).To(Succeed())
+		Expect(env.RestartManager()).To(Succeed())
 		Eventually(func(g Gomega) {
 			var all discoveryv1.EndpointSliceList
 			g.Expect(env.Client.List(ctx, &all, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"})).To(Succeed())
 			g.Expect(all.Items).To(HaveLen(1))
+			g.Expect(all.Items[0].UID).To(Equal(upstream.UID), "adopted in place")
 			g.Expect(all.Items[0].Labels[discoveryv1.LabelManagedBy]).To(Equal(endpointslice.ManagedBy))
+			g.Expect(metav1.GetControllerOf(&all.Items[0])).NotTo(BeNil())
 			g.Expect(addresses(all.Items, true)).To(ConsistOf(ips))
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 		w.Stop()
@@ -402,7 +408,10 @@ var _ = Describe("EndpointSlice controller", func() {
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(minReady).To(Equal(len(ips)), "ready endpoints dipped during the takeover")
-	})
+	},
+		Entry("kube-controller-manager's", endpointslice.ManagedBy),
+		Entry("an older svcnet's", endpointslice.LegacyManagedBy),
+	)
 })
 
 func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {

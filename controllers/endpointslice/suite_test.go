@@ -22,6 +22,9 @@ const (
 	poll = 100 * time.Millisecond
 	// quiet is how long "nothing happens" is watched for.
 	quiet = 2 * time.Second
+	// repairTimeout bounds how long a slice someone else deleted or
+	// changed stays so: the informer's event starts the repair at once.
+	repairTimeout = 5 * time.Second
 )
 
 var env *testenv.Env

@@ -16,9 +16,10 @@
 // annotation set to "truncated", and addresses that are not IPs with a
 // Warning Event. Slices carry
 // the Endpoints' labels and annotations (except the trigger-time and
-// last-applied ones), kubernetes.io/service-name and this controller's
-// endpointslice.kubernetes.io/managed-by, and a controller reference to the
-// Endpoints. Slices kube-controller-manager's mirroring controller wrote are
-// deleted once this controller's carry the same addresses (make before
-// break).
+// last-applied ones), kubernetes.io/service-name and
+// endpointslice.kubernetes.io/managed-by of kube-controller-manager's
+// mirroring controller, which this one replaces, and a controller reference
+// to the Endpoints. The slices kube-controller-manager's controller (or an
+// earlier svcnet) wrote are adopted in place; slices someone else deletes or
+// edits are put back by the next sync.
 package endpointslicemirroring

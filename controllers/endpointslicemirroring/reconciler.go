@@ -14,26 +14,25 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/svcnet-io/svcnet/controllers/internal/slicetracker"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 const (
 	// ControllerName is the name `--controllers` knows it by.
 	ControllerName = "endpointslicemirroring"
 	// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
-	// slices this controller writes.
-	ManagedBy = "endpointslicemirroring-controller.svcnet.io"
-	// UpstreamManagedBy is kube-controller-manager's mirroring controller's
-	// value, whose slices this controller takes over.
-	UpstreamManagedBy = "endpointslicemirroring-controller.k8s.io"
+	// slices this controller writes: kube-controller-manager's mirroring
+	// controller's, whose slices it adopts in place.
+	ManagedBy = "endpointslicemirroring-controller.k8s.io"
+	// LegacyManagedBy is the value earlier svcnet releases wrote; their
+	// slices are adopted and relabelled ManagedBy at their next sync.
+	LegacyManagedBy = "endpointslicemirroring-controller.svcnet.io"
 
 	// ReportingController names this controller in Events.
 	ReportingController = "svcnet.io/endpointslicemirroring"
@@ -71,23 +70,25 @@ type Options struct {
 // Reconciler mirrors one Endpoints object (by namespace/name, the Service's)
 // per request.
 type Reconciler struct {
-	client   client.Client
-	recorder events.EventRecorder
-	opts     Options
-	slices   *slicetracker.Tracker
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	opts      Options
+	slices    *slicetracker.Tracker
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// New returns a Reconciler.
-func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
+// New returns a Reconciler that reads from c's cache, confirms with
+// apiReader that a slice it wrote is gone, and writes through c.
+func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options) *Reconciler {
 	if opts.MaxEndpointsPerSubset <= 0 {
 		opts.MaxEndpointsPerSubset = DefaultMaxEndpointsPerSubset
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 5
 	}
-	return &Reconciler{client: c, recorder: recorder, opts: opts, slices: slicetracker.New()}
+	return &Reconciler{client: c, apiReader: apiReader, recorder: recorder, opts: opts, slices: slicetracker.New(Owns)}
 }
 
 // +kubebuilder:rbac:groups="",resources=endpoints;services,verbs=get;list;watch
@@ -95,45 +96,24 @@ func New(c client.Client, recorder events.EventRecorder, opts Options) *Reconcil
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager watches Endpoints, their Services, and the mirrored
-// slices (this controller's and kube-controller-manager's).
+// SetupWithManager watches Endpoints, their Services, and the slices this
+// controller owns.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	bySliceService := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-		name := obj.GetLabels()[discoveryv1.LabelServiceName]
-		if name == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
-	})
-	mirrored := predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return r.interesting(e.Object, false) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return r.interesting(e.ObjectNew, false) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return r.interesting(e.Object, true) },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
+	repairs.Register()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Endpoints{}).
 		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
-		Watches(&discoveryv1.EndpointSlice{}, bySliceService, builder.WithPredicates(mirrored)).
+		Watches(&discoveryv1.EndpointSlice{}, r.slices.Handler()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
 
-// interesting tells whether a slice event may need a sync: slices of
-// kube-controller-manager's mirroring controller, and this controller's
-// that changed other than by its own last write.
-func (r *Reconciler) interesting(obj client.Object, deleted bool) bool {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return false
-	}
+// Owns reports whether the labels of a slice make it this controller's.
+func Owns(s *discoveryv1.EndpointSlice) bool {
 	switch s.Labels[discoveryv1.LabelManagedBy] {
-	case UpstreamManagedBy:
+	case ManagedBy, LegacyManagedBy:
 		return true
-	case ManagedBy:
-		key := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
-		return !r.slices.OwnWrite(key, s, deleted)
 	}
 	return false
 }
@@ -142,11 +122,13 @@ func (r *Reconciler) interesting(obj client.Object, deleted bool) bool {
 // says, or removes them when it is not to be mirrored.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := req.NamespacedName
-	ours, upstream, err := r.existingSlices(ctx, key)
+	ours, err := r.existingSlices(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if r.slices.Stale(key, ours) {
+	if stale, err := r.slices.StaleConfirmed(ctx, r.apiReader, key, ours); err != nil {
+		return ctrl.Result{}, err
+	} else if stale {
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
 	ep, err := r.toMirror(ctx, key)
@@ -155,6 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if ep == nil {
 		err := r.apply(ctx, key, plan{delete: ours})
+		r.slices.Repaired(key)
 		if err == nil && len(ours) == 0 {
 			r.slices.Forget(key)
 		}
@@ -165,10 +148,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.markOverCapacity(ctx, ep, m.skipped > m.invalid); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.slices.Attribute(ctx, r.apiReader, key)
 	p := planMirror(newSliceMeta(ep), m, ours)
-	// Make before break: kube-controller-manager's slices go last.
-	p.delete = append(p.delete, upstream...)
-	return ctrl.Result{}, r.apply(ctx, key, p)
+	if err := r.apply(ctx, key, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	repaired := r.slices.Repaired(key)
+	if len(p.create)+len(p.update)+len(p.delete) > 0 {
+		for _, c := range repaired {
+			repairs.Report(ctrl.LoggerFrom(ctx), c)
+		}
+	}
+	return ctrl.Result{}, nil
 }
 
 // toMirror returns the Endpoints of key when they are to be mirrored: the
@@ -195,22 +186,22 @@ func (r *Reconciler) toMirror(ctx context.Context, key types.NamespacedName) (*c
 	return ep, nil
 }
 
-// existingSlices lists the Service's mirrored slices: this controller's and
-// kube-controller-manager's.
-func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) (ours, upstream []*discoveryv1.EndpointSlice, err error) {
+// existingSlices lists the Service's mirrored slices that this controller
+// owns: those it wrote, and those kube-controller-manager's mirroring
+// controller (the same managed-by) or an older svcnet wrote, which it
+// adopts.
+func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
 	var list discoveryv1.EndpointSliceList
 	if err := r.client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
-		return nil, nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
+		return nil, fmt.Errorf("listing EndpointSlices of %s: %w", key, err)
 	}
+	var ours []*discoveryv1.EndpointSlice
 	for i := range list.Items {
-		switch list.Items[i].Labels[discoveryv1.LabelManagedBy] {
-		case ManagedBy:
+		if Owns(&list.Items[i]) {
 			ours = append(ours, &list.Items[i])
-		case UpstreamManagedBy:
-			upstream = append(upstream, &list.Items[i])
 		}
 	}
-	return ours, upstream, nil
+	return ours, nil
 }
 
 // markOverCapacity sets the Endpoints' over-capacity annotation to
@@ -261,7 +252,9 @@ func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan
 		log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 	}
 	for _, s := range p.update {
+		r.slices.Expect(s)
 		if err := r.client.Update(ctx, s); err != nil {
+			r.slices.Abort(s)
 			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
 		}
 		r.slices.Record(key, s)
@@ -269,14 +262,14 @@ func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan
 	}
 	var errs []error
 	for _, s := range p.delete {
+		r.slices.Expect(s)
 		err := r.client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			r.slices.Abort(s)
 			errs = append(errs, fmt.Errorf("deleting EndpointSlice %s: %w", klog.KObj(s), err))
 			continue
 		}
-		if s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-			r.slices.RecordDeleted(key, s)
-		}
+		r.slices.RecordDeleted(key, s)
 		log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
 	}
 	return errors.Join(errs...)

@@ -170,22 +170,134 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
 	})
 
-	It("takes over kube-controller-manager's mirrored slices, make before break", func(ctx SpecContext) {
+	DescribeTable("adopts the mirrored slices kube-controller-manager or an older svcnet wrote, in place",
+		func(ctx SpecContext, managedBy string) {
+			ns := newNS(ctx)
+			// As at a real takeover, the slices exist when the controller
+			// starts: its first list holds them.
+			env.StopManager()
+			selectorless(ctx, ns, "db")
+			theirs := &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-kcm", Labels: map[string]string{
+					discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: managedBy}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.30"}}},
+			}
+			Expect(env.Client.Create(ctx, theirs)).To(Succeed())
+			Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.30"}, nil, 5432))).To(Succeed())
+			Expect(env.RestartManager()).To(Succeed())
+			Eventually(func(g Gomega) {
+				ss, err := mirrored(ctx, ns, "db")()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ss).To(HaveLen(1))
+				g.Expect(ss[0].UID).To(Equal(theirs.UID), "adopted in place")
+				g.Expect(ss[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
+				g.Expect(ss[0].Ports).To(HaveLen(1))
+			}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		},
+		Entry("kube-controller-manager's", endpointslicemirroring.ManagedBy),
+		Entry("an older svcnet's", endpointslicemirroring.LegacyManagedBy),
+	)
+	It("puts back a mirrored slice someone else deleted or edited, and leaves hand-written slices alone", func(ctx SpecContext) {
 		ns := newNS(ctx)
 		selectorless(ctx, ns, "db")
-		theirs := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-kcm", Labels: map[string]string{
-				discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: endpointslicemirroring.UpstreamManagedBy}},
+		handWritten := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-by-hand", Labels: map[string]string{
+				discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: "by-hand.example.com"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.30"}}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.99"}}},
 		}
-		Expect(env.Client.Create(ctx, theirs)).To(Succeed())
-		Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.30"}, nil, 5432))).To(Succeed())
+		Expect(env.Client.Create(ctx, handWritten)).To(Succeed())
+		Expect(env.Client.Create(ctx, endpoints(ns, "db", []string{"192.0.2.40", "192.0.2.41"}, nil, 5432))).To(Succeed())
+		ours := func(g Gomega) []discoveryv1.EndpointSlice {
+			var list discoveryv1.EndpointSliceList
+			g.Expect(env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
+				discoveryv1.LabelServiceName: "db", discoveryv1.LabelManagedBy: endpointslicemirroring.ManagedBy})).To(Succeed())
+			return list.Items
+		}
+		want := []string{"192.0.2.40 true", "192.0.2.41 true"}
+		var s discoveryv1.EndpointSlice
 		Eventually(func(g Gomega) {
-			ss, err := mirrored(ctx, ns, "db")()
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(ss).To(HaveLen(1))
-			g.Expect(ss[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointslicemirroring.ManagedBy))
+			got := ours(g)
+			g.Expect(addresses(got)).To(Equal(want))
+			s = got[0]
 		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+
+		By("deleted: mirrored again")
+		Expect(env.Client.Delete(ctx, &s)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := ours(g)
+			g.Expect(got).To(HaveLen(1))
+			g.Expect(got[0].UID).NotTo(Equal(s.UID))
+			g.Expect(addresses(got)).To(Equal(want))
+			s = got[0]
+		}).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
+
+		By("endpoints and labels edited: put back")
+		s.Endpoints = s.Endpoints[:1]
+		delete(s.Labels, "team")
+		Expect(env.Client.Update(ctx, &s)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := ours(g)
+			g.Expect(addresses(got)).To(Equal(want))
+			g.Expect(got[0].Labels).To(HaveKeyWithValue("team", "db"))
+		}).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
+
+		Consistently(func(g Gomega) {
+			var now discoveryv1.EndpointSlice
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(handWritten), &now)).To(Succeed())
+			g.Expect(now.ResourceVersion).To(Equal(handWritten.ResourceVersion))
+		}).WithTimeout(2 * time.Second).WithPolling(interval).Should(Succeed())
+	})
+
+	// Upstream's conformance test "EndpointSliceMirroring should mirror a
+	// custom Endpoints resource through create update and delete", and the
+	// Endpoints lifecycle test, whose Endpoints has no Service.
+	It("passes upstream's conformance checks of mirroring, and leaves Endpoints without a Service alone", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		svc := builder.Service("example-custom-endpoints", ns).Port("example", 80, intstr.FromInt32(80)).Obj()
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		ep := &corev1.Endpoints{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc.Name},
+			Subsets: []corev1.EndpointSubset{{
+				Ports: []corev1.EndpointPort{{Port: 80}}, Addresses: []corev1.EndpointAddress{{IP: "10.1.2.3"}},
+			}},
+		}
+		Expect(env.Client.Create(ctx, ep.DeepCopy())).To(Succeed())
+		conformant := func(address string) func(g Gomega) {
+			return func(g Gomega) {
+				ss, err := mirrored(ctx, ns, svc.Name)()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ss).To(HaveLen(1))
+				g.Expect(ss[0].Ports).To(HaveLen(1))
+				g.Expect(*ss[0].Ports[0].Port).To(BeEquivalentTo(80))
+				g.Expect(ss[0].Endpoints).To(HaveLen(1))
+				g.Expect(ss[0].Endpoints[0].Addresses).To(Equal([]string{address}))
+			}
+		}
+		// The test polls for 12 s.
+		Eventually(conformant("10.1.2.3")).WithTimeout(12 * time.Second).WithPolling(interval).Should(Succeed())
+		// An unconditional update of the object the test created.
+		ep.Subsets[0].Addresses = []corev1.EndpointAddress{{IP: "10.2.3.4"}}
+		Expect(env.Client.Update(ctx, ep.DeepCopy())).To(Succeed())
+		Eventually(conformant("10.2.3.4")).WithTimeout(12 * time.Second).WithPolling(interval).Should(Succeed())
+		Expect(env.Client.Delete(ctx, ep)).To(Succeed())
+		Eventually(mirrored(ctx, ns, svc.Name)).WithTimeout(12 * time.Second).WithPolling(interval).Should(BeEmpty())
+
+		lonely := &corev1.Endpoints{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "testservice", Labels: map[string]string{"test-endpoint-static": "true"}},
+			Subsets: []corev1.EndpointSubset{{
+				Ports: []corev1.EndpointPort{{Name: "http", Port: 80}}, Addresses: []corev1.EndpointAddress{{IP: "10.0.0.24"}},
+			}},
+		}
+		Expect(env.Client.Create(ctx, lonely)).To(Succeed())
+		Consistently(func(g Gomega) {
+			var now corev1.Endpoints
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(lonely), &now)).To(Succeed())
+			g.Expect(now.ResourceVersion).To(Equal(lonely.ResourceVersion))
+			ss, err := mirrored(ctx, ns, lonely.Name)()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ss).To(BeEmpty())
+		}).WithTimeout(2 * time.Second).WithPolling(interval).Should(Succeed())
 	})
 })

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,6 +26,7 @@ import (
 	"github.com/svcnet-io/svcnet/allocator/ipam"
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 // ControllerName is the --controllers name.
@@ -37,7 +39,13 @@ const ReportingController = "svcnet-" + ControllerName
 const clusterIPIndex = "svcnet.io/clusterip"
 
 // ManagedBy is the IPAddress label value of kube-apiserver's allocator.
+// The controller writes and deletes only IPAddresses that carry it, besides
+// restoring the labels of one whose parentRef names the Service holding
+// its address; every other IPAddress belongs to another manager.
 const ManagedBy = feed.ManagedBy
+
+// repairKind is the kind its repairs are reported under.
+const repairKind = "IPAddress"
 
 // DefaultLeakGracePeriod is how old an IPAddress without its Service must
 // be to be called leaked, as in kube-apiserver: it creates the IPAddress
@@ -105,7 +113,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 	return r
 }
 
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ipaddresses,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ipaddresses,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=servicecidrbindings,verbs=get;list;watch
@@ -113,7 +121,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 // SetupWithManager registers the controller and its usage metrics.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
-	usage := feed.AddressHandler(r.usage)
+	usage := feed.AddressHandler(r.usage, nil)
 	// Check for exhaustion once the usage includes the new address (the
 	// controller's own queue may run before this handler).
 	addresses := toolscache.ResourceEventHandlerDetailedFuncs{
@@ -139,6 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	registerUsage(r.usage)
+	repairs.Register()
 	services := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 	})
@@ -247,41 +256,98 @@ func (r *Reconciler) auditServiceIP(ctx context.Context, svc *corev1.Service, ip
 	case apierrors.IsNotFound(err):
 		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
 			"Cluster IP [%s]: %s is not allocated; repairing", family, ip)
-		return r.createIPAddress(ctx, ip, svc)
+		created, err := r.createIPAddress(ctx, ip, svc)
+		if created {
+			repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KRef("", ip), Reason: repairs.ReasonDeleted,
+				What: fmt.Sprintf("the IPAddress of ClusterIP %s of Service %s was missing", ip, klog.KObj(svc))})
+		}
+		return err
 	case err != nil:
 		return err
 	}
-	ref := ipa.Spec.ParentRef
-	if ref == nil || ref.Group != "" || ref.Resource != "services" {
-		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
-			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
-		return r.recreate(ctx, ipa, svc)
+	if namesService(ipa, svc) {
+		return r.repairLabels(ctx, ipa, family)
 	}
-	if ref.Namespace != svc.Namespace || ref.Name != svc.Name {
+	if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy {
+		// Another allocator's, or hand-written: not svcnet's to replace.
+		r.events.Warn(ctx, svc, ReasonAlreadyAllocated, actionClusterIP,
+			"Cluster IP [%s]:%s is held by IPAddress %s of manager %q for %s; svcnet does not replace IPAddresses of other managers; please recreate service",
+			family, ip, ip, ipa.Labels[networkingv1.LabelManagedBy], parentOf(ipa))
+		return nil
+	}
+	return r.auditReference(ctx, svc, ipa, family)
+}
+
+// auditReference handles an IPAddress of kube-apiserver's allocator for a
+// ClusterIP of svc that names something else, as the apiserver's repair
+// loop does: replaced for svc, unless another Service holds the same IP.
+func (r *Reconciler) auditReference(ctx context.Context, svc *corev1.Service, ipa *networkingv1.IPAddress, family corev1.IPFamily) error {
+	ip := ipa.Name
+	ref := ipa.Spec.ParentRef
+	if ref != nil && ref.Group == "" && ref.Resource == "services" {
 		other := &corev1.Service{}
 		err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, other)
-		switch {
-		case apierrors.IsNotFound(err):
-			r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
-				"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
-			return r.recreate(ctx, ipa, svc)
-		case err != nil:
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		for _, theirs := range other.Spec.ClusterIPs {
-			if theirs == ip {
-				r.events.Warn(ctx, svc, ReasonAlreadyAllocated, actionClusterIP,
-					"Cluster IP [%s]:%s was assigned to multiple services (also %s/%s); please recreate service", family, ip, other.Namespace, other.Name)
-				return nil
-			}
+		if err == nil && slices.Contains(other.Spec.ClusterIPs, ip) {
+			r.events.Warn(ctx, svc, ReasonAlreadyAllocated, actionClusterIP,
+				"Cluster IP [%s]:%s was assigned to multiple services (also %s/%s); please recreate service", family, ip, other.Namespace, other.Name)
+			return nil
 		}
-		r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
-			"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
-		return r.recreate(ctx, ipa, svc)
 	}
-	if ipa.Labels[networkingv1.LabelIPAddressFamily] != string(family) || ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy {
-		return r.recreate(ctx, ipa, svc)
+	r.events.Warn(ctx, svc, ReasonNotAllocated, actionClusterIP,
+		"the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
+	if err := r.recreate(ctx, ipa, svc); err != nil {
+		return err
 	}
+	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited,
+		What: fmt.Sprintf("parentRef %s instead of Service %s", parentOf(ipa), klog.KObj(svc)), By: by})
+	return nil
+}
+
+// namesService reports whether an IPAddress's parentRef is svc.
+func namesService(ipa *networkingv1.IPAddress, svc *corev1.Service) bool {
+	ref := ipa.Spec.ParentRef
+	return ref != nil && ref.Group == "" && ref.Resource == "services" && ref.Namespace == svc.Namespace && ref.Name == svc.Name
+}
+
+// parentOf describes an IPAddress's parentRef.
+func parentOf(ipa *networkingv1.IPAddress) string {
+	ref := ipa.Spec.ParentRef
+	if ref == nil {
+		return "no parent"
+	}
+	return fmt.Sprintf("%s.%s %s/%s", ref.Resource, ref.Group, ref.Namespace, ref.Name)
+}
+
+// repairLabels puts back the labels of the allocator's IPAddress of a
+// Service's ClusterIP, in place (the parentRef says whose address it is).
+// One whose managed-by names another manager is left to it.
+func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddress, family corev1.IPFamily) error {
+	managedBy := ipa.Labels[networkingv1.LabelManagedBy]
+	if managedBy != "" && managedBy != ManagedBy {
+		return nil
+	}
+	if managedBy == ManagedBy && ipa.Labels[networkingv1.LabelIPAddressFamily] == string(family) {
+		return nil
+	}
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
+	patch := client.MergeFromWithOptions(ipa.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if ipa.Labels == nil {
+		ipa.Labels = map[string]string{}
+	}
+	what := fmt.Sprintf("labels %s=%q %s=%q", networkingv1.LabelManagedBy, managedBy, networkingv1.LabelIPAddressFamily, ipa.Labels[networkingv1.LabelIPAddressFamily])
+	ipa.Labels[networkingv1.LabelManagedBy] = ManagedBy
+	ipa.Labels[networkingv1.LabelIPAddressFamily] = string(family)
+	if err := r.client.Patch(ctx, ipa, patch); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // gone or changed: the next event decides again
+		}
+		return fmt.Errorf("repairing the labels of IPAddress %s: %w", ipa.Name, err)
+	}
+	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited, What: what, By: by})
 	return nil
 }
 
@@ -301,16 +367,18 @@ func newIPAddress(ip string, svc *corev1.Service) *networkingv1.IPAddress {
 	}
 }
 
-func (r *Reconciler) createIPAddress(ctx context.Context, ip string, svc *corev1.Service) error {
-	err := r.client.Create(ctx, newIPAddress(ip, svc))
+// createIPAddress creates the IPAddress of ip for svc; created is false
+// when one exists already.
+func (r *Reconciler) createIPAddress(ctx context.Context, ip string, svc *corev1.Service) (created bool, err error) {
+	err = r.client.Create(ctx, newIPAddress(ip, svc))
 	if apierrors.IsAlreadyExists(err) {
-		return nil // kube-apiserver's loop, or the allocation itself, got there first
+		return false, nil // kube-apiserver's loop, or the allocation itself, got there first
 	}
 	if err != nil {
-		return fmt.Errorf("creating IPAddress %s for Service %s/%s: %w", ip, svc.Namespace, svc.Name, err)
+		return false, fmt.Errorf("creating IPAddress %s for Service %s/%s: %w", ip, svc.Namespace, svc.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Created IPAddress", "ipAddress", ip, "service", svc.Namespace+"/"+svc.Name)
-	return nil
+	return true, nil
 }
 
 // recreate replaces an IPAddress with one that references svc; only the
@@ -319,7 +387,8 @@ func (r *Reconciler) recreate(ctx context.Context, ipa *networkingv1.IPAddress, 
 	if err := r.delete(ctx, ipa); err != nil {
 		return err
 	}
-	return r.createIPAddress(ctx, ipa.Name, svc)
+	_, err := r.createIPAddress(ctx, ipa.Name, svc)
+	return err
 }
 
 func (r *Reconciler) delete(ctx context.Context, ipa *networkingv1.IPAddress) error {
@@ -339,8 +408,11 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ipa); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.DeletionTimestamp != nil {
+	if ipa.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if ours, err := r.allocators(ctx, ipa); err != nil || !ours {
+		return ctrl.Result{}, err
 	}
 	ref := ipa.Spec.ParentRef
 	if ref == nil || ref.Group != "" || ref.Resource != "services" {
@@ -385,6 +457,27 @@ func (r *Reconciler) auditIPAddress(ctx context.Context, name string) (ctrl.Resu
 	r.events.Warn(ctx, ipa, ReasonWrongReference, actionIPAddress,
 		"IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", ipa.Name, svc.Namespace, svc.Name)
 	return ctrl.Result{}, r.delete(ctx, ipa)
+}
+
+// allocators reports whether an IPAddress is kube-apiserver's allocator's,
+// whose leaks the audit cleans: labelled so, or unlabelled with a Service
+// as parent and an address in a ServiceCIDR (its labels removed by hand; the
+// audit of the Service puts them back while the Service holds the address).
+func (r *Reconciler) allocators(ctx context.Context, ipa *networkingv1.IPAddress) (bool, error) {
+	managedBy, labelled := ipa.Labels[networkingv1.LabelManagedBy]
+	if labelled && managedBy != "" {
+		return managedBy == ManagedBy, nil
+	}
+	ref := ipa.Spec.ParentRef
+	addr, err := netip.ParseAddr(ipa.Name)
+	if ref == nil || ref.Group != "" || ref.Resource != "services" || err != nil {
+		return false, nil
+	}
+	var cidrs networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &cidrs); err != nil {
+		return false, err
+	}
+	return containedIn(addr, cidrs.Items, nil), nil
 }
 
 // checkExhausted emits ServiceCIDRExhausted on every ServiceCIDR that

@@ -179,4 +179,60 @@ var _ = Describe("IPAddress audit", func() {
 			g.Expect(values).To(HaveKeyWithValue("svcnet_clusterip_cidr_exhausted", 0.0))
 		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 	})
+	// Upstream's conformance test "should support IPAddress API operations"
+	// creates, patches and updates IPAddresses of another API group;
+	// IPAddresses of other managers are as much not svcnet's.
+	It("never writes or deletes IPAddresses of other managers", func(ctx SpecContext) {
+		foreign := []*networkingv1.IPAddress{
+			{
+				ObjectMeta: metav1.ObjectMeta{Name: "255.255.255.255", Labels: map[string]string{"type": "broadcast"}},
+				Spec:       networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Namespace: "foo", Name: "bar"}},
+			},
+			{
+				ObjectMeta: metav1.ObjectMeta{Name: "fe80::42:1dff:fe84:f9e2", Labels: map[string]string{"type": "link-local"}},
+				Spec:       networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Namespace: "foo", Name: "bar"}},
+			},
+			// In a ServiceCIDR, naming a Service that does not exist, older
+			// than the leak grace period: kube-apiserver's would be deleted.
+			{
+				ObjectMeta: metav1.ObjectMeta{Name: "10.96.201.201", Labels: map[string]string{
+					networkingv1.LabelManagedBy: "other-allocator.example.com", networkingv1.LabelIPAddressFamily: "IPv4"}},
+				Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: ns, Name: "nobody"}},
+			},
+		}
+		for _, ipa := range foreign {
+			Expect(env.Client.Create(ctx, ipa)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { _ = env.Client.Delete(ctx, ipa) })
+		}
+		patched := foreign[0].DeepCopy()
+		patched.Annotations = map[string]string{"patched": "true"}
+		Expect(env.Client.Patch(ctx, patched, client.MergeFrom(foreign[0]))).To(Succeed())
+		foreign[0] = patched
+		Consistently(func(g Gomega) {
+			for _, want := range foreign {
+				var got networkingv1.IPAddress
+				g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(want), &got)).To(Succeed())
+				g.Expect(got.UID).To(Equal(want.UID))
+				g.Expect(got.ResourceVersion).To(Equal(want.ResourceVersion), "IPAddress %s was written", want.Name)
+			}
+		}).WithTimeout(4 * time.Second).WithPolling(interval).Should(Succeed())
+	})
+
+	It("puts back the labels of a Service's IPAddress in place", func(ctx SpecContext) {
+		svc := service("relabelled", ns)
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		var ipa networkingv1.IPAddress
+		Eventually(func() error { return env.Client.Get(ctx, client.ObjectKey{Name: svc.Spec.ClusterIP}, &ipa) }).
+			WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		delete(ipa.Labels, networkingv1.LabelManagedBy)
+		ipa.Labels[networkingv1.LabelIPAddressFamily] = "IPv6"
+		Expect(env.Client.Update(ctx, &ipa)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var got networkingv1.IPAddress
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&ipa), &got)).To(Succeed())
+			g.Expect(got.Labels).To(HaveKeyWithValue(networkingv1.LabelManagedBy, ipaddress.ManagedBy))
+			g.Expect(got.Labels).To(HaveKeyWithValue(networkingv1.LabelIPAddressFamily, "IPv4"))
+			g.Expect(got.Spec.ParentRef.Name).To(Equal("relabelled"))
+		}).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
+	})
 })

@@ -15,6 +15,9 @@ import (
 const (
 	timeout  = 20 * time.Second
 	interval = 100 * time.Millisecond
+	// repairTimeout bounds how long an IPAddress someone else deleted or
+	// changed stays so.
+	repairTimeout = 5 * time.Second
 )
 
 var (

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,5 +55,75 @@ func TestMissingIPAddressRecreatedWithOneEvent(t *testing.T) {
 	}
 	if ev := <-rec.Events; !strings.Contains(ev, ReasonNotAllocated) || !strings.Contains(ev, "10.96.0.10 is not allocated") {
 		t.Fatalf("Event %q, want %s about 10.96.0.10", ev, ReasonNotAllocated)
+	}
+}
+
+// Without kube-apiserver's own repair loop, which would replace them: the
+// audit leaves IPAddresses of other managers alone, even one that holds a
+// Service's ClusterIP, and restores the labels of a Service's own.
+func TestOtherManagersIPAddresses(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-web"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}},
+	}
+	toWeb := &networkingv1.ParentReference{Resource: "services", Namespace: "ns", Name: "web"}
+	cases := map[string]struct {
+		labels     map[string]string
+		parent     *networkingv1.ParentReference
+		wantLabels map[string]string // nil: untouched
+	}{
+		"another manager's, for something else": {
+			labels: map[string]string{networkingv1.LabelManagedBy: "other.example.com"},
+			parent: &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Namespace: "foo", Name: "bar"},
+		},
+		"unlabelled, for something else": {
+			parent: &networkingv1.ParentReference{Group: "mygroup", Resource: "myresources", Namespace: "foo", Name: "bar"},
+		},
+		"another manager's, for this Service": {
+			labels: map[string]string{networkingv1.LabelManagedBy: "other.example.com"},
+			parent: toWeb,
+		},
+		"this Service's, labels removed": {
+			parent:     toWeb,
+			wantLabels: map[string]string{networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: "IPv4"},
+		},
+		"this Service's, wrong family": {
+			labels:     map[string]string{networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: "IPv6"},
+			parent:     toWeb,
+			wantLabels: map[string]string{networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: "IPv4"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ipa := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.0.10", Labels: tc.labels}, Spec: networkingv1.IPAddressSpec{ParentRef: tc.parent}}
+			sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}}}
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(svc.DeepCopy(), sc, ipa).Build()
+			if err := c.Get(ctx, client.ObjectKeyFromObject(ipa), ipa); err != nil {
+				t.Fatal(err)
+			}
+			r := New(c, c, events.NewFakeRecorder(10), Options{EventQuietPeriod: time.Hour, LeakGracePeriod: 0})
+			for _, req := range []ctrl.Request{{NamespacedName: client.ObjectKeyFromObject(svc)}, {NamespacedName: client.ObjectKey{Name: ipa.Name}}} {
+				if _, err := r.Reconcile(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got networkingv1.IPAddress
+			if err := c.Get(ctx, client.ObjectKeyFromObject(ipa), &got); err != nil {
+				t.Fatalf("IPAddress gone: %v", err)
+			}
+			if got.UID != ipa.UID {
+				t.Fatal("IPAddress replaced")
+			}
+			if tc.wantLabels == nil {
+				if got.ResourceVersion != ipa.ResourceVersion {
+					t.Errorf("IPAddress written: labels %v", got.Labels)
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.wantLabels, got.Labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

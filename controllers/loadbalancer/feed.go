@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -38,7 +39,7 @@ func (r *Reconciler) feedAllocator(ctx context.Context, mgr ctrl.Manager) error 
 		AddFunc:    func(obj any) { r.observe(obj) },
 		UpdateFunc: func(_, obj any) { r.observe(obj) },
 		DeleteFunc: func(obj any) {
-			if ipa, ok := tombstone.As[*networkingv1.IPAddress](obj); ok && ipa.Labels[networkingv1.LabelManagedBy] == ManagedBy {
+			if ipa, ok := tombstone.As[*networkingv1.IPAddress](obj); ok {
 				if a, err := netip.ParseAddr(ipa.Name); err == nil {
 					r.alloc.Forget(a)
 				}
@@ -54,12 +55,32 @@ func (r *Reconciler) setPool(obj any) {
 	}
 }
 
+// observe marks the address of every IPAddress used, whoever manages it:
+// the API server takes each name once, so no Service can have it while
+// the object exists.
 func (r *Reconciler) observe(obj any) {
 	ipa, ok := obj.(*networkingv1.IPAddress)
-	if !ok || ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil {
+	if !ok {
 		return
 	}
 	if a, err := netip.ParseAddr(ipa.Name); err == nil {
-		r.alloc.Observe(a, ipa.Spec.ParentRef.Namespace+"/"+ipa.Spec.ParentRef.Name)
+		r.alloc.Observe(a, holder(ipa))
+	}
+}
+
+// holder names, in the allocator, whom an IPAddress holds its address for:
+// a Service's namespace/name when the IPAddress is svcnet's (or a
+// Service's whose managed-by someone removed, which svcnet puts back), and
+// the manager and parent otherwise.
+func holder(ipa *networkingv1.IPAddress) string {
+	ref := ipa.Spec.ParentRef
+	managedBy := ipa.Labels[networkingv1.LabelManagedBy]
+	switch {
+	case ref == nil:
+		return managedBy + ": no parent"
+	case ref.Group == "" && ref.Resource == "services" && (managedBy == ManagedBy || managedBy == ""):
+		return ref.Namespace + "/" + ref.Name
+	default:
+		return fmt.Sprintf("%s: %s.%s %s/%s", managedBy, ref.Resource, ref.Group, ref.Namespace, ref.Name)
 	}
 }

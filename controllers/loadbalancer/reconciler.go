@@ -1,6 +1,7 @@
 package loadbalancer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +29,7 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/platform/auditevents"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 // ControllerName is the --controllers name.
@@ -50,6 +53,13 @@ const (
 	AnnotationSharingKey = "svcnet.io/sharing-key"
 	// LabelPool names, on an IPAddress, the pool its address came from.
 	LabelPool = "svcnet.io/load-balancer-ip-pool"
+)
+
+// The kinds its repairs are reported under.
+const (
+	repairKindIPAddress = "IPAddress"
+	repairKindStatus    = "Service status.loadBalancer"
+	repairKindPool      = "LoadBalancerIPPool status"
 )
 
 // Event reasons.
@@ -105,6 +115,11 @@ type Reconciler struct {
 	// fed is the version of each pool the allocator holds (poolsMu).
 	poolsMu sync.Mutex
 	fed     map[string]fedPool
+
+	// statuses and poolStatuses remember what svcnet last wrote, to tell
+	// another writer's change.
+	statuses     repairs.Memo[[]corev1.LoadBalancerIngress]
+	poolStatuses repairs.Memo[svcnetv1alpha1.LoadBalancerIPPoolStatus]
 }
 
 // fedPool identifies a version of a pool's spec.
@@ -152,13 +167,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.allocate(ctx, svc)
 }
 
-// held returns svcnet's IPAddresses whose parent is the Service.
+// held returns svcnet's IPAddresses whose parent is the Service: labelled
+// so, or unlabelled in one of its pools (the label removed by hand).
 func (r *Reconciler) held(ctx context.Context, key types.NamespacedName) ([]networkingv1.IPAddress, error) {
 	var list networkingv1.IPAddressList
 	if err := r.client.List(ctx, &list, client.MatchingFields{parentIndex: owner(key)}); err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return slices.DeleteFunc(list.Items, func(ipa networkingv1.IPAddress) bool {
+		if ipa.Labels[networkingv1.LabelManagedBy] == ManagedBy {
+			return false
+		}
+		a, err := netip.ParseAddr(ipa.Name)
+		return err != nil || len(r.alloc.PoolsOf(a)) == 0
+	}), nil
 }
 
 func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
@@ -183,8 +205,17 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	}
 	heldBy := map[corev1.IPFamily]netip.Addr{}
 	for _, ipa := range held {
-		if a, err := netip.ParseAddr(ipa.Name); err == nil {
-			heldBy[ipfamily.Of(a)] = a
+		a, err := netip.ParseAddr(ipa.Name)
+		if err != nil {
+			continue
+		}
+		heldBy[ipfamily.Of(a)] = a
+		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy {
+			if err := r.repairLabels(ctx, &ipa, map[string]string{
+				networkingv1.LabelManagedBy: ManagedBy, networkingv1.LabelIPAddressFamily: string(ipfamily.Of(a)),
+			}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	var ingress []corev1.LoadBalancerIngress
@@ -213,18 +244,13 @@ type familyRequest struct {
 }
 
 // allocateFamily returns the Service's address of one family: the one it
-// holds (unless it asked for another), a shared one, or a new one. An
+// has (unless it asked for another), a shared one, or a new one. An
 // invalid address means none could be given; an Event says why.
 func (r *Reconciler) allocateFamily(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, error) {
 	self := owner(client.ObjectKeyFromObject(svc))
-	v4 := req.family == corev1.IPv4Protocol
-	addr, ok := req.held, req.held.IsValid()
-	uncached := false
-	if !ok {
-		// Chosen by an earlier reconcile whose IPAddress the cache does
-		// not show yet.
-		addr, ok = r.alloc.Owned(self, v4)
-		uncached = ok
+	addr, ok, err := r.current(ctx, svc, req)
+	if err != nil {
+		return netip.Addr{}, err
 	}
 	if ok && req.asked && addr != req.want {
 		if err := r.releaseAddr(ctx, svc, addr, self); err != nil {
@@ -233,26 +259,75 @@ func (r *Reconciler) allocateFamily(ctx context.Context, svc *corev1.Service, re
 		ok = false
 	}
 	if ok {
-		if uncached {
-			if err := r.commit(ctx, svc, addr, ""); err != nil {
-				return netip.Addr{}, err
-			}
-		}
 		if !slices.ContainsFunc(req.pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
 			r.warn.Warn(ctx, svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
 				"it keeps the address until it is released", addr, orNone(req.pools))
 		}
 		return addr, nil
 	}
-	if shared, found, err := r.share(ctx, svc, v4, req.want, req.asked, req.pools); err != nil || found {
+	if shared, found, err := r.share(ctx, svc, req.family == corev1.IPv4Protocol, req.want, req.asked, req.pools); err != nil || found {
 		return shared, err
 	}
-	addr, pool, err := r.choose(ctx, svc, v4, req.want, req.asked, req.pools)
+	addr, pool, err := r.choose(ctx, svc, req.family == corev1.IPv4Protocol, req.want, req.asked, req.pools)
 	if err != nil || !addr.IsValid() {
 		return addr, err
 	}
 	r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAllocated, action, "Assigned %s from LoadBalancerIPPool %s", addr, pool)
 	return addr, nil
+}
+
+// current returns the address a Service already has in one family: the
+// one its IPAddress in the cache holds; else one an earlier reconcile
+// chose, committed now if it is not; else the one its status shows when
+// someone deleted its IPAddress, taken back while it is free. An address
+// whose IPAddress another manager holds now is given up.
+func (r *Reconciler) current(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, bool, error) {
+	if req.held.IsValid() {
+		return req.held, true, nil
+	}
+	self := owner(client.ObjectKeyFromObject(svc))
+	addr, ok := r.alloc.Owned(self, req.family == corev1.IPv4Protocol)
+	pool := ""
+	if !ok && !req.asked {
+		// The IPAddress is gone, and the allocator has let go of the
+		// address the Service still shows.
+		addr, ok = statusAddr(svc, req.family)
+		if ok {
+			var err error
+			if pool, err = r.alloc.Reserve(addr, self, req.pools); err != nil {
+				return netip.Addr{}, false, nil
+			}
+		}
+	}
+	if !ok {
+		return netip.Addr{}, false, nil
+	}
+	created, err := r.commit(ctx, svc, addr, pool)
+	var taken *takenError
+	switch {
+	case errors.As(err, &taken):
+		r.alloc.Observe(addr, taken.owner)
+		r.warn.Warn(ctx, svc, ReasonAllocationFailed, action, "%s is now held by %s; choosing another address", addr, taken.owner)
+		return netip.Addr{}, false, nil
+	case err != nil:
+		return netip.Addr{}, false, err
+	}
+	if shown, _ := statusAddr(svc, req.family); created && shown == addr {
+		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindIPAddress, Object: klog.KRef("", addr.String()), Reason: repairs.ReasonDeleted,
+			What: fmt.Sprintf("the IPAddress of LoadBalancer IP %s of Service %s was missing", addr, klog.KObj(svc))})
+	}
+	return addr, true, nil
+}
+
+// statusAddr returns the address of a family that a Service's
+// status.loadBalancer.ingress shows.
+func statusAddr(svc *corev1.Service, family corev1.IPFamily) (netip.Addr, bool) {
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(ing.IP); err == nil && ipfamily.Of(a) == family {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // choose takes a new address (the requested one, or the first free one of
@@ -279,7 +354,7 @@ func (r *Reconciler) choose(ctx context.Context, svc *corev1.Service, v4 bool, w
 			r.warn.Warn(ctx, svc, ReasonAllocationFailed, action, "no LoadBalancer IP: %v", err)
 			return netip.Addr{}, "", nil
 		}
-		err = r.commit(ctx, svc, addr, pool)
+		_, err = r.commit(ctx, svc, addr, pool)
 		var taken *takenError
 		if errors.As(err, &taken) {
 			r.alloc.Observe(addr, taken.owner)
@@ -302,9 +377,10 @@ type takenError struct{ owner string }
 
 func (e *takenError) Error() string { return "taken by " + e.owner }
 
-// commit creates the IPAddress of addr for svc; one that exists already
-// for svc is fine, one of anybody else's is a *takenError.
-func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip.Addr, pool string) error {
+// commit creates the IPAddress of addr for svc, and reports whether it did;
+// one that exists already for svc is fine (its labels put back if someone
+// removed its managed-by), one of anybody else's is a *takenError.
+func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip.Addr, pool string) (bool, error) {
 	fam := ipfamily.Of(addr)
 	ipa := &networkingv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{Name: addr.String(), Labels: map[string]string{
@@ -319,25 +395,46 @@ func (r *Reconciler) commit(ctx context.Context, svc *corev1.Service, addr netip
 	}
 	err := r.client.Create(ctx, ipa)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating IPAddress %s: %w", addr, err)
+		return false, fmt.Errorf("creating IPAddress %s: %w", addr, err)
 	}
 	var existing networkingv1.IPAddress
 	if err := r.apiReader.Get(ctx, client.ObjectKey{Name: addr.String()}, &existing); err != nil {
-		return fmt.Errorf("reading IPAddress %s: %w", addr, err)
+		return false, fmt.Errorf("reading IPAddress %s: %w", addr, err)
 	}
 	ref := existing.Spec.ParentRef
-	if ref != nil && ref.Resource == "services" && ref.Namespace == svc.Namespace && ref.Name == svc.Name &&
-		existing.Labels[networkingv1.LabelManagedBy] == ManagedBy {
-		return nil
+	if ref != nil && ref.Group == "" && ref.Resource == "services" && ref.Namespace == svc.Namespace && ref.Name == svc.Name {
+		switch managedBy, labelled := existing.Labels[networkingv1.LabelManagedBy]; {
+		case managedBy == ManagedBy:
+			return false, nil
+		case !labelled || managedBy == "":
+			return false, r.repairLabels(ctx, &existing, ipa.Labels)
+		}
 	}
-	who := "an IPAddress without parent"
-	if ref != nil {
-		who = fmt.Sprintf("%s %s/%s", strings.TrimSuffix(ref.Resource, "s"), ref.Namespace, ref.Name)
+	return false, &takenError{owner: holder(&existing)}
+}
+
+// repairLabels puts back the labels of svcnet's IPAddress of a Service
+// whose managed-by label someone removed.
+func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddress, labels map[string]string) error {
+	patch := client.MergeFromWithOptions(ipa.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	what := fmt.Sprintf("labels %v", ipa.Labels)
+	by := repairs.LastManagerOf(ctx, r.apiReader, ipa)
+	if ipa.Labels == nil {
+		ipa.Labels = map[string]string{}
 	}
-	return &takenError{owner: who}
+	for k, v := range labels {
+		if _, ok := ipa.Labels[k]; !ok || k == networkingv1.LabelManagedBy || k == networkingv1.LabelIPAddressFamily {
+			ipa.Labels[k] = v
+		}
+	}
+	if err := r.client.Patch(ctx, ipa, patch); err != nil {
+		return fmt.Errorf("repairing the labels of IPAddress %s: %w", ipa.Name, err)
+	}
+	repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindIPAddress, Object: klog.KObj(ipa), Reason: repairs.ReasonEdited, What: what, By: by})
+	return nil
 }
 
 // share finds an address of the family that Services with svc's sharing
@@ -450,6 +547,9 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 			return ctrl.Result{}, err
 		}
 	}
+	if svc == nil {
+		r.statuses.Forget(owner(key))
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -483,7 +583,7 @@ func (r *Reconciler) releaseAddr(ctx context.Context, svc *corev1.Service, addr 
 		if len(pools) > 0 {
 			pool = pools[0]
 		}
-		if err := r.commit(ctx, successor, addr, pool); err != nil {
+		if _, err := r.commit(ctx, successor, addr, pool); err != nil {
 			return err
 		}
 	} else {
@@ -511,17 +611,38 @@ func (r *Reconciler) nextSharer(ctx context.Context, addr netip.Addr, self strin
 	return nil, nil
 }
 
-// writeStatus sets status.loadBalancer.ingress when it differs.
+// writeStatus sets status.loadBalancer.ingress when it differs, and
+// reports a repair when someone else changed what svcnet wrote.
 func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ingress []corev1.LoadBalancerIngress) error {
-	if equalIngress(svc.Status.LoadBalancer.Ingress, ingress) {
+	have := svc.Status.LoadBalancer.Ingress
+	if equalIngress(have, ingress) {
 		return nil
+	}
+	key := owner(client.ObjectKeyFromObject(svc))
+	edited := r.statuses.ChangedByOther(key, svc.ResourceVersion, have)
+	by := ""
+	if edited {
+		by = repairs.LastManagerOf(ctx, r.apiReader, svc)
 	}
 	patch := client.MergeFrom(svc.DeepCopy())
 	svc.Status.LoadBalancer.Ingress = ingress
 	if err := r.client.Status().Patch(ctx, svc, patch); err != nil {
 		return fmt.Errorf("writing status.loadBalancer of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
+	r.statuses.Wrote(key, svc.ResourceVersion, svc.Status.LoadBalancer.Ingress)
+	if edited {
+		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindStatus, Object: klog.KObj(svc), Reason: repairs.ReasonEdited,
+			What: fmt.Sprintf("ingress %s instead of %s", ingressIPs(have), ingressIPs(ingress)), By: by})
+	}
 	return nil
+}
+
+func ingressIPs(ing []corev1.LoadBalancerIngress) string {
+	ips := make([]string, 0, len(ing))
+	for _, i := range ing {
+		ips = append(ips, cmp.Or(i.IP, i.Hostname))
+	}
+	return "[" + strings.Join(ips, " ") + "]"
 }
 
 func equalIngress(a, b []corev1.LoadBalancerIngress) bool {

@@ -16,15 +16,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 // +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ipaddresses,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ipaddresses,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=loadbalancerippools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=loadbalancerippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ownLabel reports whether an IPAddress is labelled svcnet's, or not
+// labelled at all (svcnet's, if its address is in a pool, with the label
+// removed by hand).
+func ownLabel(ipa *networkingv1.IPAddress) bool {
+	managedBy := ipa.Labels[networkingv1.LabelManagedBy]
+	return managedBy == ManagedBy || managedBy == ""
+}
 
 // indexes are the controller's field indexes.
 var indexes = []struct {
@@ -33,8 +42,10 @@ var indexes = []struct {
 	fn   client.IndexerFunc
 }{
 	{&networkingv1.IPAddress{}, parentIndex, func(obj client.Object) []string {
+		// svcnet's, and those whose managed-by someone removed (held
+		// keeps those of its pools).
 		ipa := obj.(*networkingv1.IPAddress)
-		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Resource != "services" {
+		if !ownLabel(ipa) || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Group != "" || ipa.Spec.ParentRef.Resource != "services" {
 			return nil
 		}
 		return []string{ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name}
@@ -70,6 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	registerMetrics(r.alloc)
+	repairs.Register()
 	if r.opts.ValidatePools {
 		// Read live, not from the cache: two overlapping pools applied
 		// together would both pass a cache that has not seen the first yet.
@@ -96,7 +108,7 @@ func (r *Reconciler) setupServiceController(mgr ctrl.Manager) error {
 	}
 	parent := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		ipa := obj.(*networkingv1.IPAddress)
-		if ipa.Labels[networkingv1.LabelManagedBy] != ManagedBy || ipa.Spec.ParentRef == nil {
+		if !ownLabel(ipa) || ipa.Spec.ParentRef == nil {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ipa.Spec.ParentRef.Namespace, Name: ipa.Spec.ParentRef.Name}}}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 // BindingControllerName names the status controller of ServiceCIDRBindings;
@@ -28,14 +30,18 @@ const BindingControllerName = "servicecidrbinding"
 // BindingReconciler keeps ServiceCIDRBinding status: Ready and the number
 // of namespaces selected.
 type BindingReconciler struct {
-	client client.Client
-	clock  clock.PassiveClock
+	client    client.Client
+	apiReader client.Reader
+	clock     clock.PassiveClock
+	// statuses remembers what the controller last wrote, to tell another
+	// writer's change.
+	statuses repairs.Memo[svcnetv1alpha1.ServiceCIDRBindingStatus]
 }
 
 // NewBinding returns a BindingReconciler.
 func NewBinding(c client.Client, opts ...Option) *BindingReconciler {
 	r := New(c, opts...)
-	return &BindingReconciler{client: r.client, clock: r.clock}
+	return &BindingReconciler{client: r.client, apiReader: r.apiReader, clock: r.clock}
 }
 
 // +kubebuilder:rbac:groups=networking.svcnet.io,resources=servicecidrbindings,verbs=get;list;watch
@@ -44,6 +50,7 @@ func NewBinding(c client.Client, opts ...Option) *BindingReconciler {
 
 // SetupWithManager registers the controller.
 func (r *BindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	repairs.Register()
 	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list svcnetv1alpha1.ServiceCIDRBindingList
 		if err := r.client.List(ctx, &list); err != nil {
@@ -119,7 +126,20 @@ func (r *BindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if equality.Semantic.DeepEqual(*status, b.Status) {
 		return ctrl.Result{}, nil
 	}
+	edited := r.statuses.ChangedByOther(b.Name, b.ResourceVersion, b.Status)
+	by := ""
+	if edited {
+		by = lastManager(ctx, r.apiReader, b)
+	}
 	patch := client.MergeFrom(b.DeepCopy())
 	b.Status = *status
-	return ctrl.Result{}, client.IgnoreNotFound(r.client.Status().Patch(ctx, b, patch))
+	if err := r.client.Status().Patch(ctx, b, patch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.statuses.Wrote(b.Name, b.ResourceVersion, b.Status)
+	if edited {
+		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: "ServiceCIDRBinding status", Object: klog.KObj(b), Reason: repairs.ReasonEdited,
+			What: fmt.Sprintf("namespaces %d, conditions", b.Status.Namespaces), By: by})
+	}
+	return ctrl.Result{}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/svcnet-io/svcnet/allocator/feed"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 )
 
 // ControllerName is the --controllers name.
@@ -42,8 +44,19 @@ const (
 // Reconciler reconciles ServiceCIDRs.
 type Reconciler struct {
 	client client.Client
-	clock  clock.PassiveClock
+	// apiReader reads past the cache, for the field manager of a change
+	// the controller repairs; nil reports none.
+	apiReader client.Reader
+	clock     clock.PassiveClock
+
+	// finalized and conditions remember what the controller last wrote,
+	// to tell another writer's change.
+	finalized  repairs.Memo[bool]
+	conditions repairs.Memo[[]metav1.Condition]
 }
+
+// repairKind is the kind its repairs are reported under.
+const repairKind = "ServiceCIDR"
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
@@ -52,6 +65,18 @@ type Option func(*Reconciler)
 
 // WithClock replaces the real clock (tests).
 func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
+
+// WithAPIReader reads past the cache for the field manager of a change the
+// controller repairs.
+func WithAPIReader(reader client.Reader) Option { return func(r *Reconciler) { r.apiReader = reader } }
+
+// lastManager returns who last wrote obj, when it can be read.
+func lastManager(ctx context.Context, reader client.Reader, obj client.Object) string {
+	if reader == nil {
+		return ""
+	}
+	return repairs.LastManagerOf(ctx, reader, obj)
+}
 
 // New returns a Reconciler that reads from and writes through c.
 func New(c client.Client, opts ...Option) *Reconciler {
@@ -69,6 +94,7 @@ func New(c client.Client, opts ...Option) *Reconciler {
 // SetupWithManager registers the controller: ServiceCIDRs, and the
 // IPAddresses and other ServiceCIDRs that can unblock a deletion.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	repairs.Register()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&networkingv1.ServiceCIDR{}).
@@ -136,10 +162,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, sc)
 	}
 	if !controllerutil.ContainsFinalizer(sc, Finalizer) {
+		edited := r.finalized.ChangedByOther(sc.Name, sc.ResourceVersion, false)
+		by := ""
+		if edited {
+			by = lastManager(ctx, r.apiReader, sc)
+		}
 		patch := client.MergeFrom(sc.DeepCopy())
 		controllerutil.AddFinalizer(sc, Finalizer)
 		if err := r.client.Patch(ctx, sc, patch); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		r.finalized.Wrote(sc.Name, sc.ResourceVersion, true)
+		if edited {
+			repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind, Object: klog.KObj(sc), Reason: repairs.ReasonEdited,
+				What: "finalizer " + Finalizer + " removed", By: by})
 		}
 	}
 	return ctrl.Result{}, r.setReady(ctx, sc, metav1.ConditionTrue, ReasonReady, MessageReady)
@@ -188,10 +224,20 @@ func (r *Reconciler) setReady(ctx context.Context, sc *networkingv1.ServiceCIDR,
 	if equality.Semantic.DeepEqual(conds, sc.Status.Conditions) {
 		return nil
 	}
+	edited := r.conditions.ChangedByOther(sc.Name, sc.ResourceVersion, sc.Status.Conditions)
+	by := ""
+	if edited {
+		by = lastManager(ctx, r.apiReader, sc)
+	}
 	patch := client.MergeFrom(sc.DeepCopy())
 	sc.Status.Conditions = conds
 	if err := r.client.Status().Patch(ctx, sc, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("setting Ready=%s on ServiceCIDR %s: %w", status, sc.Name, err)
+	}
+	r.conditions.Wrote(sc.Name, sc.ResourceVersion, sc.Status.Conditions)
+	if edited {
+		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKind + " status", Object: klog.KObj(sc), Reason: repairs.ReasonEdited,
+			What: "conditions", By: by})
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
 	"github.com/svcnet-io/svcnet/controllers/servicecidr"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
 
@@ -154,5 +155,39 @@ var _ = Describe("ServiceCIDR controller", Ordered, func() {
 		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(b), changed)).To(Succeed())
 		changed.Spec.ServiceCIDRName = "other"
 		Expect(env.Client.Update(ctx, changed)).To(MatchError(ContainSubstring("serviceCIDRName is immutable")))
+	})
+	It("puts back a removed finalizer, a changed Ready condition and a binding's edited status", func(ctx SpecContext) {
+		Expect(env.Client.Create(ctx, serviceCIDR("edited", "10.141.0.0/24"))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = env.Client.Delete(ctx, serviceCIDR("edited")) })
+		Eventually(ready(ctx, "edited")).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		before := repairs.Count("ServiceCIDR", repairs.ReasonEdited)
+		sc := &networkingv1.ServiceCIDR{}
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "edited"}, sc)).To(Succeed())
+		sc.Finalizers = nil
+		Expect(env.Client.Update(ctx, sc)).To(Succeed())
+		meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionFalse, Reason: "ByHand", Message: "edited"})
+		Expect(env.Client.Status().Update(ctx, sc)).To(Succeed())
+		Eventually(ready(ctx, "edited")).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
+		Expect(repairs.Count("ServiceCIDR", repairs.ReasonEdited)).To(BeNumerically(">", before))
+
+		b := &svcnetv1alpha1.ServiceCIDRBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "edited"},
+			Spec: svcnetv1alpha1.ServiceCIDRBindingSpec{ServiceCIDRName: "edited",
+				NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "edited"}}},
+		}
+		Expect(env.Client.Create(ctx, b)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = env.Client.Delete(ctx, b) })
+		bound := func(g Gomega) {
+			got := &svcnetv1alpha1.ServiceCIDRBinding{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(b), got)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, svcnetv1alpha1.ConditionReady)).To(BeTrue())
+			g.Expect(got.Status.Namespaces).To(BeZero())
+		}
+		Eventually(bound).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
+		b.Status.Namespaces = 42
+		b.Status.Conditions = nil
+		Expect(env.Client.Status().Update(ctx, b)).To(Succeed())
+		Eventually(bound).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
 	})
 })

@@ -16,6 +16,8 @@ const (
 	// timeout covers servicecidr.DeletionGracePeriod (10 s).
 	timeout  = 30 * time.Second
 	interval = 100 * time.Millisecond
+	// repairTimeout bounds how long an object someone else changed stays so.
+	repairTimeout = 5 * time.Second
 )
 
 var env *testenv.Env

@@ -26,10 +26,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
@@ -132,6 +134,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
 		HealthProbeBindAddress: "0", // the agent serves its own, as kube-proxy's
 		PprofBindAddress:       cfg.PprofBindAddress,
+		Scheme:                 scheme.New(),
 		NewCache:               informersync.NewCache,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -170,6 +173,11 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		}
 		return a.Loop(ctx)
 	})); err != nil {
+		return err
+	}
+	// The speaker announcing LoadBalancer addresses runs beside the
+	// rules, from the same caches.
+	if err := announce.Setup(mgr, announce.Config{Node: cfg.NodeName, NetNS: cfg.NetNS, Options: cfg.Announce}, log); err != nil {
 		return err
 	}
 	registerMetrics()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
@@ -48,6 +49,10 @@ type Options struct {
 	// whose rules this agent programs and where it serves health checks;
 	// used to run simulated nodes from one machine.
 	NetNS string
+
+	// Announce configures the speaker that announces LoadBalancer
+	// addresses (dataplane/announce).
+	Announce announce.Options
 }
 
 // DefaultOptions are kube-proxy's defaults where they apply.
@@ -59,6 +64,7 @@ func DefaultOptions() Options {
 		SyncPeriod:         30 * time.Second,
 		HealthzBindAddress: "0.0.0.0:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
+		Announce:           announce.DefaultOptions(),
 	}
 }
 
@@ -78,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "Remove the rules of --mode from the node and exit.")
 	fs.StringVar(&o.NetNS, "netns", o.NetNS, "Program this network namespace (a path like /run/netns/NAME) instead of the agent's own; for simulated nodes.")
+	o.Announce.AddFlags(fs)
 }
 
 // Config is Options completed: every flag checked once and turned into
@@ -105,6 +112,8 @@ type Config struct {
 	PprofBindAddress   string
 	Cleanup            bool
 	NetNS              string
+	// Announce configures the speaker (dataplane/announce).
+	Announce announce.Options
 }
 
 // Complete checks the options, naming each bad flag, and turns them into
@@ -130,6 +139,11 @@ func (o *Options) Complete() (Config, error) {
 	}
 	if o.MinSyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--min-sync-period must not be negative, got %s", o.MinSyncPeriod))
+	}
+	if o.Announce.Enabled {
+		if err := o.Announce.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.NetNS != "" {
 		if _, err := os.Stat(o.NetNS); err != nil {
@@ -159,6 +173,7 @@ func (o *Options) Complete() (Config, error) {
 		PprofBindAddress:   bindAddress(o.PprofBindAddress),
 		Cleanup:            o.Cleanup,
 		NetNS:              o.NetNS,
+		Announce:           o.Announce,
 	}, nil
 }
 

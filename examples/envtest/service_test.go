@@ -68,7 +68,7 @@ var _ = Describe("a Service of the operator", func() {
 			g.Expect(k8s.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"})).To(Succeed())
 			g.Expect(slices.Items).To(HaveLen(1))
 			s := slices.Items[0]
-			g.Expect(s.Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, "endpointslice-controller.svcnet.io"))
+			g.Expect(s.Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, "endpointslice-controller.k8s.io"))
 			g.Expect(s.Ports).To(HaveLen(1))
 			g.Expect(*s.Ports[0].Port).To(BeEquivalentTo(8080))
 			var ips []string

@@ -72,7 +72,7 @@ func esImpls(root string) []esImpl {
 			},
 		},
 		{
-			name: "kube-controller-manager", managedBy: endpointslice.UpstreamManagedBy,
+			name: "kube-controller-manager", managedBy: endpointslice.ManagedBy, // the same label: svcnet replaces it
 			argv: func(kc string) []string {
 				return []string{filepath.Join(root, "bin/k8s/kube-controller-manager"), "--kubeconfig=" + kc,
 					"--controllers=endpointslice-controller", "--leader-elect=false", "--secure-port=0",

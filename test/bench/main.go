@@ -127,6 +127,13 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		}
 		b.WriteString("\n" + sc)
 	}
+	if selected(only, "o") {
+		ann, err := announceReport(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + ann)
+	}
 	if selected(only, "jl") {
 		pl, err := pipelineReport(ctx, root, scale, only, skip)
 		if err != nil {

@@ -53,6 +53,9 @@ func TestUpManifests(t *testing.T) {
 	waitOutput(t, up, "Walkthrough complete", walkthroughTimeout)
 	c := kubeClient(t, dataDir)
 
+	t.Run("a fresh install starts without restarts", func(t *testing.T) {
+		noRestarts(t, c)
+	})
 	t.Run("the managers run, both Ready, the Lease holder labelled leader; an agent on each node", func(t *testing.T) {
 		leader := waitManagers(t, c, "")
 		var ds appsv1.DaemonSet
@@ -226,7 +229,8 @@ func metricsThroughService(t *testing.T, c client.Client, dataDir string) {
 // agent Pods: a verb missing from the generated roles shows up here, not
 // as a silent retry loop.
 func noForbidden(t *testing.T, logDir string) {
-	files, err := filepath.Glob(filepath.Join(logDir, svcnetSystem+"_*.log"))
+	// <namespace>_<pod>_<uid>/<container>/<restart>.log, as a kubelet keeps them.
+	files, err := filepath.Glob(filepath.Join(logDir, svcnetSystem+"_*", "*", "*.log"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no svcnet Pod logs in %s (%v)", logDir, err)
 	}
@@ -238,6 +242,27 @@ func noForbidden(t *testing.T, logDir string) {
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.Contains(line, "is forbidden") {
 				t.Errorf("%s: %s", filepath.Base(f), line)
+			}
+		}
+	}
+}
+
+// noRestarts checks that no container of svcnet-system's Pods restarted:
+// a manager that starts before its node reaches the API server waits for
+// it rather than exiting.
+func noRestarts(t *testing.T, c client.Client) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.InNamespace(svcnetSystem)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatal("no Pods in " + svcnetSystem)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("Pod %s container %s restarted %d times (last: %+v)", p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
 			}
 		}
 	}

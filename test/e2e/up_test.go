@@ -291,12 +291,16 @@ func TestUpBadInput(t *testing.T) {
 			want: "--cluster-cidr 10.96.0.0/12 overlaps --service-cluster-ip-range 10.96.0.0/16",
 		},
 		"unknown install": {
-			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--install=helm"},
-			want: `--install "helm" is not valid; valid values: in-process, manifests`,
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--install=kubectl"},
+			want: `--install "kubectl" is not valid; valid values: in-process, manifests, helm`,
 		},
 		"manifests without nodes": {
 			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--nodes=0", "--install=manifests"},
 			want: "--install=manifests needs nodes to run the manifests (--nodes) and --pipeline=svcnet",
+		},
+		"helm without nodes": {
+			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--nodes=0", "--install=helm"},
+			want: "--install=helm needs nodes to run the manifests (--nodes) and --pipeline=svcnet",
 		},
 		"walkthrough without nodes": {
 			args: []string{"up", "--k8s-bin-dir", bins, "--data-dir", t.TempDir(), "--nodes=0", "--demo"},

@@ -59,10 +59,21 @@ func assemble(t *testing.T, name string) *container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &container{}
-	if err := json.Unmarshal(raw, &c.image); err != nil {
+	var img image
+	if err := json.Unmarshal(raw, &img); err != nil {
 		t.Fatalf("%s/image.json: %v", name, err)
 	}
+	rootfs, err := filepath.Abs(filepath.Join(dir, "rootfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return assembleFrom(t, rootfs, img)
+}
+
+// assembleFrom builds a root of the files in rootfs and img's hostDirs.
+func assembleFrom(t *testing.T, rootfs string, img image) *container {
+	t.Helper()
+	c := &container{image: img}
 	base := t.TempDir()
 	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "mode=0755"); err != nil {
 		t.Fatal(err)
@@ -70,10 +81,6 @@ func assemble(t *testing.T, name string) *container {
 	t.Cleanup(func() { _ = unix.Unmount(base, unix.MNT_DETACH) })
 	c.root, c.layers = filepath.Join(base, "root"), filepath.Join(base, "layers")
 	if err := os.Mkdir(c.layers, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	rootfs, err := filepath.Abs(filepath.Join(dir, "rootfs"))
-	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.overlay(c.root, rootfs); err != nil {

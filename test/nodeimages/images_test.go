@@ -228,7 +228,7 @@ func get(t *testing.T, url string) string {
 			defer resp.Body.Close()
 			b, err := io.ReadAll(resp.Body)
 			if err != nil || resp.StatusCode != http.StatusOK {
-				last = fmt.Errorf("status %d, %v", resp.StatusCode, err)
+				last = fmt.Errorf("status %d, %w", resp.StatusCode, err)
 				return false, nil
 			}
 			body = string(b)

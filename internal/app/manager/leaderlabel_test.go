@@ -2,15 +2,18 @@ package manager_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -58,6 +61,20 @@ func TestLeaderLabel(t *testing.T) {
 		return labels()[manager.LeaderLabel] == "true", nil
 	}); err != nil {
 		t.Fatalf("once leading: labels %v", labels())
+	}
+
+	// Someone takes the label off, or changes it: it comes back.
+	for _, value := range []any{nil, "false"} {
+		before := repairs.Count("Pod label", repairs.ReasonEdited)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{manager.LeaderLabel: value}}})
+		if err := env.Client.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return labels()[manager.LeaderLabel] == "true" && repairs.Count("Pod label", repairs.ReasonEdited) > before, nil
+		}); err != nil {
+			t.Fatalf("label set to %v by someone else: labels %v, repairs counted %v", value, labels(), repairs.Count("Pod label", repairs.ReasonEdited)-before)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

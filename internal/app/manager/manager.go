@@ -5,6 +5,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +29,7 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
+	"github.com/svcnet-io/svcnet/internal/platform/repairs"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
@@ -45,11 +47,20 @@ type Options struct {
 	MetricsSecure bool
 	// MetricsCertDir holds tls.crt and tls.key for /metrics; empty: a
 	// self-signed certificate made at start.
-	MetricsCertDir         string
+	MetricsCertDir string
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2. Off
+	// by default: HTTP/2's stream handling was the way in for the rapid
+	// reset and CONTINUATION flood attacks (CVE-2023-44487,
+	// CVE-2023-39325), and HTTP/1.1 is all the API server and Prometheus
+	// need.
+	EnableHTTP2            bool
 	HealthProbeBindAddress string
 	PprofBindAddress       string
 	KubeAPIQPS             float32
 	KubeAPIBurst           int
+	// APIServerWaitTimeout is how long Run waits for the API server to
+	// answer before it gives up.
+	APIServerWaitTimeout time.Duration
 
 	Controllers controllers.Options
 	Webhook     WebhookOptions
@@ -72,6 +83,7 @@ func DefaultOptions() Options {
 		Webhook:                DefaultWebhookOptions(),
 		KubeAPIQPS:             20,
 		KubeAPIBurst:           30,
+		APIServerWaitTimeout:   2 * time.Minute,
 		Controllers:            controllers.DefaultOptions(),
 	}
 }
@@ -88,6 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS to authenticated clients allowed to get /metrics (ClusterRole svcnet-metrics-reader); false: plain HTTP to anyone.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with tls.crt and tls.key for /metrics (reloaded on change); empty: a self-signed certificate.")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "Let the webhook and metrics servers speak HTTP/2; off: HTTP/1.1 only (HTTP/2 stream attacks such as rapid reset cannot reach them).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	o.Webhook.AddFlags(fs)
@@ -100,6 +113,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Controllers.Audit.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.Audit.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often; 0 means the default.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
+	fs.DurationVar(&o.APIServerWaitTimeout, "apiserver-wait-timeout", o.APIServerWaitTimeout, "How long to wait at start for the API server to answer its /healthz before giving up (a Pod may start before its node can reach the kubernetes Service).")
 	mirror := &o.Controllers.EndpointSliceMirroring
 	fs.IntVar(&mirror.MaxEndpointsPerSubset, "mirroring-max-endpoints-per-subset", mirror.MaxEndpointsPerSubset, "endpointslicemirroring: most addresses mirrored from one Endpoints subset; the rest are skipped with a Warning Event.")
 	fs.IntVar(&mirror.Workers, "mirroring-concurrent-service-endpoint-syncs", mirror.Workers, "endpointslicemirroring: Endpoints synced in parallel.")
@@ -175,7 +189,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
-	cfg.UserAgent = "svcnet-manager/" + version.Version
+	cfg.UserAgent = repairs.Self + "/" + version.Version
 	var rotator *certs.Rotator
 	if o.NeedsWebhook && o.Webhook.CertManagement == CertManagementSelf {
 		direct, err := client.New(cfg, client.Options{})
@@ -194,7 +208,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
 		PprofBindAddress:       o.PprofBindAddress,
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: o.Webhook.Host, Port: o.Webhook.Port, CertDir: o.Webhook.CertDir,
+			Host: o.Webhook.Host, Port: o.Webhook.Port, CertDir: o.Webhook.CertDir, TLSOpts: o.tlsOptions(),
 		}),
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectID,
@@ -243,7 +257,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 // metricsServer serves /metrics, behind the API server's authentication and
 // authorization when MetricsSecure.
 func (o *Options) metricsServer() metricsserver.Options {
-	m := metricsserver.Options{BindAddress: o.MetricsBindAddress}
+	m := metricsserver.Options{BindAddress: o.MetricsBindAddress, TLSOpts: o.tlsOptions()}
 	if o.MetricsSecure {
 		m.SecureServing = true
 		m.FilterProvider = filters.WithAuthenticationAndAuthorization
@@ -252,8 +266,21 @@ func (o *Options) metricsServer() metricsserver.Options {
 	return m
 }
 
-// Run builds the manager and runs it until ctx ends.
+// tlsOptions are the TLS settings of the webhook and metrics servers:
+// HTTP/1.1 only unless EnableHTTP2.
+func (o *Options) tlsOptions() []func(*tls.Config) {
+	if o.EnableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+}
+
+// Run waits for the API server, builds the manager and runs it until ctx
+// ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	if err := WaitForAPIServer(ctx, cfg, o.APIServerWaitTimeout); err != nil {
+		return err
+	}
 	mgr, err := New(cfg, o)
 	if err != nil {
 		return err

@@ -3,14 +3,17 @@ package nodesim
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -67,39 +70,48 @@ func hostPortsOf(pod *corev1.Pod, ip netip.Addr) ([]hostPort, error) {
 	return out, nil
 }
 
-// mapHostPorts writes the node's hostPort rules with pod's mappings added.
+// nodeHostPorts are the hostPort mappings of one node's Pods, by Pod UID;
+// a change is written whole, one at a time.
+type nodeHostPorts struct {
+	mu    sync.Mutex
+	byPod map[types.UID][]hostPort
+}
+
+// mapHostPorts adds pod's mappings to its node's rules.
 func (r *podReconciler) mapHostPorts(pod *corev1.Pod, node *nodeState, ip netip.Addr) ([]hostPort, error) {
 	hps, err := hostPortsOf(pod, ip)
 	if err != nil || len(hps) == 0 {
 		return hps, err
 	}
-	r.mu.Lock()
-	all := r.hostPortsOn(node.Name)
-	r.mu.Unlock()
-	return hps, writeHostPorts(node, append(all, hps...))
+	return hps, node.hostPorts.change(node, pod.UID, hps)
 }
 
-// unmapHostPorts writes the node's hostPort rules without run's.
+// unmapHostPorts removes run's mappings from its node's rules.
 func (r *podReconciler) unmapHostPorts(node *nodeState, run *runningPod) error {
 	if len(run.hostPorts) == 0 {
 		return nil
 	}
-	r.mu.Lock()
-	run.hostPorts = nil
-	all := r.hostPortsOn(node.Name)
-	r.mu.Unlock()
-	return writeHostPorts(node, all)
+	return node.hostPorts.change(node, run.uid, nil)
 }
 
-// hostPortsOn are the mappings of the node's running Pods; r.mu is held.
-func (r *podReconciler) hostPortsOn(node string) []hostPort {
-	var all []hostPort
-	for _, run := range r.pods {
-		if run.node == node && !run.finished {
-			all = append(all, run.hostPorts...)
-		}
+// change sets (or, with none, removes) a Pod's mappings and writes the
+// node's rules.
+func (h *nodeHostPorts) change(node *nodeState, uid types.UID, hps []hostPort) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byPod == nil {
+		h.byPod = map[types.UID][]hostPort{}
 	}
-	return all
+	if len(hps) == 0 {
+		delete(h.byPod, uid)
+	} else {
+		h.byPod[uid] = hps
+	}
+	var all []hostPort
+	for _, uid := range slices.Sorted(maps.Keys(h.byPod)) {
+		all = append(all, h.byPod[uid]...)
+	}
+	return writeHostPorts(node, all)
 }
 
 // writeHostPorts replaces the node's hostPort table with hps, atomically.

@@ -102,7 +102,7 @@ func nodeStatus(n Node, kubeletPort int, now metav1.Time) corev1.NodeStatus {
 		},
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem: "linux", Architecture: "amd64", OSImage: "svcnet simulated node", KernelVersion: kernelVersion(),
-			KubeletVersion: KubeletVersion, KubeProxyVersion: KubeletVersion, ContainerRuntimeVersion: "svcnet://" + KubeletVersion,
+			KubeletVersion: KubeletVersion, ContainerRuntimeVersion: "svcnet://" + KubeletVersion,
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
 	}

@@ -339,7 +339,7 @@ func TestSimulator(t *testing.T) {
 			Containers:    []corev1.Container{{Name: "web", Image: "nginx"}},
 		}}
 		g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
-		r := newPodReconciler(env.Client, mgr.GetEventRecorder(ReportingController), logr.Discard(), time.Now, Options{Nodes: nodes})
+		r := newPodReconciler(env.Client, mgr.GetEventRecorder(ReportingController), logr.Discard(), time.Now, Options{Nodes: nodes, LogDir: t.TempDir()})
 		// The API server refuses a binding for another UID (a Pod deleted
 		// and made again meanwhile) with a conflict.
 		stale := pod.DeepCopy()

@@ -31,8 +31,9 @@ import (
 
 type nodeState struct {
 	Node
-	used  map[netip.Addr]bool
-	count int // Pods bound here and not yet gone
+	used      map[netip.Addr]bool
+	count     int // Pods bound here and not yet gone
+	hostPorts nodeHostPorts
 }
 
 // runningPod is a Pod the simulator started.

@@ -17,6 +17,7 @@ import (
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
+	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 // Ways svcnet is installed (--install).
@@ -31,7 +32,6 @@ const (
 
 // Where the installed manifests run, as config/default names them.
 const (
-	svcnetImage      = "ghcr.io/svcnet-io/svcnet"
 	svcnetNamespace  = "svcnet-system"
 	managerName      = "svcnet-manager"
 	agentName        = "svcnet-agent"
@@ -39,35 +39,73 @@ const (
 	webhookService   = "svcnet-webhook-service"
 )
 
-// svcnetImageHostDirs stand for the svcnet image's filesystem besides
-// its binary: the agent runs iptables-restore and nft, with their
-// libraries and Debian's alternatives links.
-var svcnetImageHostDirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/alternatives"}
+// imageVersionLabel is the label of svcnet's images that holds their
+// svcnet's version.
+const imageVersionLabel = "org.opencontainers.image.version"
 
-// svcnetImage runs svcnet's image as this very binary.
-func svcnetImageOf() (images.Image, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return images.Image{}, fmt.Errorf("finding the svcnet binary for its image: %w", err)
+// svcnetImages are the archives of svcnet's images that `make images`
+// writes, which the nodes run for --install=manifests: the images a
+// cluster pulls.
+var svcnetImages = []string{"svcnet.tar", "svcnet-agent.tar"}
+
+// findOCIDir resolves the folder of svcnet's image archives: $SVCNET_OCI_DIR,
+// else oci/ beside the node images' folder (bin/oci beside bin/images),
+// oci/ beside the svcnet binary, ./bin/oci; the first that holds them.
+func (c *Config) findOCIDir() (string, error) {
+	candidates := []string{os.Getenv("SVCNET_OCI_DIR")}
+	if d := c.findImagesDir(); d != "" {
+		candidates = append(candidates, filepath.Join(filepath.Dir(d), "oci"))
 	}
-	return images.Image{
-		Name: "svcnet", Repositories: []string{svcnetImage}, Config: images.Config{Entrypoint: []string{"/svcnet"}},
-		HostDirs: svcnetImageHostDirs, Files: map[string]string{"/svcnet": self},
-	}, nil
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "oci"))
+	}
+	candidates = append(candidates, filepath.Join("bin", "oci"))
+	for _, d := range candidates {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, svcnetImages[0])); err == nil {
+			return filepath.Abs(d)
+		}
+	}
+	return "", fmt.Errorf("--install=%s runs svcnet's images, and no folder has %s: run `make images` (it writes bin/oci) or set SVCNET_OCI_DIR", InstallManifests, strings.Join(svcnetImages, " and "))
 }
 
-// installManifests builds config/default, sets this run's knobs, applies
-// it and waits until the agents run on every node and a manager leads.
+// svcnetImagesOf loads svcnet's images from their archives, unpacked
+// under the data dir.
+func (s *session) svcnetImagesOf() ([]images.Image, error) {
+	dir, err := s.cfg.findOCIDir()
+	if err != nil {
+		return nil, err
+	}
+	var out []images.Image
+	for _, name := range svcnetImages {
+		img, err := images.LoadArchive(filepath.Join(dir, name), filepath.Join(s.dataDir, "images"))
+		if err != nil {
+			return nil, fmt.Errorf("loading svcnet's image: %w", err)
+		}
+		fmt.Fprintf(s.out, "svcnet image %s from %s\n", strings.Join(img.Repositories, ", "), filepath.Join(dir, name))
+		if v := img.Config.Labels[imageVersionLabel]; v != version.Version {
+			fmt.Fprintf(s.out, "  its svcnet is %s, this one %s: `make images` builds them from this checkout\n", v, version.Version)
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// installManifests installs svcnet as --install says: config/default
+// built, given this run's knobs and applied, or the chart installed with
+// helm; then it waits until the agents run on every node and a manager
+// leads.
 func (cl *cluster) installManifests(ctx context.Context, s *session) error {
-	objs, err := svcnetconfig.BuildDefault(ctx, filepath.Join(s.binDir, "kubectl"), filepath.Join(s.dataDir, "config"))
+	var err error
+	if s.cfg.Install == InstallHelm {
+		err = installChart(ctx, s)
+	} else {
+		err = applyConfigDefault(ctx, s)
+	}
 	if err != nil {
 		return err
-	}
-	if err := setKnobs(objs, s.cfg); err != nil {
-		return err
-	}
-	if err := applyObjects(ctx, s.admin, objs); err != nil {
-		return fmt.Errorf("applying config/default: %w", err)
 	}
 	if err := waitFor(ctx, 2*time.Minute, "the svcnet-agent DaemonSet ready on every node", func() (bool, error) {
 		var ds appsv1.DaemonSet
@@ -94,6 +132,22 @@ func (cl *cluster) installManifests(ctx context.Context, s *session) error {
 		}
 		return false, nil
 	})
+}
+
+// applyConfigDefault builds config/default, sets this run's knobs and
+// applies it.
+func applyConfigDefault(ctx context.Context, s *session) error {
+	objs, err := svcnetconfig.BuildDefault(ctx, filepath.Join(s.binDir, "kubectl"), filepath.Join(s.dataDir, "config"))
+	if err != nil {
+		return err
+	}
+	if err := setKnobs(objs, s.cfg); err != nil {
+		return err
+	}
+	if err := applyObjects(ctx, s.admin, objs); err != nil {
+		return fmt.Errorf("applying config/default: %w", err)
+	}
+	return nil
 }
 
 // setKnobs sets what differs on this machine from config/default's

@@ -32,7 +32,8 @@ func (c *Config) findImagesDir() string {
 }
 
 // imageStore is what the nodes run for real: the built images, CoreDNS
-// (bin/k8s/coredns) and, for --install=manifests, svcnet's own image.
+// (bin/k8s/coredns) and, for --install=manifests, svcnet's own images
+// from their archives (make images).
 func (s *session) imageStore() (*images.Store, error) {
 	dir := s.cfg.findImagesDir()
 	if s.cfg.ImagesDir != "" && dir == "" {
@@ -44,11 +45,11 @@ func (s *session) imageStore() (*images.Store, error) {
 	}
 	store.Add(coreDNSImageOf(filepath.Join(s.binDir, "coredns")))
 	if s.manifests {
-		img, err := svcnetImageOf()
+		imgs, err := s.svcnetImagesOf()
 		if err != nil {
 			return nil, err
 		}
-		store.Add(img)
+		store.Add(imgs...)
 	}
 	var names []string
 	for _, img := range store.Images() {

@@ -27,6 +27,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/localcluster/frr"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -66,9 +67,14 @@ type cluster struct {
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
 	proxyName string
 	agents    []*process
-	stopSim   context.CancelFunc
-	simDone   chan struct{} // closed when the simulator's manager returned
-	simErr    error
+	// lbAnnounce, router and frr: how the client reaches LoadBalancer
+	// addresses (announce.go).
+	lbAnnounce string
+	router     string
+	frr        *frr.Router
+	stopSim    context.CancelFunc
+	simDone    chan struct{} // closed when the simulator's manager returned
+	simErr     error
 }
 
 // netnsLockDir holds one lock file per namespace prefix in use.
@@ -142,7 +148,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	if len(removed) > 0 {
 		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
 	}
-	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode}
+	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode, lbAnnounce: c.LBAnnounce}
 	if c.DNS {
 		cl.dnsIP = c.ranges.kubeDNS
 	}
@@ -171,6 +177,8 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 			continue
 		case c.Pipeline == PipelineUpstream:
 			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
+		case c.LBAnnounce == AnnounceBGP:
+			err = cl.startAgentInNode(ctx, c, n, s.restCfg.Host, s.kubeconfig, s.logs)
 		default:
 			err = cl.startAgent(ctx, c, n, s.kubeconfig, s.logs)
 		}
@@ -178,13 +186,21 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 			return nil, err
 		}
 	}
+	if cl.router != "" {
+		if err := cl.startRouter(s); err != nil {
+			return nil, err
+		}
+	}
 	if s.manifests {
 		if err := cl.installManifests(ctx, s); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "config/default installed: %s and %s running in namespace %s\n", managerName, agentName, svcnetNamespace)
+		fmt.Fprintf(out, "%s installed: %s and %s running in namespace %s\n", installedWhat[c.Install], managerName, agentName, svcnetNamespace)
 		if c.LoadBalancerRange != "" {
 			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
+				return nil, err
+			}
+			if err := ensureAnnouncement(ctx, s.admin, c.LBAnnounce); err != nil {
 				return nil, err
 			}
 		}
@@ -217,11 +233,10 @@ func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
 		return err
 	}
-	anyNode := v4Services[:len(v4Services):len(v4Services)]
-	if c.ranges.loadBalancer.IsValid() {
-		anyNode = append(anyNode, c.ranges.loadBalancer)
+	if err := cl.routeOutside(cl.client, nodeIPs, v4Services); err != nil {
+		return err
 	}
-	return cl.routeOutside(cl.client, nodeIPs, anyNode)
+	return cl.routeLoadBalancers(c)
 }
 
 // v4ServiceCIDRs are the IPv4 Service ranges, those the simulated
@@ -429,6 +444,9 @@ func (cl *cluster) waitNodes(ctx context.Context, r client.Reader) error {
 func (cl *cluster) stop() {
 	for _, p := range cl.agents {
 		p.stop(10 * time.Second)
+	}
+	if cl.frr != nil {
+		cl.frr.Stop()
 	}
 	if cl.stopSim != nil {
 		cl.stopSim()

@@ -65,6 +65,9 @@ type Config struct {
 	// LoadBalancerRange backs a default LoadBalancerIPPool and is routed
 	// from the client namespace through the nodes; empty: neither.
 	LoadBalancerRange string
+	// LBAnnounce is how the client reaches LoadBalancer addresses:
+	// AnnounceL2, AnnounceBGP or AnnounceRoutes.
+	LBAnnounce string
 	// Demo runs the walkthrough once everything is up.
 	Demo bool
 	// Pipeline is PipelineSvcnet, or PipelineUpstream to run
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		Install:           InstallInProcess,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
+		LBAnnounce:        AnnounceL2,
 		Manager:           m,
 		Out:               os.Stdout,
 	}
@@ -138,10 +142,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
 	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.StringVar(&c.LBAnnounce, "lb-announce", c.LBAnnounce, "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
-	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager inside svcnet up, an agent process per node), or manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's image, this binary).")
+	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager inside svcnet up, an agent process per node), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
@@ -191,11 +196,14 @@ func (c *Config) validateNodes() []error {
 	if !slices.Contains(agent.Modes, c.ProxyMode) {
 		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
 	}
-	if c.Install != InstallInProcess && c.Install != InstallManifests {
-		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s", c.Install, InstallInProcess, InstallManifests))
+	if err := c.validateAnnounce(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.Install == InstallManifests && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
-		errs = append(errs, errors.New("--install=manifests needs nodes to run the manifests (--nodes) and --pipeline=svcnet"))
+	if c.Install != InstallInProcess && c.Install != InstallManifests && c.Install != InstallHelm {
+		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s, %s", c.Install, InstallInProcess, InstallManifests, InstallHelm))
+	}
+	if c.Install != InstallInProcess && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
+		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", c.Install))
 	}
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -372,7 +380,7 @@ type session struct {
 	dataDir, logs string
 	pk            *pki
 	upstream      bool
-	// manifests: --install=manifests.
+	// manifests: --install=manifests or helm.
 	manifests bool
 
 	// procs are the control plane's supervised children, stopped in
@@ -407,7 +415,7 @@ func (s *session) preflight() (unlock func(), err error) {
 		}
 	}
 	s.upstream = c.Pipeline == PipelineUpstream
-	s.manifests = c.Install == InstallManifests
+	s.manifests = c.Install == InstallManifests || c.Install == InstallHelm
 	if s.manifests {
 		if p := filepath.Join(s.binDir, "kubectl"); !executable(p) {
 			return nil, fmt.Errorf("missing %s, which builds config/default for --install=manifests: run `make k8s-bins`", p)
@@ -627,7 +635,10 @@ func (s *session) startManager(ctx, mgrCtx context.Context, mlog io.Writer) erro
 	go func() { s.mgrDone <- mgr.Start(logr.NewContext(mgrCtx, mopts.Logger)) }()
 	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
 	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); s.cfg.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
-		return ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange)
+		if err := ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange); err != nil {
+			return err
+		}
+		return ensureAnnouncement(ctx, admin, s.cfg.LBAnnounce)
 	}
 	return nil
 }
@@ -727,6 +738,7 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
   kubectl exec deploy/nginx -- nginx -v; kubectl logs -l app=nginx
 `, kubeconfig, binDir)
 	if cl != nil {
+		defer fmt.Fprint(out, announceTour(cl))
 		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
   ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
   ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services

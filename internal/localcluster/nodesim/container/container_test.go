@@ -3,6 +3,7 @@ package container
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -137,7 +138,7 @@ func TestExec(t *testing.T) {
 		t.Errorf("exec of an unknown program: code %d, %v, stderr %q; want 126 and the reason, as runc", code, err, notFound.String())
 	}
 	c.Stop(time.Second)
-	if _, err := c.Exec(context.Background(), []string{"true"}, ExecIO{}); err != ErrNotRunning {
+	if _, err := c.Exec(context.Background(), []string{"true"}, ExecIO{}); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("exec into a stopped container: %v, want ErrNotRunning", err)
 	}
 }

@@ -30,6 +30,8 @@ type Config struct {
 	// StopSignal is the signal that asks the program to stop (SIGTERM
 	// when empty), e.g. SIGQUIT for nginx.
 	StopSignal string `json:"StopSignal,omitempty"`
+	// Labels are the image's labels, e.g. org.opencontainers.image.version.
+	Labels map[string]string `json:"Labels,omitempty"`
 }
 
 // Image is one image the nodes can run.

@@ -1,0 +1,15 @@
+// The image build of `make images`: svcnet's OCI images written without a
+// Docker daemon, with go-containerregistry. A module of its own, like
+// hack/k8s-bins, so that its dependencies stay out of svcnet's.
+module github.com/svcnet-io/svcnet/hack/images
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
