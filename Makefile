@@ -31,17 +31,17 @@ build: ## Build bin/svcnet.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/svcnet ./cmd/svcnet
 
 .PHONY: run
-run: deps k8s-bins node-images build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
+run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
 	$(BIN)/svcnet up $(ARGS)
 
 .PHONY: test
-test: deps k8s-bins node-images images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
+test: deps k8s-bins node-images frr images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd hack/images && $(GO) test -count=1 ./...
 	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 .PHONY: bench
-bench: deps k8s-bins build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
+bench: deps k8s-bins frr build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
 	tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
@@ -113,9 +113,12 @@ deps: ## Install missing Debian packages (iptables, nftables, conntrack, iproute
 k8s-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy into bin/k8s (once).
 	@hack/k8s-bins/build.sh $(K8S_BIN)
 
-.PHONY: node-images
+.PHONY: node-images frr
 node-images: ## Build the filesystems of the images the simulated nodes run (agnhost, busybox, nginx, httpd, pause, curl, dnsutils) into bin/images (once).
 	@hack/node-images/build.sh $(BIN)/images
+
+frr: ## Unpack FRR from Debian's packages into bin/frr (the router of svcnet up --lb-announce=bgp and the BGP tests; never installed, never started outside their namespaces).
+	@hack/frr/build.sh $(BIN)/frr
 
 .PHONY: e2e-bins
 e2e-bins: ## Build upstream's e2e.test and the ginkgo CLI into bin/e2e (once; make conformance runs them).

@@ -144,9 +144,9 @@ func TestDeploymentManifests(t *testing.T) {
 	}
 	sc := pod.Containers[0].SecurityContext
 	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.Capabilities == nil ||
-		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW", "NET_BIND_SERVICE"}) ||
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("the agent needs NET_ADMIN and NET_RAW and nothing more: %+v", sc)
+		t.Errorf("the agent needs NET_ADMIN, NET_RAW and NET_BIND_SERVICE (BGP's port) and nothing more: %+v", sc)
 	}
 
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration

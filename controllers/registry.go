@@ -30,6 +30,7 @@ var registry = []controller{
 	// nodeport: allocation at admission, and the audit.
 	{name: NodePortName, onDefault: true, setup: setupNodePortAudit, admission: true},
 	{name: LoadBalancerName, onDefault: true, setup: setupLoadBalancer},
+	{name: AnnouncementName, onDefault: true, setup: setupAnnouncement},
 }
 
 // Names returns the names of every controller, sorted.

@@ -3,12 +3,14 @@
 // model's service ports (dataplane/model) and hands them, Service by
 // Service, to a Backend of one IP family; the backend renders them into its
 // own rules and applies all of them in one transaction per sync. iptables
-// (dataplane/iptables) is the first backend; each backend owns its tables
-// and chains and touches nothing else.
+// (dataplane/iptables) and nftables (dataplane/nftables) are the backends,
+// chosen by `svcnet agent --mode`; each owns its tables and chains and
+// touches nothing else.
 package dataplane
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,11 @@ type Backend interface {
 	// node, for a node leaving this mode.
 	Cleanup(ctx context.Context) error
 }
+
+// ErrListRules marks a Sync that failed reading the rules live on the node
+// (before a full sync), as opposed to one whose transaction was refused:
+// backends wrap such errors with it.
+var ErrListRules = errors.New("reading the live rules")
 
 // Node is what a sync needs to know of the node beyond the Services.
 type Node struct {

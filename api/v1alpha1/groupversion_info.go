@@ -22,7 +22,8 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &ServiceCIDRBinding{}, &ServiceCIDRBindingList{},
-		&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{})
+		&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{},
+		&LoadBalancerAnnouncement{}, &LoadBalancerAnnouncementList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

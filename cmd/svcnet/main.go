@@ -87,22 +87,23 @@ func newAgentCommand() *cobra.Command {
 		Short: "Program this node's kube-proxy compatible rules from Services and EndpointSlices",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
+			cfg, err := opts.Complete()
+			if err != nil {
 				return err
 			}
 			log := klog.NewKlogr()
 			ctrl.SetLogger(log)
-			if opts.Cleanup {
-				return agent.Cleanup(cmd.Context(), opts, log)
+			if cfg.Cleanup {
+				return agent.Cleanup(cmd.Context(), cfg, log)
 			}
-			cfg, err := restConfig(opts.Kubeconfig)
+			restCfg, err := restConfig(opts.Kubeconfig)
 			if err != nil {
 				return err
 			}
 			if percent, ok := agent.GCPercentFor(os.LookupEnv); ok {
 				debug.SetGCPercent(percent)
 			}
-			return agent.Run(cmd.Context(), cfg, opts, log)
+			return agent.Run(cmd.Context(), restCfg, cfg, log)
 		},
 	}
 	opts.AddFlags(cmd.Flags())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -23,15 +22,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
 
@@ -46,23 +46,26 @@ const (
 
 // Agent is one node's proxy.
 type Agent struct {
-	opts   Options
+	cfg    Config
 	reader client.Reader
 	log    logr.Logger
 	clock  clock.WithTicker
 
 	// backends program the rules, one per IP family the node has.
 	backends []dataplane.Backend
-	// clusterCIDRs are --cluster-cidr's ranges by family.
-	clusterCIDRs map[corev1.IPFamily][]netip.Prefix
-	health       *healthServers
+	health   *healthServers
 
 	trigger chan struct{}
 
 	mu          sync.Mutex
 	lastSuccess time.Time
-	lastErr     error
 	lastFull    time.Time
+	// failure is why the last sync failed; nil once one succeeds.
+	failure *syncFailure
+	// queuedAt is when the oldest change not yet taken by a sync was
+	// queued, syncingQueuedAt that of the changes the running sync took;
+	// zero when there are none. Health is judged by the older.
+	queuedAt, syncingQueuedAt time.Time
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
@@ -123,30 +126,20 @@ func sliceServiceKey(obj client.Object) []string {
 }
 
 // Run starts the agent and blocks until ctx ends.
-func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) error {
-	if err := opts.Validate(); err != nil {
-		return err
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "svcnet-agent"
-	healthAddr := opts.HealthzBindAddress
-	if healthAddr == "" {
-		healthAddr = "0"
-	}
-	metricsAddr := opts.MetricsBindAddress
-	if metricsAddr == "" {
-		metricsAddr = "0"
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logger) error {
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.UserAgent = "svcnet-agent"
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: healthAddr,
-		PprofBindAddress:       opts.PprofBindAddress,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress: "0", // the agent serves its own, as kube-proxy's
+		PprofBindAddress:       cfg.PprofBindAddress,
+		Scheme:                 scheme.New(),
 		NewCache:               informersync.NewCache,
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
 			},
 		},
 	})
@@ -156,7 +149,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey); err != nil {
 		return err
 	}
-	a, err := New(mgr.GetCache(), opts, log)
+	a, err := New(mgr.GetCache(), cfg, log)
 	if err != nil {
 		return err
 	}
@@ -169,11 +162,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 			return err
 		}
 	}
-	if err := mgr.AddHealthzCheck("sync", a.Healthz); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("sync", a.Healthz); err != nil {
-		return err
+	if cfg.HealthzBindAddress != "0" {
+		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log}); err != nil {
+			return err
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -183,31 +175,33 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) e
 	})); err != nil {
 		return err
 	}
+	// The speaker announcing LoadBalancer addresses runs beside the
+	// rules, from the same caches.
+	if err := announce.Setup(mgr, announce.Config{Node: cfg.NodeName, NetNS: cfg.NetNS, Options: cfg.Announce}, log); err != nil {
+		return err
+	}
 	registerMetrics()
-	log.Info("Starting svcnet agent", "node", opts.NodeName, "mode", opts.Mode, "netns", opts.NetNS)
+	log.Info("Starting svcnet agent", "node", cfg.NodeName, "mode", cfg.Mode, "netns", cfg.NetNS)
 	return mgr.Start(ctx)
 }
 
 // New builds an agent that reads the world from reader and programs the
-// node with the backends of opts.Mode.
-func New(reader client.Reader, opts Options, log logr.Logger) (*Agent, error) {
-	backends, err := newBackends(opts, log)
+// node with the backends of cfg.Mode.
+func New(reader client.Reader, cfg Config, log logr.Logger) (*Agent, error) {
+	backends, err := newBackends(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAgent(reader, opts, log, clock.RealClock{}, backends)
-	if err != nil {
-		return nil, err
-	}
+	a := newAgent(reader, cfg, log, clock.RealClock{}, backends)
 	// The other mode's rules go only once this mode's serve: a node moving
 	// between modes is never without rules.
-	a.afterFirstSync = func(ctx context.Context) { removeOtherModes(ctx, opts, log) }
+	a.afterFirstSync = func(ctx context.Context) { removeOtherModes(ctx, cfg, log) }
 	return a, nil
 }
 
-// Cleanup removes what the backends of opts.Mode own from the node.
-func Cleanup(ctx context.Context, opts Options, log logr.Logger) error {
-	backends, err := newBackends(opts, log)
+// Cleanup removes what the backends of cfg.Mode own from the node.
+func Cleanup(ctx context.Context, cfg Config, log logr.Logger) error {
+	backends, err := newBackends(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -222,25 +216,22 @@ func Cleanup(ctx context.Context, opts Options, log logr.Logger) error {
 	return errors.Join(errs...)
 }
 
-// newAgent builds an agent on the given backends, one per IP family.
-func newAgent(reader client.Reader, opts Options, log logr.Logger, clk clock.WithTicker, backends []dataplane.Backend) (*Agent, error) {
-	cidrs, err := opts.clusterCIDRsByFamily()
-	if err != nil {
-		return nil, err
-	}
+// newAgent builds an agent on the given backends, one per IP family. Its
+// first sync, of everything, is queued from now.
+func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithTicker, backends []dataplane.Backend) *Agent {
 	return &Agent{
-		opts:         opts,
-		reader:       reader,
-		log:          log,
-		clock:        clk,
-		backends:     backends,
-		clusterCIDRs: cidrs,
-		health:       newHealthServers(opts.NetNS, log),
-		trigger:      make(chan struct{}, 1),
-		dirty:        map[string]bool{},
-		allDirty:     true,
-		services:     map[string]*serviceState{},
-	}, nil
+		cfg:      cfg,
+		reader:   reader,
+		log:      log,
+		clock:    clk,
+		backends: backends,
+		health:   newHealthServers(cfg.NetNS, log),
+		trigger:  make(chan struct{}, 1),
+		dirty:    map[string]bool{},
+		allDirty: true,
+		queuedAt: clk.Now(),
+		services: map[string]*serviceState{},
+	}
 }
 
 func (a *Agent) handler() toolscache.ResourceEventHandler {
@@ -284,6 +275,9 @@ func (a *Agent) changed(old, obj any) {
 	default:
 		a.allDirty = true
 	}
+	if a.queuedAt.IsZero() {
+		a.queuedAt = a.clock.Now()
+	}
 	a.mu.Unlock()
 	a.Trigger()
 }
@@ -300,7 +294,7 @@ func (a *Agent) Trigger() {
 // every --sync-period, and retries failures with backoff until ctx ends.
 func (a *Agent) Loop(ctx context.Context) error {
 	defer a.health.closeAll()
-	resync := a.clock.NewTicker(a.opts.SyncPeriod)
+	resync := a.clock.NewTicker(a.cfg.SyncPeriod)
 	defer resync.Stop()
 	var retry <-chan time.Time
 	backoff := retryMin
@@ -315,7 +309,7 @@ func (a *Agent) Loop(ctx context.Context) error {
 		case <-a.trigger:
 		case <-retry:
 		}
-		if wait := a.opts.MinSyncPeriod - a.clock.Since(last); wait > 0 {
+		if wait := a.cfg.MinSyncPeriod - a.clock.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -362,27 +356,39 @@ type pending struct {
 	dirty    map[string]bool
 	all      bool
 	recheck  bool
+	// queuedAt is when the oldest of these changes was queued.
+	queuedAt time.Time
 }
 
 // takePending hands the changes recorded so far to a sync.
 func (a *Agent) takePending() pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, recheck: a.recheck}
+	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, recheck: a.recheck, queuedAt: a.queuedAt}
 	a.triggers, a.dirty, a.allDirty, a.recheck = nil, map[string]bool{}, false, false
+	a.syncingQueuedAt, a.queuedAt = a.queuedAt, time.Time{}
 	return p
 }
 
-// putBack returns a failed sync's changes so that the next sync does them.
-func (a *Agent) putBack(p pending) {
+// failed records why a sync failed and returns its changes, so that the
+// next sync does them and health counts their wait from when they were
+// first queued.
+func (a *Agent) failed(p pending, reason string, err error) error {
+	metricSyncFailures.WithLabelValues(reason).Inc()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.failure = &syncFailure{reason: reason, err: err}
 	a.triggers = append(a.triggers, p.triggers...)
 	for k := range p.dirty {
 		a.dirty[k] = true
 	}
 	a.allDirty = a.allDirty || p.all
 	a.recheck = a.recheck || p.recheck
+	if !p.queuedAt.IsZero() && (a.queuedAt.IsZero() || p.queuedAt.Before(a.queuedAt)) {
+		a.queuedAt = p.queuedAt
+	}
+	a.syncingQueuedAt = time.Time{}
+	return fmt.Errorf("%s: %w", reason, err)
 }
 
 // SyncOnce re-renders the Services that changed and applies the rules of
@@ -390,39 +396,48 @@ func (a *Agent) putBack(p pending) {
 func (a *Agent) SyncOnce(ctx context.Context) error {
 	start := a.clock.Now()
 	work := a.takePending()
-	if err := a.render(ctx, a.nodeModel(ctx), work); err != nil {
-		a.putBack(work)
-		return err
+	node, err := a.nodeModel(ctx)
+	if err != nil {
+		return a.failed(work, ReasonNode, err)
+	}
+	if err := a.render(ctx, node, work); err != nil {
+		return a.failed(work, ReasonRender, err)
 	}
 	nodePortIPs, err := a.nodePortIPs()
 	if err != nil {
-		a.putBack(work)
-		return err
+		return a.failed(work, ReasonNodeAddresses, err)
 	}
 	rendered := a.clock.Now()
 	res, err := a.apply(ctx, nodePortIPs)
 	a.health.update(a.healthEntries())
 	if err != nil {
-		// The rendered state is kept; the next sync is full and applies it.
-		a.mu.Lock()
-		a.lastErr = err
-		a.triggers = append(a.triggers, work.triggers...)
-		a.mu.Unlock()
-		return err
+		// The rendered state is kept in the backends, whose next sync is
+		// full and applies it: only the wait and the triggers go back.
+		reason := ReasonApply
+		if errors.Is(err, dataplane.ErrListRules) {
+			reason = ReasonList
+		}
+		return a.failed(pending{triggers: work.triggers, queuedAt: work.queuedAt}, reason, err)
 	}
 	a.recordSuccess(start, rendered, res, work.triggers)
 	a.clearStaleUDP()
 	return nil
 }
 
-// nodeModel is what the model needs of this node's Node object.
-func (a *Agent) nodeModel(ctx context.Context) model.Node {
-	node := model.Node{Name: a.opts.NodeName}
+// nodeModel is what the model needs of this node's Node object. A Node
+// that does not exist (yet) has no zone; any other error fails the sync
+// rather than rendering every Service as if the node had no zone.
+func (a *Agent) nodeModel(ctx context.Context) (model.Node, error) {
+	node := model.Node{Name: a.cfg.NodeName}
 	var n corev1.Node
-	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.opts.NodeName}, &n); err == nil {
+	switch err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, &n); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return node, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
+	default:
 		node.Zone = n.Labels[corev1.LabelTopologyZone]
 	}
-	return node
+	return node, nil
 }
 
 // apply syncs every backend; a failed one does not keep the others from
@@ -475,7 +490,7 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 		kind = "full"
 		a.lastFull = now
 	}
-	a.lastSuccess, a.lastErr = now, nil
+	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
 	a.mu.Unlock()
 	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
 	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", res.Rules,
@@ -628,7 +643,7 @@ func (a *Agent) forgetService(key string) {
 func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
 	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices)}
 	for _, b := range a.backends {
-		ports := model.BuildService(b.Family(), node, svc, endpointSlices, model.Options{ProxyName: a.opts.ProxyName})
+		ports := model.BuildService(b.Family(), node, svc, endpointSlices, model.Options{ProxyName: a.cfg.ProxyName})
 		b.SetService(key, ports)
 		for _, p := range ports {
 			if p.HealthCheckNodePort != 0 {
@@ -675,11 +690,11 @@ func udpPortOf(p *model.ServicePort) udpPort {
 // nodePortIPs lists the local addresses inside --nodeport-addresses; nil
 // means every local address.
 func (a *Agent) nodePortIPs() ([]netip.Addr, error) {
-	prefixes, _ := a.opts.nodePortPrefixes()
+	prefixes := a.cfg.NodePortAddresses
 	if len(prefixes) == 0 {
 		return nil, nil
 	}
-	addrs, err := netns.LocalAddrs(a.opts.NetNS)
+	addrs, err := netns.LocalAddrs(a.cfg.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("listing local addresses: %w", err)
 	}
@@ -703,18 +718,3 @@ func (a *Agent) nodePortIPs() ([]netip.Addr, error) {
 	}
 	return out, nil
 }
-
-// Healthz fails when syncs have been failing for longer than a sync period.
-func (a *Agent) Healthz(_ *http.Request) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.lastErr != nil && a.clock.Since(a.lastSuccess) > a.opts.SyncPeriod {
-		return fmt.Errorf("no successful sync since %s: %w", a.lastSuccess.Format(time.RFC3339), a.lastErr)
-	}
-	if a.lastSuccess.IsZero() {
-		return errors.New("no sync yet")
-	}
-	return nil
-}
-
-var _ healthz.Checker = (*Agent)(nil).Healthz

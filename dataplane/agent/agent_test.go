@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,15 +44,21 @@ func testAgent(t *testing.T, c client.Client) (*Agent, *iptables.Fake) {
 func testAgentWithClock(t *testing.T, c client.Client, clk clock.WithTicker) (*Agent, *iptables.Fake) {
 	t.Helper()
 	fk := iptables.NewFake()
+	cfg := testConfig(t, "--cluster-cidr=10.244.0.0/16")
+	backend := iptables.NewBackend(corev1.IPv4Protocol, fk, iptables.Config{ClusterCIDRs: cfg.ClusterCIDRs[corev1.IPv4Protocol]})
+	return newAgent(c, cfg, logr.Discard(), clk, []dataplane.Backend{backend}), fk
+}
+
+// testConfig completes the agent's options for node-a from flags.
+func testConfig(t *testing.T, flags ...string) Config {
+	t.Helper()
 	opts := DefaultOptions()
-	opts.NodeName = "node-a"
-	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
-	backend := iptables.NewBackend(corev1.IPv4Protocol, fk, iptables.Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
-	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{backend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, fk
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	must(t, fs.Parse(append([]string{"--node-name=node-a"}, flags...)))
+	cfg, err := opts.Complete()
+	must(t, err)
+	return cfg
 }
 
 func svc(name, ip string, mutate func(*corev1.Service)) *corev1.Service {
@@ -204,7 +210,7 @@ func TestPeriodicResyncIsPartial(t *testing.T) {
 	synced := syncedAt(a, clk)
 	waitFor(ctx, t, "the first sync", func() bool { return restores() == 1 && synced() })
 	for i := range 3 {
-		clk.Step(a.opts.SyncPeriod)
+		clk.Step(a.cfg.SyncPeriod)
 		waitFor(ctx, t, fmt.Sprintf("periodic resync %d", i+1), synced)
 		if n := restores(); n != 1 {
 			t.Fatalf("periodic resync %d of unchanged rules restored, %d restores in all, want 1", i+1, n)
@@ -275,11 +281,8 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fk := iptables.NewFake()
-	opts := DefaultOptions()
-	opts.NodeName = "node-a"
 	counter := &countingBackend{Backend: iptables.NewBackend(corev1.IPv4Protocol, fk, iptables.Config{}), renders: map[string]int{}}
-	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{counter})
-	must(t, err)
+	a := newAgent(c, testConfig(t), logr.Discard(), clk, []dataplane.Backend{counter})
 	done := make(chan error)
 	go func() { done <- a.Loop(ctx) }()
 	synced := syncedAt(a, clk)
@@ -288,7 +291,7 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 		t.Fatalf("first sync rendered %v, want %v", got, want)
 	}
 
-	clk.Step(a.opts.SyncPeriod)
+	clk.Step(a.cfg.SyncPeriod)
 	waitFor(ctx, t, "a periodic resync", synced)
 	if got := counter.take(); len(got) != 0 {
 		t.Fatalf("a periodic resync with nothing changed rendered %v, want nothing", got)
@@ -298,7 +301,7 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "api-1"}, &slice))
 	slice.Endpoints[0].Addresses = []string{"10.244.1.9"}
 	must(t, c.Update(ctx, &slice))
-	clk.Step(a.opts.SyncPeriod)
+	clk.Step(a.cfg.SyncPeriod)
 	waitFor(ctx, t, "a periodic resync", synced)
 	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
 		t.Fatalf("a periodic resync after an unseen slice change rendered %v, want %v", got, want)
@@ -333,10 +336,7 @@ func TestNotificationOfAlreadyRenderedObjectsRendersNothing(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	counter := &countingBackend{Backend: iptables.NewBackend(corev1.IPv4Protocol, iptables.NewFake(), iptables.Config{}), renders: map[string]int{}}
-	opts := DefaultOptions()
-	opts.NodeName = "node-a"
-	a, err := newAgent(c, opts, logr.Discard(), clk, []dataplane.Backend{counter})
-	must(t, err)
+	a := newAgent(c, testConfig(t), logr.Discard(), clk, []dataplane.Backend{counter})
 	must(t, a.SyncOnce(ctx))
 	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
 		t.Fatalf("first sync rendered %v, want %v", got, want)

@@ -47,7 +47,7 @@ func (a *Agent) clearStaleUDP() {
 	}
 	match := newStaleUDPFlows(a.staleUDP, a.currentUDP())
 	a.staleUDP, a.udpChanged = nil, false
-	err := netns.Do(a.opts.NetNS, func() error {
+	err := netns.Do(a.cfg.NetNS, func() error {
 		for _, family := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
 			n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family, match)
 			if err != nil {

@@ -20,8 +20,12 @@ var (
 	})
 	metricRestoreFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "svcnet_agent_restore_failures_total",
-		Help: "Failed iptables-restore runs (each is retried with a full sync).",
+		Help: "Failed transactions of a backend (iptables-restore, nft or netlink), each retried with a full sync.",
 	})
+	metricSyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svcnet_agent_sync_failures_total",
+		Help: "Failed syncs, by the step that failed (node, render, node-addresses, list, apply); each is retried with backoff, and /healthz fails once a change has waited twice --sync-period.",
+	}, []string{"reason"})
 	metricProgrammingLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "svcnet_agent_network_programming_duration_seconds",
 		Help:    "Time from an EndpointSlice's last-change-trigger-time to the rules that reflect it being applied.",
@@ -33,6 +37,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricProgrammingLatency)
+		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricProgrammingLatency)
 	})
 }

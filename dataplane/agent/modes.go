@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -17,44 +16,41 @@ import (
 
 var families = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 
-// newBackends builds the backends of opts.Mode: IPv4, and IPv6 too when
+// newBackends builds the backends of cfg.Mode: IPv4, and IPv6 too when
 // the node can program it.
-func newBackends(opts Options, log logr.Logger) ([]dataplane.Backend, error) {
-	cidrs, err := opts.clusterCIDRsByFamily()
-	if err != nil {
-		return nil, err
-	}
+func newBackends(cfg Config, log logr.Logger) ([]dataplane.Backend, error) {
 	var backends []dataplane.Backend
 	for _, f := range families {
-		b, err := newBackend(opts, f, cidrs[f])
+		b, err := newBackend(cfg, f)
 		if err != nil && f == corev1.IPv6Protocol {
-			log.Info("IPv6 rules disabled", "mode", opts.Mode, "err", err.Error())
+			log.Info("IPv6 rules disabled", "mode", cfg.Mode, "err", err.Error())
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s mode: %w", opts.Mode, err)
+			return nil, fmt.Errorf("%s mode: %w", cfg.Mode, err)
 		}
 		backends = append(backends, b)
 	}
 	return backends, nil
 }
 
-func newBackend(opts Options, f corev1.IPFamily, cidrs []netip.Prefix) (dataplane.Backend, error) {
-	switch opts.Mode {
+func newBackend(cfg Config, f corev1.IPFamily) (dataplane.Backend, error) {
+	cidrs := cfg.ClusterCIDRs[f]
+	switch cfg.Mode {
 	case ModeNFTables:
-		nft, err := nftables.NewInterface(f, nftables.TableName, opts.NetNS)
+		nft, err := nftables.NewInterface(f, nftables.TableName, cfg.NetNS)
 		if err != nil {
 			return nil, err
 		}
-		return nftables.NewBackend(f, nft, nftables.Config{ClusterCIDRs: cidrs, MasqueradeAll: opts.MasqueradeAll}), nil
+		return nftables.NewBackend(f, nft, nftables.Config{ClusterCIDRs: cidrs, MasqueradeAll: cfg.MasqueradeAll}), nil
 	default:
-		ipt := iptables.NewExec(f, opts.NetNS)
+		ipt := iptables.NewExec(f, cfg.NetNS)
 		if f == corev1.IPv6Protocol {
 			if _, err := ipt.Save(context.Background(), "filter"); err != nil {
 				return nil, fmt.Errorf("ip6tables is not usable: %w", err)
 			}
 		}
-		return iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs, MasqueradeAll: opts.MasqueradeAll}), nil
+		return iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs, MasqueradeAll: cfg.MasqueradeAll}), nil
 	}
 }
 
@@ -64,19 +60,19 @@ func newBackend(opts Options, f corev1.IPFamily, cidrs []netip.Prefix) (dataplan
 // svcnet's and kube-proxy's nftables tables. A node where the other
 // program or mode is missing has nothing to remove; failures are logged,
 // not fatal: the agent's own rules matter more.
-func removeOtherModes(ctx context.Context, opts Options, log logr.Logger) {
+func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, f := range families {
 		var err error
 		var what string
-		switch opts.Mode {
+		switch cfg.Mode {
 		case ModeNFTables:
 			what = "iptables chains"
-			err = iptables.Cleanup(ctx, iptables.NewExec(f, opts.NetNS))
+			err = iptables.Cleanup(ctx, iptables.NewExec(f, cfg.NetNS))
 		default:
 			what = "nftables tables"
-			err = removeTables(ctx, f, opts.NetNS, nftables.TableName, nftables.KubeProxyTableName)
+			err = removeTables(ctx, f, cfg.NetNS, nftables.TableName, nftables.KubeProxyTableName)
 		}
 		if err != nil {
 			log.V(1).Info("Could not remove the other mode's rules", "what", what, "family", f, "err", err.Error())

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
@@ -48,6 +49,10 @@ type Options struct {
 	// whose rules this agent programs and where it serves health checks;
 	// used to run simulated nodes from one machine.
 	NetNS string
+
+	// Announce configures the speaker that announces LoadBalancer
+	// addresses (dataplane/announce).
+	Announce announce.Options
 }
 
 // DefaultOptions are kube-proxy's defaults where they apply.
@@ -59,6 +64,7 @@ func DefaultOptions() Options {
 		SyncPeriod:         30 * time.Second,
 		HealthzBindAddress: "0.0.0.0:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
+		Announce:           announce.DefaultOptions(),
 	}
 }
 
@@ -78,10 +84,41 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
 	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "Remove the rules of --mode from the node and exit.")
 	fs.StringVar(&o.NetNS, "netns", o.NetNS, "Program this network namespace (a path like /run/netns/NAME) instead of the agent's own; for simulated nodes.")
+	o.Announce.AddFlags(fs)
 }
 
-// Validate checks the options, naming the bad flag.
-func (o *Options) Validate() error {
+// Config is Options completed: every flag checked once and turned into
+// the value the agent uses (ranges as netip.Prefix by family, durations,
+// addresses), as kube-proxy's Complete does, so that nothing on the sync
+// path parses a flag again or meets a parse error late.
+type Config struct {
+	NodeName string
+	Mode     string
+	// ClusterCIDRs are --cluster-cidr's ranges by IP family.
+	ClusterCIDRs  map[corev1.IPFamily][]netip.Prefix
+	MasqueradeAll bool
+	// NodePortAddresses are --nodeport-addresses' ranges (both families);
+	// empty: every local address accepts NodePort traffic.
+	NodePortAddresses []netip.Prefix
+	ProxyName         string
+	SyncPeriod        time.Duration
+	MinSyncPeriod     time.Duration
+	// HealthTimeout is how long a queued change may wait for its sync
+	// before /healthz fails: twice --sync-period, kube-proxy's choice.
+	HealthTimeout time.Duration
+	// The bind addresses, "0" where a server is off.
+	HealthzBindAddress string
+	MetricsBindAddress string
+	PprofBindAddress   string
+	Cleanup            bool
+	NetNS              string
+	// Announce configures the speaker (dataplane/announce).
+	Announce announce.Options
+}
+
+// Complete checks the options, naming each bad flag, and turns them into
+// a Config.
+func (o *Options) Complete() (Config, error) {
 	var errs []error
 	if !slices.Contains(Modes, o.Mode) {
 		errs = append(errs, fmt.Errorf("--mode %q is not supported; valid modes: %s", o.Mode, strings.Join(Modes, ", ")))
@@ -89,10 +126,12 @@ func (o *Options) Validate() error {
 	if o.NodeName == "" {
 		errs = append(errs, errors.New("--node-name must not be empty"))
 	}
-	if _, err := o.clusterCIDRs(); err != nil {
+	clusterCIDRs, err := parsePrefixes("--cluster-cidr", o.ClusterCIDRs)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := o.nodePortPrefixes(); err != nil {
+	nodePortAddresses, err := parsePrefixes("--nodeport-addresses", o.NodePortAddresses)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if o.SyncPeriod <= 0 {
@@ -101,38 +140,61 @@ func (o *Options) Validate() error {
 	if o.MinSyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--min-sync-period must not be negative, got %s", o.MinSyncPeriod))
 	}
+	if o.Announce.Enabled {
+		if err := o.Announce.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if o.NetNS != "" {
 		if _, err := os.Stat(o.NetNS); err != nil {
 			errs = append(errs, fmt.Errorf("--netns: %w", err))
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func (o *Options) clusterCIDRs() ([]netip.Prefix, error) {
-	return parsePrefixes("--cluster-cidr", o.ClusterCIDRs)
-}
-
-// clusterCIDRsByFamily splits --cluster-cidr by IP family.
-func (o *Options) clusterCIDRsByFamily() (map[corev1.IPFamily][]netip.Prefix, error) {
-	cidrs, err := o.clusterCIDRs()
-	if err != nil {
-		return nil, err
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
-	out := map[corev1.IPFamily][]netip.Prefix{}
-	for _, c := range cidrs {
+	byFamily := map[corev1.IPFamily][]netip.Prefix{}
+	for _, c := range clusterCIDRs {
 		f := ipfamily.OfPrefix(c)
-		out[f] = append(out[f], c)
+		byFamily[f] = append(byFamily[f], c)
 	}
-	return out, nil
+	return Config{
+		NodeName:           o.NodeName,
+		Mode:               o.Mode,
+		ClusterCIDRs:       byFamily,
+		MasqueradeAll:      o.MasqueradeAll,
+		NodePortAddresses:  nodePortAddresses,
+		ProxyName:          o.ProxyName,
+		SyncPeriod:         o.SyncPeriod,
+		MinSyncPeriod:      o.MinSyncPeriod,
+		HealthTimeout:      2 * o.SyncPeriod,
+		HealthzBindAddress: bindAddress(o.HealthzBindAddress),
+		MetricsBindAddress: bindAddress(o.MetricsBindAddress),
+		PprofBindAddress:   bindAddress(o.PprofBindAddress),
+		Cleanup:            o.Cleanup,
+		NetNS:              o.NetNS,
+		Announce:           o.Announce,
+	}, nil
 }
 
-func (o *Options) nodePortPrefixes() ([]netip.Prefix, error) {
-	return parsePrefixes("--nodeport-addresses", o.NodePortAddresses)
+// Validate checks the options, naming the bad flag.
+func (o *Options) Validate() error {
+	_, err := o.Complete()
+	return err
+}
+
+// bindAddress is controller-runtime's spelling of a server's address:
+// "0" for none.
+func bindAddress(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
 }
 
 func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
+	var errs []error
 	for _, s := range ss {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -140,11 +202,12 @@ func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s %q: %w", flag, s, err)
+			errs = append(errs, fmt.Errorf("%s %q: %w", flag, s, err))
+			continue
 		}
 		out = append(out, p.Masked())
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // GCPercent is the garbage collection target the agent process runs with

@@ -21,6 +21,8 @@ type Fake struct {
 	order  map[string][]string
 	// FailNext makes the next Restore fail without changing anything.
 	FailNext error
+	// FailNextSave makes the next Save fail.
+	FailNextSave error
 	// Restores counts successful restores; LastRestore is the last input.
 	Restores    int
 	LastRestore []byte
@@ -169,6 +171,10 @@ func (st *fakeRestore) deleteChain(name string) error {
 func (f *Fake) Save(_ context.Context, table string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.FailNextSave; err != nil {
+		f.FailNextSave = nil
+		return nil, err
+	}
 	return []byte(f.dumpLocked(table)), nil
 }
 

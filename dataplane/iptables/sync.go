@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/svcnet-io/svcnet/dataplane"
 )
 
 // jumpRule sends traffic from a built-in chain into this dataplane's
@@ -144,7 +146,7 @@ func (s *Syncer) fullChanges(ctx context.Context, tables [2][]*Chain) (changes, 
 	for t, name := range tableNames {
 		live, err := s.ipt.Save(ctx, name)
 		if err != nil {
-			return ch, err
+			return ch, fmt.Errorf("%w: %s table: %w", dataplane.ErrListRules, name, err)
 		}
 		chains, rules := parseSave(live)
 		wanted := make(map[string]bool, len(tables[t]))

@@ -45,7 +45,9 @@ var _ dataplane.Backend = (*Backend)(nil)
 // NewBackend returns a backend writing through nft (NewInterface's, or
 // knftables.NewFake in tests) for the table of family.
 func NewBackend(family corev1.IPFamily, nft knftables.Interface, cfg Config) *Backend {
-	return &Backend{family: family, fam: familyOf(family), cfg: cfg, nft: nft, st: newState(), needFull: true}
+	b := &Backend{family: family, fam: familyOf(family), cfg: cfg, nft: nft, st: newState(), needFull: true}
+	b.st.rewriteAll()
+	return b
 }
 
 // Mode implements dataplane.Backend.
@@ -69,6 +71,7 @@ func (b *Backend) SetService(key string, ports []*model.ServicePort) {
 func (b *Backend) ForceFull() {
 	b.mu.Lock()
 	b.needFull = true
+	b.st.rewriteAll()
 	b.mu.Unlock()
 }
 
@@ -102,6 +105,7 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	if err != nil {
 		b.recreate = full
 		b.needFull = true
+		b.st.rewriteAll()
 		return dataplane.SyncResult{Full: full}, fmt.Errorf("applying %d changes: %w", n, err)
 	}
 	b.applied = desired
@@ -139,56 +143,136 @@ type liveTable struct {
 	chains, sets, maps []string
 }
 
+// has tells whether the table holds a set or map of that name.
+func (l liveTable) has(name string) bool {
+	return slices.Contains(l.sets, name) || slices.Contains(l.maps, name)
+}
+
 func (b *Backend) listLive(ctx context.Context) (liveTable, error) {
-	var live liveTable
-	for _, kind := range []string{"chains", "sets", "maps"} {
-		names, err := b.nft.List(ctx, kind)
-		if knftables.IsNotFound(err) {
-			return liveTable{}, nil
-		}
-		if err != nil {
-			return live, fmt.Errorf("listing %s: %w", kind, err)
-		}
-		switch kind {
-		case "chains":
-			live.chains = names
-		case "sets":
-			live.sets = names
-		default:
-			live.maps = names
-		}
+	all, err := b.nft.ListAll(ctx)
+	if knftables.IsNotFound(err) {
+		return liveTable{}, nil
+	}
+	if err != nil {
+		return liveTable{}, fmt.Errorf("%w: listing table %s: %w", dataplane.ErrListRules, TableName, err)
+	}
+	live := liveTable{chains: all["chain"], sets: all["set"], maps: all["map"]}
+	for _, names := range [][]string{live.chains, live.sets, live.maps} {
+		slices.Sort(names)
 	}
 	return live, nil
 }
 
-// syncFull rewrites the live table in one transaction: the
-// objects (fullTransaction), then every element. nft's own interface
-// takes the elements as they are written; any other (knftables' fake)
-// gets them as operations.
-func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live liveTable) (int, error) {
-	tx, n := b.fullTransaction(desired, live)
-	ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
-		_, ok := b.st.elems[id].wantAll()
-		return !ok || desired[id.set] == nil
-	})
-	n += len(ids)
-	if s, ok := b.nft.(elementStreamer); ok {
-		return n, s.RunWithElements(ctx, tx, func(w *elementWriter) {
-			for _, id := range ids {
-				v, _ := b.st.elems[id].wantAll()
-				w.add(id.set, id.key, v, desired[id.set].kind == kindMap)
-			}
-		})
+// netlink is the interface's netlink element writer, nil when it has none
+// (knftables' Fake): then every element goes in the knftables transaction.
+func (b *Backend) netlink() *netlinkElements {
+	if w, ok := b.nft.(netlinkWriter); ok {
+		return w.netlink()
 	}
-	for _, id := range ids {
-		v, _ := b.st.elems[id].wantAll()
-		tx.Add(id.knftWith(v, desired[id.set].kind == kindMap))
-	}
-	return n, b.nft.Run(ctx, tx)
+	return nil
 }
 
-// syncPartial applies partialTransaction, if it has anything to do.
+// syncFull rewrites the live table. Through knftables alone it is one
+// transaction: the objects (fullTransaction), then every element. With
+// netlink, the objects, rules and verdict map elements go first in one
+// nft transaction, then each data set or map is emptied and refilled in
+// one netlink transaction of its own (a set that was not in the table is
+// filled in bounded chunks): nft parses no element and the agent never
+// holds the whole table as text. Between the two, only elements that
+// changed since the table was written (while the agent was down, or after
+// a failed sync) can be out of step with the rules. After a failed full
+// sync (recreate) everything goes in one knftables transaction, so that
+// the re-created table is never seen empty.
+func (b *Backend) syncFull(ctx context.Context, desired map[string]*object, live liveTable) (int, error) {
+	nl := b.netlink()
+	if b.recreate {
+		nl = nil
+	}
+	tx, n := b.fullTransaction(desired, live, nl != nil)
+	if nl == nil {
+		ids := slices.DeleteFunc(sortedIDs(b.st.elems), func(id elemID) bool {
+			_, ok := b.st.elems[id].wantAll()
+			return !ok || desired[id.set] == nil
+		})
+		for _, id := range ids {
+			v, _ := b.st.elems[id].wantAll()
+			tx.Add(id.knftWith(v, desired[id.set].kind == kindMap))
+		}
+		return n + len(ids), b.nft.Run(ctx, tx)
+	}
+	// Over netlink, elements only need grouping by set: sorting a million
+	// of them cost seconds.
+	bySet := map[string][]elemID{}
+	for id, st := range b.st.elems {
+		o := desired[id.set]
+		if _, ok := st.wantAll(); !ok || o == nil {
+			continue
+		}
+		n++
+		if o.isData() {
+			bySet[id.set] = append(bySet[id.set], id)
+			continue
+		}
+		v, _ := st.wantAll()
+		tx.Add(id.knftWith(v, o.kind == kindMap))
+	}
+	if err := b.nft.Run(ctx, tx); err != nil {
+		return n, err
+	}
+	return n, b.loadElements(ctx, nl, desired, live, bySet)
+}
+
+// loadElements writes the data elements over netlink, set by set: a set
+// the table held is flushed and refilled in one transaction, a new one
+// filled in chunks.
+func (b *Backend) loadElements(ctx context.Context, nl *netlinkElements, desired map[string]*object, live liveTable, bySet map[string][]elemID) error {
+	batch := nl.batch()
+	var names []string
+	for name, o := range desired {
+		if o.isData() {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	// A transaction is sent once it holds maxChunkBytes, but never between
+	// a set's flush and its last element.
+	commitFull := func() error {
+		if batch.pendingBytes() < maxChunkBytes {
+			return nil
+		}
+		if err := batch.commit(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	for _, name := range names {
+		o, ids, refill := desired[name], bySet[name], live.has(name)
+		if refill {
+			batch.flushSet(name)
+		}
+		for _, id := range ids {
+			v, _ := b.st.elems[id].wantAll()
+			batch.add(o, id.key, v)
+			if !refill {
+				if err := commitFull(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := commitFull(); err != nil {
+			return err
+		}
+	}
+	return batch.commit()
+}
+
+// syncPartial applies what changed since the last applied sync: over
+// netlink in one transaction when only data elements changed (an endpoint
+// change), else as one knftables transaction (partialTransaction).
 func (b *Backend) syncPartial(ctx context.Context, desired map[string]*object) (int, error) {
+	if nl := b.netlink(); nl != nil && b.onlyDataChanged(desired) {
+		return b.partialElements(ctx, nl, desired)
+	}
 	tx, n := b.partialTransaction(desired)
 	if n == 0 {
 		return 0, nil
@@ -196,11 +280,64 @@ func (b *Backend) syncPartial(ctx context.Context, desired map[string]*object) (
 	return n, b.nft.Run(ctx, tx)
 }
 
-// fullTransaction rewrites the table's objects: live chains and static
-// sets are flushed, what is no longer wanted deleted, and every object and
-// rule written; syncFull adds the elements. The affinity sets keep the
-// clients they remember.
-func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*knftables.Transaction, int) {
+// onlyDataChanged tells whether no object changed since the last applied
+// sync and every changed element is in a data set or map.
+func (b *Backend) onlyDataChanged(desired map[string]*object) bool {
+	if len(desired) != len(b.applied) {
+		return false
+	}
+	for name, o := range desired {
+		if a := b.applied[name]; a == nil || a.content != o.content {
+			return false
+		}
+	}
+	for id := range b.st.dirty {
+		if !desired[id.set].isData() {
+			return false
+		}
+	}
+	return true
+}
+
+// partialElements writes the changed data elements in one netlink
+// transaction: the old values out, the new ones in.
+func (b *Backend) partialElements(ctx context.Context, nl *netlinkElements, desired map[string]*object) (int, error) {
+	batch := nl.batch()
+	n := 0
+	var adds []elemID
+	for _, id := range sortedIDs(b.st.dirty) {
+		st := b.st.elems[id]
+		if st == nil {
+			continue
+		}
+		v, ok := st.want()
+		if st.present && (!ok || v != st.applied) {
+			batch.del(desired[id.set], id.key)
+			n++
+		}
+		if ok && (!st.present || v != st.applied) {
+			adds = append(adds, id)
+		}
+	}
+	for _, id := range adds {
+		w, _ := b.st.elems[id].wantAll()
+		batch.add(desired[id.set], id.key, w)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return n, err
+	}
+	return n, batch.commit()
+}
+
+// fullTransaction rewrites the table's objects: live chains (and, unless
+// dataOverNetlink, static sets) are flushed, what is no longer wanted
+// deleted, and every object and rule written; syncFull adds the elements.
+// The affinity sets keep the clients they remember.
+func (b *Backend) fullTransaction(desired map[string]*object, live liveTable, dataOverNetlink bool) (*knftables.Transaction, int) {
 	tx := b.nft.NewTransaction()
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for svcnet agent")})
 	if b.recreate {
@@ -220,7 +357,8 @@ func (b *Backend) fullTransaction(desired map[string]*object, live liveTable) (*
 				kind = kindMap
 			}
 			stale = append(stale, &object{kind: kind, name: name})
-		case !o.dynamic():
+		case o.dynamic(), dataOverNetlink && o.isData():
+		default:
 			flushObject(tx, o)
 		}
 	}
@@ -359,6 +497,7 @@ func (b *Backend) markAllApplied() {
 		}
 	}
 	b.st.dirty = map[elemID]bool{}
+	b.st.allDirty = false
 }
 
 func sortedObjects(m map[string]*object) []*object {

@@ -223,27 +223,3 @@ func TestFailedFullSyncRecreatesTheTable(t *testing.T) {
 		t.Errorf("the retried full sync did not replace the table:\n%s", tx)
 	}
 }
-
-func TestMergeElements(t *testing.T) {
-	in := `add table ip svcnet
-add element ip svcnet endpoints-tcp-2 { 10.96.0.1 . tcp . 80 . 0 : 10.0.0.1 . 8080 }
-add element ip svcnet endpoints-tcp-2 { 10.96.0.1 . tcp . 80 . 1 : 10.0.0.2 . 8080 }
-add element ip svcnet endpoints-tcp-2 { 10.96.0.2 . tcp . 80 . 0 : 10.0.0.3 . 8080 }
-add element ip svcnet hairpin { 10.0.0.1 . 10.0.0.1 }
-delete element ip svcnet hairpin { 10.0.0.9 . 10.0.0.9 }
-delete element ip svcnet hairpin { 10.0.0.8 . 10.0.0.8 }
-add rule ip svcnet services jump nodeports
-add element ip svcnet hairpin { 10.0.0.2 . 10.0.0.2 }
-`
-	want := `add table ip svcnet
-add element ip svcnet endpoints-tcp-2 { 10.96.0.1 . tcp . 80 . 0 : 10.0.0.1 . 8080, 10.96.0.1 . tcp . 80 . 1 : 10.0.0.2 . 8080 }
-add element ip svcnet endpoints-tcp-2 { 10.96.0.2 . tcp . 80 . 0 : 10.0.0.3 . 8080 }
-add element ip svcnet hairpin { 10.0.0.1 . 10.0.0.1 }
-delete element ip svcnet hairpin { 10.0.0.9 . 10.0.0.9, 10.0.0.8 . 10.0.0.8 }
-add rule ip svcnet services jump nodeports
-add element ip svcnet hairpin { 10.0.0.2 . 10.0.0.2 }
-`
-	if diff := cmp.Diff(want, mergeElements(in, 2)); diff != "" {
-		t.Errorf("merged (-want +got):\n%s", diff)
-	}
-}

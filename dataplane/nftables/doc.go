@@ -23,5 +23,12 @@
 //
 // Render computes a Service's Fragment (its elements and its own objects);
 // Backend keeps the fragments and applies the difference from what it last
-// applied through knftables, as one `nft -f` transaction per sync.
+// applied. Objects, rules and verdict map elements go through knftables'
+// API (one `nft -f` transaction, knftables' typed errors); the elements of
+// the data sets and maps go over netlink through google/nftables
+// (netlink.go) when the interface is NewInterface's: an endpoint change is
+// then one netlink transaction with no nft process, and a full sync's
+// hundreds of thousands of elements are never held or parsed as text.
+// With knftables' Fake every element goes in the knftables transaction,
+// which is what the golden tests read.
 package nftables

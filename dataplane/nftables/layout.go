@@ -38,20 +38,24 @@ func layout(fam family, cfg Config, nodePortIPs []netip.Addr, counts map[pick][]
 func layoutSets(fam family) []*object {
 	dest := fam.dest()
 	const port = "meta l4proto . th dport"
+	destFields := []field{fieldAddr, fieldProto, fieldPort}
+	portFields := []field{fieldProto, fieldPort}
 	return []*object{
-		newSet(setClusterIPs, dest, "cluster IP and port of every service port"),
-		newSet(setExternalIPs, dest, "external and load balancer IPs of service ports with external traffic policy Cluster"),
-		newSet(setExternalIPsLocal, dest, "external and load balancer IPs of service ports with external traffic policy Local"),
-		newSet(setNodePorts, port, "node ports with external traffic policy Cluster"),
-		newSet(setNodePortsLocal, port, "node ports with external traffic policy Local"),
-		newSet(setNoEndpoints, dest, "service ports with no endpoints: rejected"),
-		newSet(setNoLocalEndpoints, dest, "service ports with no endpoints on this node under a Local policy: dropped"),
-		newSet(setNoEndpointNodePorts, port, "node ports with no endpoints: rejected"),
-		newSet(setNoLocalEndpointNodePts, port, "node ports with no endpoints on this node under a Local policy: dropped"),
-		newSet(setFirewallIPs, dest, "load balancer IPs with loadBalancerSourceRanges"),
-		newSet(setFirewallAllow, dest+" . "+fam.ip+" saddr", "sources allowed to each load balancer IP", knftables.IntervalFlag),
-		newSet(setHairpin, fam.ip+" saddr . "+fam.ip+" daddr", "endpoints reaching themselves through a service: masqueraded"),
-		newSet(setNodePortIPs, fam.ip+" daddr", "addresses accepting node port traffic (--nodeport-addresses)"),
+		newSet(setClusterIPs, dest, "cluster IP and port of every service port").withFields(destFields),
+		newSet(setExternalIPs, dest, "external and load balancer IPs of service ports with external traffic policy Cluster").withFields(destFields),
+		newSet(setExternalIPsLocal, dest, "external and load balancer IPs of service ports with external traffic policy Local").withFields(destFields),
+		newSet(setNodePorts, port, "node ports with external traffic policy Cluster").withFields(portFields),
+		newSet(setNodePortsLocal, port, "node ports with external traffic policy Local").withFields(portFields),
+		newSet(setNoEndpoints, dest, "service ports with no endpoints: rejected").withFields(destFields),
+		newSet(setNoLocalEndpoints, dest, "service ports with no endpoints on this node under a Local policy: dropped").withFields(destFields),
+		newSet(setNoEndpointNodePorts, port, "node ports with no endpoints: rejected").withFields(portFields),
+		newSet(setNoLocalEndpointNodePts, port, "node ports with no endpoints on this node under a Local policy: dropped").withFields(portFields),
+		newSet(setFirewallIPs, dest, "load balancer IPs with loadBalancerSourceRanges").withFields(destFields),
+		newSet(setFirewallAllow, dest+" . "+fam.ip+" saddr", "sources allowed to each load balancer IP", knftables.IntervalFlag).
+			withFields([]field{fieldAddr, fieldProto, fieldPort, fieldAddrRange}),
+		newSet(setHairpin, fam.ip+" saddr . "+fam.ip+" daddr", "endpoints reaching themselves through a service: masqueraded").
+			withFields([]field{fieldAddr, fieldAddr}),
+		newSet(setNodePortIPs, fam.ip+" daddr", "addresses accepting node port traffic (--nodeport-addresses)").withFields([]field{fieldAddr}),
 	}
 }
 
@@ -156,13 +160,17 @@ func localPolicyChain(fam family, cfg Config, name string, local, cluster pick) 
 // kernel, and it derives from a declared protocol a match on it.
 func layoutPick(fam family, p pick, counts []count) []*object {
 	key := fam.key(p)
+	keyFields := []field{fieldAddr, fieldProto, fieldPort, fieldBucket}
+	if p.nodePort {
+		keyFields = keyFields[1:]
+	}
 	c := newChain(p.chain).add(key, "vmap @"+p.affinityMap())
 	objs := []*object{newMap(p.affinityMap(), key+" : verdict", "service ports with ClientIP affinity")}
 	for _, cnt := range counts {
 		n, name := strconv.Itoa(cnt.n), p.mapName(cnt.proto, cnt.n)
 		c.add("meta l4proto", cnt.proto, "dnat", fam.ip, "to", key, ". numgen random mod", n, "map @"+name)
 		objs = append(objs, newMap(name, key+" . numgen random mod "+n+" : "+fam.ip+" daddr . "+cnt.proto+" dport",
-			cnt.proto+" service ports with "+n+" endpoints"))
+			cnt.proto+" service ports with "+n+" endpoints").withFields(keyFields, fieldAddr, fieldPort))
 	}
 	return append(objs, c)
 }

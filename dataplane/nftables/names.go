@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -90,7 +91,23 @@ var (
 
 // mapName is the data map of the ports of a protocol with n endpoints.
 func (p pick) mapName(proto string, n int) string {
-	return p.chain + "-" + proto + "-" + strconv.Itoa(n)
+	k := mapNameKey{p.chain, proto, n}
+	if name, ok := mapNames.Load(k); ok {
+		return name.(string)
+	}
+	name := p.chain + "-" + proto + "-" + strconv.Itoa(n)
+	mapNames.Store(k, name)
+	return name
+}
+
+// mapNames holds the map names made so far: every element of a map
+// names it, and at 50,000 Services a string per element was tens of
+// megabytes.
+var mapNames sync.Map
+
+type mapNameKey struct {
+	chain, proto string
+	n            int
 }
 
 // affinityMap is the verdict map sending ports with ClientIP affinity to
@@ -163,7 +180,9 @@ func AffinityChain(namespace, service, portName string, p corev1.Protocol, local
 // affinitySet names the set of the clients an endpoint of a service port
 // with ClientIP affinity served recently.
 func affinitySet(base string, ep netip.AddrPort) string {
-	return "affinity-" + base + "__" + ep.Addr().String() + "/" + strconv.Itoa(int(ep.Port()))
+	// nft takes no colon in a name: an IPv6 address is written with dots,
+	// as kube-proxy writes it in its endpoint chains' names.
+	return "affinity-" + base + "__" + strings.ReplaceAll(ep.Addr().String(), ":", ".") + "/" + strconv.Itoa(int(ep.Port()))
 }
 
 // EndpointCount counts the endpoints a listing of svcnet's table (`nft list

@@ -27,6 +27,10 @@ type object struct {
 	rules []*knftables.Rule
 	set   *knftables.Set
 	m     *knftables.Map
+	// key and value lay out the elements of a data set or map (none for a
+	// verdict map or a set the kernel fills), so that they can be written
+	// over netlink.
+	key, value []field
 
 	content string
 }
@@ -116,6 +120,17 @@ func (o *object) freeze() *object {
 	o.content = b.String()
 	return o
 }
+
+// withFields declares the layout of the object's elements.
+func (o *object) withFields(key []field, value ...field) *object {
+	o.key, o.value = key, value
+	return o
+}
+
+// isData tells whether the object is a set or map whose elements are
+// plain data with a declared layout: those go over netlink when the
+// interface offers it, never validated by the kernel at commit.
+func (o *object) isData() bool { return o != nil && len(o.key) > 0 }
 
 // isSetOrMap tells whether the object holds elements.
 func (o *object) isSetOrMap() bool { return o.kind != kindChain }

@@ -19,6 +19,10 @@ type state struct {
 	// holding them.
 	objects map[string]*objectRef
 	dirty   map[elemID]bool
+	// allDirty is set while the next sync rewrites every element anyway
+	// (a full one): dirty is then not kept, which at 50,000 Services is a
+	// map of a million entries.
+	allDirty bool
 }
 
 // elemState is one element: the value each owner wants, and what was last
@@ -97,7 +101,7 @@ func (s *state) set(owner string, f *Fragment) {
 			s.elems[id] = st
 		}
 		st.put(owner, wanted{value: e.value, comment: e.comment})
-		s.dirty[id] = true
+		s.markDirty(id)
 	}
 	s.held[owner] = h
 	for _, c := range h.counts {
@@ -118,7 +122,7 @@ func (s *state) release(owner string, h *held) {
 	for _, id := range h.ids {
 		if st := s.elems[id]; st != nil {
 			st.drop(owner)
-			s.dirty[id] = true
+			s.markDirty(id)
 		}
 	}
 	for _, c := range h.counts {
@@ -133,6 +137,19 @@ func (s *state) release(owner string, h *held) {
 			}
 		}
 	}
+}
+
+func (s *state) markDirty(id elemID) {
+	if !s.allDirty {
+		s.dirty[id] = true
+	}
+}
+
+// rewriteAll makes the next sync rewrite every element: changes are no
+// longer tracked one by one until markAllApplied.
+func (s *state) rewriteAll() {
+	s.allDirty = true
+	s.dirty = map[elemID]bool{}
 }
 
 // wanted is what one owner wants of an element.

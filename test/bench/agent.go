@@ -120,12 +120,29 @@ type agentResult struct {
 // agentWorld is one API server with its Services and EndpointSlices, and
 // the fabric the nodes plug into.
 type agentWorld struct {
-	env   *testenv.Env
-	lab   *netlab.Lab
-	ns    string
-	next  int // endpoint address counter
-	nodes int
-	probe *corev1.Service
+	env  *testenv.Env
+	lab  *netlab.Lab
+	ns   string
+	next int // endpoint address counter
+	// nextClusterIP counts the ClusterIPs asked for.
+	nextClusterIP int
+	nodes         int
+	probe         *corev1.Service
+	// datapath holds the Services the datapath benchmark connects to, when
+	// the world was made for it: a TCP and a UDP one, 10 endpoints each.
+	datapath *datapathServices
+}
+
+// clusterIP is the next ClusterIP the benchmark asks for, from
+// 10.96.1.0 on: kube-apiserver honours a requested address at once,
+// while its own choice slows down as the range fills (a create took
+// tens of milliseconds of its CPU at 50,000 Services), which is not what
+// these benchmarks time.
+func (w *agentWorld) clusterIP() string {
+	w.nextClusterIP++
+	a := netip.MustParseAddr("10.96.1.0").As4()
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(a[:])+uint32(w.nextClusterIP-1))
+	return netip.AddrFrom4(a).String()
 }
 
 func (w *agentWorld) endpointIP() string {
@@ -151,17 +168,37 @@ func agentSlice(svc *corev1.Service, ips []string) *discoveryv1.EndpointSlice {
 
 // addService creates a Service without selector and its one slice.
 func (w *agentWorld) addService(ctx context.Context, name string, ips []string) (*corev1.Service, error) {
+	return w.addServicePort(ctx, name, corev1.ProtocolTCP, 80, ips)
+}
+
+// addServicePort creates a Service of one port without selector and its
+// one slice.
+func (w *agentWorld) addServicePort(ctx context.Context, name string, proto corev1.Protocol, port int32, ips []string) (*corev1.Service, error) {
+	return w.addServiceAt(ctx, name, w.clusterIP(), proto, port, ips)
+}
+
+// addServiceAt is addServicePort with the ClusterIP given.
+func (w *agentWorld) addServiceAt(ctx context.Context, name, ip string, proto corev1.Protocol, port int32, ips []string) (*corev1.Service, error) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(agentPort)}}},
+		Spec: corev1.ServiceSpec{ClusterIP: ip,
+			Ports: []corev1.ServicePort{{Name: "http", Port: port, Protocol: proto, TargetPort: intstr.FromInt32(agentPort)}}},
 	}
 	if err := w.env.Client.Create(ctx, svc); err != nil {
 		return nil, err
 	}
-	return svc, w.env.Client.Create(ctx, agentSlice(svc, ips))
+	slice := agentSlice(svc, ips)
+	slice.Ports[0].Protocol = ptr.To(proto)
+	return svc, w.env.Client.Create(ctx, slice)
 }
 
 func newAgentWorld(ctx context.Context, services int) (*agentWorld, error) {
+	return newAgentWorldFor(ctx, services, false)
+}
+
+// newAgentWorldFor makes the world of the node agent benchmarks; with
+// datapath, the Services the datapath benchmark connects to as well.
+func newAgentWorldFor(ctx context.Context, services int, datapath bool) (*agentWorld, error) {
 	env, err := testenv.Start(testenv.Options{ServiceCIDRs: agentServiceCIDR})
 	if err != nil {
 		return nil, err
@@ -185,13 +222,23 @@ func newAgentWorld(ctx context.Context, services int) (*agentWorld, error) {
 			ips[i] = append(ips[i], w.endpointIP())
 		}
 	}
+	clusterIPs := make([]string, services)
+	for i := range clusterIPs {
+		clusterIPs[i] = w.clusterIP()
+	}
 	err = testenv.Parallel(services, func(i int) error {
-		_, err := w.addService(ctx, fmt.Sprintf("svc%d", i), ips[i])
+		_, err := w.addServiceAt(ctx, fmt.Sprintf("svc%d", i), clusterIPs[i], corev1.ProtocolTCP, 80, ips[i])
 		return err
 	})
 	if err != nil {
 		w.close()
 		return nil, err
+	}
+	if datapath {
+		if w.datapath, err = w.addDatapathServices(ctx); err != nil {
+			w.close()
+			return nil, err
+		}
 	}
 	// The probe Service is created last, so a proxy that serves it has
 	// synced everything before it.
@@ -299,7 +346,10 @@ func (w *agentWorld) change(ctx context.Context, n *benchNode) (time.Duration, e
 	return n.waitFor(ctx, ip, start)
 }
 
-func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl agentImpl, sc agentScenario) (agentResult, error) {
+// runAgent runs one proxy on a new node of the world through the
+// scenario; atEnd, when set, is called with the node before the proxy
+// stops.
+func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl agentImpl, sc agentScenario, atEnd func(*benchNode) error) (agentResult, error) {
 	var res agentResult
 	n, err := w.addNode(ctx)
 	if err != nil {
@@ -335,6 +385,11 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 	}
 	res.cpu = p.cpuSeconds()
 	res.rssMiB = p.peakRSSMiB()
+	if atEnd != nil {
+		if err := atEnd(n); err != nil {
+			return res, fmt.Errorf("%s: %w", impl.name, err)
+		}
+	}
 	return res, nil
 }
 
@@ -387,7 +442,7 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 				w.close()
 				return "", err
 			}
-			r, err := runAgent(ctx, root, dir, w, impl, sc)
+			r, err := runAgent(ctx, root, dir, w, impl, sc, nil)
 			if err != nil {
 				w.close()
 				return "", fmt.Errorf("%s, %s: %w", title, impl.name, err)

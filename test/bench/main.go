@@ -26,6 +26,9 @@ func main() {
 	micro := flag.String("micro", "", "file with `go test -bench` output to include")
 	only := flag.String("only", "", "run only the scenarios whose name starts with one of these letters, e.g. ab")
 	flag.Parse()
+	if *dpRole != "" {
+		runDatapathRole()
+	}
 	if *scale < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -scale must be at least 1")
 		os.Exit(2)
@@ -47,7 +50,7 @@ func main() {
 	if err := runReports(context.Background(), &b, root, *scale, *only, skip); err != nil {
 		fail(err)
 	}
-	b.WriteString(howToRead)
+	b.WriteString("\n## How to read the tables\n" + howToRead)
 	if *micro != "" {
 		m, err := os.ReadFile(*micro)
 		if err != nil {
@@ -60,7 +63,16 @@ func main() {
 		fmt.Print(b.String())
 		return
 	}
-	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+	text := b.String()
+	if *only != "" || *micro == "" {
+		// A partial run replaces the sections it wrote and keeps the
+		// others, so the file stays whole and regenerable section by
+		// section.
+		if old, err := os.ReadFile(*out); err == nil {
+			text = mergeSections(string(old), text)
+		}
+	}
+	if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
 		fail(err)
 	}
 	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
@@ -107,6 +119,20 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 			return err
 		}
 		b.WriteString("\n" + floor)
+	}
+	if selected(only, "mn") {
+		sc, err := scaleReport(ctx, root, scale, only, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + sc)
+	}
+	if selected(only, "o") {
+		ann, err := announceReport(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + ann)
 	}
 	if selected(only, "jl") {
 		pl, err := pipelineReport(ctx, root, scale, only, skip)
@@ -168,6 +194,8 @@ throughput ratio of at least 0.9 and a webhook p99 of at most 2 ms. The allocato
 func selected(only, letters string) bool {
 	return only == "" || strings.ContainsAny(only, letters)
 }
+
+func numCPU() int { return runtime.NumCPU() }
 
 func cpuModel() string {
 	out, err := exec.Command("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").Output()

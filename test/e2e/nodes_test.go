@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,11 +19,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/harness/proctree"
@@ -232,6 +235,7 @@ func TestUpNodes(t *testing.T) {
 		t.Fatalf("web-lb ingress %+v, want one IP of 192.168.240.0/24", lb.Status.LoadBalancer.Ingress)
 	}
 	reachAll(t, "svcnet-client", "http://"+lb.Status.LoadBalancer.Ingress[0].IP+"/", podNames)
+	checkAnnounced(ctx, t, c, &lb)
 
 	// A Service without a selector, backed by a hand-written Endpoints
 	// object naming one Pod: svcnet's mirroring controller gives it a
@@ -445,4 +449,38 @@ func stopUp(t *testing.T, up *upProcess) {
 		t.Fatalf("svcnet up did not stop after SIGTERM:\n%s", up.out)
 	}
 	waitGone(t, kids)
+}
+
+// checkAnnounced checks that svcnet up's default L2 announcement reached
+// the client: the Service names the node answering for its address, and
+// the client's neighbour entry holds that node's MAC.
+func checkAnnounced(ctx context.Context, t *testing.T, c client.Client, lb *corev1.Service) {
+	t.Helper()
+	ip := lb.Status.LoadBalancer.Ingress[0].IP
+	var msg string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var svc corev1.Service
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), &svc); err != nil {
+			return false, err
+		}
+		if cond := apimeta.FindStatusCondition(svc.Status.Conditions, announce.ConditionAnnounced); cond != nil && cond.Status == metav1.ConditionTrue {
+			msg = cond.Message
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("web-lb never said who announces it: %v", err)
+	}
+	fields := strings.Fields(msg) // "<ip> answered by <node> (ARP on eth0)"
+	if len(fields) < 4 || fields[0] != ip {
+		t.Fatalf("web-lb's %s condition: %q", announce.ConditionAnnounced, msg)
+	}
+	mac, err := exec.Command("ip", "netns", "exec", "svcnet-"+fields[3], "cat", "/sys/class/net/eth0/address").Output()
+	if err != nil {
+		t.Fatalf("reading %s's MAC: %v", fields[3], err)
+	}
+	neigh, _ := exec.Command("ip", "netns", "exec", "svcnet-client", "ip", "neigh", "show", ip).Output()
+	if !strings.Contains(string(neigh), strings.TrimSpace(string(mac))) {
+		t.Errorf("the client's neighbour entry for %s is %q, want %s's MAC %s (%s)", ip, neigh, fields[3], mac, msg)
+	}
 }

@@ -124,6 +124,10 @@ func (c *cluster) startAgentMode(t *testing.T, n *netlab.Node, mode string) {
 	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
 	opts.HealthzBindAddress = "0"
 	opts.MetricsBindAddress = "0"
+	cfg, err := opts.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
 	logFile, err := os.OpenFile(filepath.Join(c.logDir, n.Name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +138,7 @@ func (c *cluster) startAgentMode(t *testing.T, n *netlab.Node, mode string) {
 	go func() {
 		defer close(done)
 		defer logFile.Close()
-		if err := agent.Run(ctx, c.env.Config, opts, log); err != nil {
+		if err := agent.Run(ctx, c.env.Config, cfg, log); err != nil {
 			fmt.Fprintf(os.Stderr, "agent %s: %v\n", n.Name, err)
 		}
 	}()

@@ -103,7 +103,11 @@ func TestAgentCleanup(t *testing.T) {
 
 	opts := agent.DefaultOptions()
 	opts.NetNS, opts.NodeName = node, "node-1"
-	if err := agent.Cleanup(ctx, opts, logr.Discard()); err != nil {
+	cfg, err := opts.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Cleanup(ctx, cfg, logr.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	after := saveAll()

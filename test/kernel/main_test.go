@@ -20,6 +20,10 @@ import (
 var privateNS *privatens.Env
 
 func TestMain(m *testing.M) {
+	// The BGP tests run agents as processes of this binary, to kill them.
+	if os.Getenv(agentProcessEnv) == "1" {
+		os.Exit(runAgentProcess(os.Args[1:]))
+	}
 	ctrl.SetLogger(logr.Discard())
 	privateNS = privatens.Enter()
 	privateNS.Report("kernel tests")

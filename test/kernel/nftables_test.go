@@ -121,7 +121,11 @@ func TestNFTablesAgentCleanup(t *testing.T) {
 	}
 	opts := agent.DefaultOptions()
 	opts.NetNS, opts.NodeName, opts.Mode = node, "node-1", agent.ModeNFTables
-	if err := agent.Cleanup(ctx, opts, logr.Discard()); err != nil {
+	cfg, err := opts.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Cleanup(ctx, cfg, logr.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	out, err := netlabRun(node, "nft", "list", "ruleset")

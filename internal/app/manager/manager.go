@@ -125,6 +125,24 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the options before anything starts, naming the bad flag.
 func (o *Options) Validate() error {
+	_, err := o.Complete()
+	return err
+}
+
+// Config is Options completed: checked once, and with what the manager
+// would otherwise work out while starting settled (the namespaces of the
+// leader election Lease and of the webhook's certificate Secret, whether
+// the webhook serves).
+type Config struct {
+	Options
+	// NeedsWebhook tells whether an enabled controller allocates at
+	// admission.
+	NeedsWebhook bool
+}
+
+// Complete checks the options, naming each bad flag, and settles what
+// depends on the environment.
+func (o *Options) Complete() (Config, error) {
 	var errs []error
 	if err := o.Controllers.Validate(); err != nil {
 		errs = append(errs, err)
@@ -137,7 +155,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %w", flag, addr, err))
 		}
 	}
-	if controllers.NeedsWebhook(o.Controllers.Controllers) {
+	c := Config{Options: *o, NeedsWebhook: controllers.NeedsWebhook(o.Controllers.Controllers)}
+	if c.NeedsWebhook {
 		if err := o.Webhook.Validate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -145,7 +164,16 @@ func (o *Options) Validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if c.LeaderElectNamespace == "" {
+		c.LeaderElectNamespace = ownNamespace()
+	}
+	if c.NeedsWebhook && c.Webhook.CertManagement == CertManagementSelf && c.Webhook.SecretNamespace == "" {
+		c.Webhook.SecretNamespace = ownNamespace()
+	}
+	return c, nil
 }
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -153,27 +181,20 @@ func (o *Options) Validate() error {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // New builds a manager with every enabled controller registered.
-func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	if err := o.Validate(); err != nil {
+func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	o, err := opts.Complete()
+	if err != nil {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
 	cfg.UserAgent = repairs.Self + "/" + version.Version
-	ns := o.LeaderElectNamespace
-	if ns == "" {
-		ns = ownNamespace()
-	}
-	needsWebhook := controllers.NeedsWebhook(o.Controllers.Controllers)
 	var rotator *certs.Rotator
-	if needsWebhook && o.Webhook.CertManagement == CertManagementSelf {
+	if o.NeedsWebhook && o.Webhook.CertManagement == CertManagementSelf {
 		direct, err := client.New(cfg, client.Options{})
 		if err != nil {
 			return nil, err
-		}
-		if o.Webhook.SecretNamespace == "" {
-			o.Webhook.SecretNamespace = ownNamespace()
 		}
 		rotator = o.Webhook.rotator(direct)
 		// The webhook server needs its files before it starts.
@@ -191,7 +212,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}),
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectID,
-		LeaderElectionNamespace:       ns,
+		LeaderElectionNamespace:       o.LeaderElectNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		NewCache:                      informersync.NewCache,
@@ -216,7 +237,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	if o.LeaderElect && needsWebhook {
+	if o.LeaderElect && o.NeedsWebhook {
 		label, err := newLeaderLabel(context.Background(), cfg)
 		if err != nil {
 			return nil, err

@@ -84,7 +84,7 @@ func Path(name string) string { return filepath.Join(Dir, name) }
 func (l *Lab) Fabric() string { return l.fabric }
 
 // roleRE matches the namespace names a lab gives after its prefix.
-var roleRE = regexp.MustCompile(`^-(fabric|control-plane|client.*|node.*|pod-.*)$`)
+var roleRE = regexp.MustCompile(`^-(fabric|control-plane|router|client.*|node.*|pod-.*)$`)
 
 // CleanStale deletes every namespace that a lab with this prefix would
 // have made: what a killed process left behind. Namespaces of a lab with a

@@ -51,17 +51,13 @@ var coreDNSManifest string
 
 // kubeDNSIP is the tenth address of the first Service range, where
 // installers put kube-dns (10.96.0.10 for 10.96.0.0/16).
-func kubeDNSIP(serviceCIDRs string) (netip.Addr, error) {
-	cidrs, err := parseServiceCIDRs(serviceCIDRs)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	a := cidrs[0].Masked().Addr()
+func kubeDNSIP(serviceCIDRs []netip.Prefix) (netip.Addr, error) {
+	a := serviceCIDRs[0].Masked().Addr()
 	for range 10 {
 		a = a.Next()
 	}
-	if !cidrs[0].Contains(a) {
-		return netip.Addr{}, fmt.Errorf("--service-cluster-ip-range %s is too small for kube-dns at its tenth address (use --dns=false)", cidrs[0])
+	if !serviceCIDRs[0].Contains(a) {
+		return netip.Addr{}, fmt.Errorf("--service-cluster-ip-range %s is too small for kube-dns at its tenth address (use --dns=false)", serviceCIDRs[0])
 	}
 	return a, nil
 }

@@ -17,12 +17,16 @@ func TestKubeDNSIP(t *testing.T) {
 		"10.0.0.0/24,fd00:10:96::/112": "10.0.0.10",
 		"fd00:10:96::/112":             "fd00:10:96::a",
 	} {
-		got, err := kubeDNSIP(cidrs)
+		parsed, err := parseServiceCIDRs(cidrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := kubeDNSIP(parsed)
 		if err != nil || got.String() != want {
 			t.Errorf("kubeDNSIP(%s) = %s, %v; want %s", cidrs, got, err, want)
 		}
 	}
-	if got, err := kubeDNSIP("10.96.0.0/29"); err == nil || !strings.Contains(err.Error(), "--dns=false") {
+	if got, err := kubeDNSIP([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/29")}); err == nil || !strings.Contains(err.Error(), "--dns=false") {
 		t.Errorf("kubeDNSIP(/29) = %s, %v; want an error pointing at --dns=false", got, err)
 	}
 }

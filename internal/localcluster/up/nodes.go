@@ -27,6 +27,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/localcluster/frr"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -66,9 +67,14 @@ type cluster struct {
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
 	proxyName string
 	agents    []*process
-	stopSim   context.CancelFunc
-	simDone   chan struct{} // closed when the simulator's manager returned
-	simErr    error
+	// lbAnnounce, router and frr: how the client reaches LoadBalancer
+	// addresses (announce.go).
+	lbAnnounce string
+	router     string
+	frr        *frr.Router
+	stopSim    context.CancelFunc
+	simDone    chan struct{} // closed when the simulator's manager returned
+	simErr     error
 }
 
 // netnsLockDir holds one lock file per namespace prefix in use.
@@ -142,11 +148,9 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	if len(removed) > 0 {
 		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
 	}
-	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode}
+	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode, lbAnnounce: c.LBAnnounce}
 	if c.DNS {
-		if cl.dnsIP, err = kubeDNSIP(c.ServiceCIDRs); err != nil {
-			return nil, err
-		}
+		cl.dnsIP = c.ranges.kubeDNS
 	}
 	defer func() {
 		if err != nil {
@@ -173,10 +177,17 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 			continue
 		case c.Pipeline == PipelineUpstream:
 			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
+		case c.LBAnnounce == AnnounceBGP:
+			err = cl.startAgentInNode(ctx, c, n, s.restCfg.Host, s.kubeconfig, s.logs)
 		default:
 			err = cl.startAgent(ctx, c, n, s.kubeconfig, s.logs)
 		}
 		if err != nil {
+			return nil, err
+		}
+	}
+	if cl.router != "" {
+		if err := cl.startRouter(s); err != nil {
 			return nil, err
 		}
 	}
@@ -187,6 +198,9 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 		fmt.Fprintf(out, "%s installed: %s and %s running in namespace %s\n", installedWhat[c.Install], managerName, agentName, svcnetNamespace)
 		if c.LoadBalancerRange != "" {
 			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
+				return nil, err
+			}
+			if err := ensureAnnouncement(ctx, s.admin, c.LBAnnounce); err != nil {
 				return nil, err
 			}
 		}
@@ -219,15 +233,17 @@ func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
 		return err
 	}
-	return cl.routeOutside(cl.client, nodeIPs, append(v4Services, lbPrefixes(c.LoadBalancerRange)...))
+	if err := cl.routeOutside(cl.client, nodeIPs, v4Services); err != nil {
+		return err
+	}
+	return cl.routeLoadBalancers(c)
 }
 
 // v4ServiceCIDRs are the IPv4 Service ranges, those the simulated
 // network routes.
 func (c Config) v4ServiceCIDRs() []netip.Prefix {
-	services, _ := parseServiceCIDRs(c.ServiceCIDRs)
 	var v4 []netip.Prefix
-	for _, p := range services {
+	for _, p := range c.ranges.services {
 		if p.Addr().Is4() {
 			v4 = append(v4, p)
 		}
@@ -256,7 +272,7 @@ func (cl *cluster) routeOutside(ns string, nodeIPs []netip.Addr, anyNode []netip
 // addNodes makes the node namespaces, each with its Pod CIDR, and routes
 // every node's Pods from every other node.
 func (cl *cluster) addNodes(c Config, v4Services []netip.Prefix) ([]netip.Addr, error) {
-	clusterCIDR, _ := netip.ParsePrefix(c.ClusterCIDR)
+	clusterCIDR := c.ranges.cluster
 	var nodeIPs []netip.Addr
 	for i := 1; i <= c.Nodes; i++ {
 		podCIDR, err := nodesim.PodCIDR(clusterCIDR, i)
@@ -366,7 +382,7 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, kub
 		return err
 	}
 	cl.agents = append(cl.agents, p)
-	return waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", health), nil, "", 60*time.Second)
+	return waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil, "", 60*time.Second)
 }
 
 // startKubeProxy runs kube-proxy inside node n's namespace, as on a real
@@ -429,6 +445,9 @@ func (cl *cluster) stop() {
 	for _, p := range cl.agents {
 		p.stop(10 * time.Second)
 	}
+	if cl.frr != nil {
+		cl.frr.Stop()
+	}
 	if cl.stopSim != nil {
 		cl.stopSim()
 		<-cl.simDone
@@ -449,17 +468,6 @@ func (cl *cluster) failed() <-chan *process {
 		}()
 	}
 	return ch
-}
-
-func lbPrefixes(s string) []netip.Prefix {
-	if s == "" {
-		return nil
-	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil || !p.Addr().Is4() {
-		return nil
-	}
-	return []netip.Prefix{p.Masked()}
 }
 
 // defaultPoolName is the LoadBalancerIPPool `svcnet up` creates from

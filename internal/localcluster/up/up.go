@@ -65,6 +65,9 @@ type Config struct {
 	// LoadBalancerRange backs a default LoadBalancerIPPool and is routed
 	// from the client namespace through the nodes; empty: neither.
 	LoadBalancerRange string
+	// LBAnnounce is how the client reaches LoadBalancer addresses:
+	// AnnounceL2, AnnounceBGP or AnnounceRoutes.
+	LBAnnounce string
 	// Demo runs the walkthrough once everything is up.
 	Demo bool
 	// Pipeline is PipelineSvcnet, or PipelineUpstream to run
@@ -88,6 +91,18 @@ type Config struct {
 	// choosePorts is set by Complete for a named cluster whose ports
 	// were not given.
 	choosePorts bool
+	// ranges are the range flags parsed, set once by Run after Validate.
+	ranges ranges
+}
+
+// ranges are the address flags as the session uses them, parsed once.
+type ranges struct {
+	services []netip.Prefix
+	cluster  netip.Prefix
+	// loadBalancer is --load-balancer-ip-range; invalid when empty.
+	loadBalancer netip.Prefix
+	// kubeDNS is the kube-dns ClusterIP; invalid without the DNS add-on.
+	kubeDNS netip.Addr
 }
 
 // DefaultConfig is `svcnet up` without flags.
@@ -108,6 +123,7 @@ func DefaultConfig() Config {
 		Install:           InstallInProcess,
 		ClusterCIDR:       "10.244.0.0/16",
 		LoadBalancerRange: "192.168.240.0/24",
+		LBAnnounce:        AnnounceL2,
 		Manager:           m,
 		Out:               os.Stdout,
 	}
@@ -126,6 +142,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
 	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.StringVar(&c.LBAnnounce, "lb-announce", c.LBAnnounce, "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
 	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
@@ -136,6 +153,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the settings, naming the bad flag.
 func (c *Config) Validate() error {
+	_, err := c.complete()
+	return err
+}
+
+// complete checks the settings, naming each bad flag, and parses the
+// address ranges once.
+func (c *Config) complete() (ranges, error) {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
@@ -148,21 +172,19 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", flag, port))
 		}
 	}
-	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err != nil {
-		errs = append(errs, err)
-	}
 	if _, err := portrange.ParseRange(c.Manager.Controllers.NodePort.Range); err != nil {
 		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
 	}
 	if err := c.Manager.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	r, rangeErrs := c.parseRanges()
 	errs = append(errs, c.validateNodes()...)
-	return errors.Join(errs...)
+	errs = append(errs, rangeErrs...)
+	return r, errors.Join(errs...)
 }
 
-// validateNodes checks the simulated cluster's flags and that its ranges
-// do not overlap each other or the Service ranges.
+// validateNodes checks the simulated cluster's flags.
 func (c *Config) validateNodes() []error {
 	var errs []error
 	if c.Nodes < 0 || c.Nodes > 50 {
@@ -174,6 +196,9 @@ func (c *Config) validateNodes() []error {
 	if !slices.Contains(agent.Modes, c.ProxyMode) {
 		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
 	}
+	if err := c.validateAnnounce(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Install != InstallInProcess && c.Install != InstallManifests && c.Install != InstallHelm {
 		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s, %s", c.Install, InstallInProcess, InstallManifests, InstallHelm))
 	}
@@ -183,15 +208,27 @@ func (c *Config) validateNodes() []error {
 	if c.Demo && c.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
 	}
-	if _, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil && c.DNS && c.Nodes > 0 {
-		if _, err := kubeDNSIP(c.ServiceCIDRs); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	ranges := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
-	if svcs, err := parseServiceCIDRs(c.ServiceCIDRs); err == nil {
+	return errs
+}
+
+// parseRanges parses the address flags and checks that the ranges do
+// not overlap each other or the simulated fabric.
+func (c *Config) parseRanges() (ranges, []error) {
+	var r ranges
+	var errs []error
+	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
+	svcs, err := parseServiceCIDRs(c.ServiceCIDRs)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		r.services = svcs
 		for _, p := range svcs {
-			ranges["--service-cluster-ip-range "+p.String()] = p
+			taken["--service-cluster-ip-range "+p.String()] = p
+		}
+		if c.DNS && c.Nodes > 0 {
+			if r.kubeDNS, err = kubeDNSIP(svcs); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	cluster, err := netip.ParsePrefix(c.ClusterCIDR)
@@ -203,18 +240,20 @@ func (c *Config) validateNodes() []error {
 	case c.Nodes >= 1<<(24-cluster.Bits()):
 		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", c.ClusterCIDR, 1<<(24-cluster.Bits())-1, c.Nodes))
 	default:
-		errs = append(errs, overlaps("--cluster-cidr", cluster.Masked(), ranges)...)
-		ranges["--cluster-cidr"] = cluster.Masked()
+		r.cluster = cluster.Masked()
+		errs = append(errs, overlaps("--cluster-cidr", r.cluster, taken)...)
+		taken["--cluster-cidr"] = r.cluster
 	}
 	if c.LoadBalancerRange != "" {
 		lb, err := netip.ParsePrefix(c.LoadBalancerRange)
 		if err != nil || !lb.Addr().Is4() {
 			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", c.LoadBalancerRange))
 		} else {
-			errs = append(errs, overlaps("--load-balancer-ip-range", lb.Masked(), ranges)...)
+			r.loadBalancer = lb.Masked()
+			errs = append(errs, overlaps("--load-balancer-ip-range", r.loadBalancer, taken)...)
 		}
 	}
-	return errs
+	return r, errs
 }
 
 func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []error {
@@ -292,9 +331,11 @@ func missingBinary(dir string) string {
 // Run starts everything, prints what to try, and blocks until ctx ends or a
 // component fails; either way every child is stopped before it returns.
 func Run(ctx context.Context, c Config) error {
-	if err := c.Validate(); err != nil {
+	r, err := c.complete()
+	if err != nil {
 		return err
 	}
+	c.ranges = r
 	s := &session{cfg: c, out: c.Out, failed: make(chan *process, 4), mgrDone: make(chan error, 1)}
 	if s.out == nil {
 		s.out = io.Discard
@@ -418,8 +459,7 @@ func (s *session) prepare() error {
 			return fmt.Errorf("port %d for %s is already in use: %w", pc.port, pc.name, err)
 		}
 	}
-	cidrs, _ := parseServiceCIDRs(c.ServiceCIDRs)
-	firstIP := cidrs[0].Addr().Next()
+	firstIP := c.ranges.services[0].Addr().Next()
 	s.pk = newPKI(s.dataDir)
 	if err := s.pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
 		return fmt.Errorf("preparing credentials in %s: %w", s.pk.dir, err)
@@ -428,7 +468,7 @@ func (s *session) prepare() error {
 	return os.MkdirAll(s.logs, 0o755)
 }
 
-// watch keeps p to be stopped at the end and reports its exit on failed.
+// stopProcesses stops the processes the session started, the last first.
 func (s *session) stopProcesses() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].stop(10 * time.Second)
@@ -595,7 +635,10 @@ func (s *session) startManager(ctx, mgrCtx context.Context, mlog io.Writer) erro
 	go func() { s.mgrDone <- mgr.Start(logr.NewContext(mgrCtx, mopts.Logger)) }()
 	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
 	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); s.cfg.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
-		return ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange)
+		if err := ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange); err != nil {
+			return err
+		}
+		return ensureAnnouncement(ctx, admin, s.cfg.LBAnnounce)
 	}
 	return nil
 }
@@ -695,6 +738,7 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
   kubectl exec deploy/nginx -- nginx -v; kubectl logs -l app=nginx
 `, kubeconfig, binDir)
 	if cl != nil {
+		defer fmt.Fprint(out, announceTour(cl))
 		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
   ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
   ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services

@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnnouncementMode is how the agents make the network send a
+// LoadBalancer address to the nodes.
+// +kubebuilder:validation:Enum=L2;BGP
+type AnnouncementMode string
+
+// The announcement modes.
+const (
+	// AnnouncementModeL2: one node answers ARP (IPv4) and Neighbor
+	// Solicitations (IPv6) for each address on the segment.
+	AnnouncementModeL2 AnnouncementMode = "L2"
+	// AnnouncementModeBGP: every node that should attract an address's
+	// traffic advertises it to BGP peers as a /32 or /128.
+	AnnouncementModeBGP AnnouncementMode = "BGP"
+)
+
+// LoadBalancerAnnouncementSpec says which LoadBalancer addresses are
+// announced, how, and from which nodes.
+// +kubebuilder:validation:XValidation:rule="self.mode == 'BGP' ? has(self.bgp) : !has(self.bgp)",message="bgp is required in mode BGP and not allowed in mode L2"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'L2' || !has(self.interfaces)",message="interfaces apply to mode L2 only"
+type LoadBalancerAnnouncementSpec struct {
+	// mode is L2 (one node answers ARP and NDP for each address) or BGP
+	// (the nodes advertise the addresses to routers).
+	Mode AnnouncementMode `json:"mode"`
+
+	// poolSelector selects the LoadBalancerIPPools whose addresses are
+	// announced. Unset: every pool.
+	// +optional
+	PoolSelector *metav1.LabelSelector `json:"poolSelector,omitempty"`
+
+	// serviceSelector limits the announcement to Services with matching
+	// labels. Unset: every Service with an address of the pools.
+	// +optional
+	ServiceSelector *metav1.LabelSelector `json:"serviceSelector,omitempty"`
+
+	// nodeSelector selects the nodes that may announce. Unset: every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// interfaces are the node interfaces on which an L2 announcement
+	// answers. A node that has none of them does not announce (its
+	// agent reports it); nothing on the node is changed. Unset: the
+	// interface that holds the node's InternalIP.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=15
+	Interfaces []string `json:"interfaces,omitempty"`
+
+	// bgp holds the BGP settings; required in mode BGP.
+	// +optional
+	BGP *BGPAnnouncement `json:"bgp,omitempty"`
+}
+
+// BGPAnnouncement is the BGP side of an announcement: this cluster's AS
+// and the peers each selected node opens a session with.
+type BGPAnnouncement struct {
+	// localASN is the AS number the nodes speak as.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalASN int64 `json:"localASN"`
+
+	// peers are the routers every selected node peers with.
+	// +listType=map
+	// +listMapKey=address
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Peers []BGPPeer `json:"peers"`
+}
+
+// BGPPeer is one router the nodes peer with.
+// +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) <= duration(self.holdTime)",message="keepaliveTime must not exceed holdTime"
+type BGPPeer struct {
+	// address is the peer's IP address.
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IP address"
+	Address string `json:"address"`
+
+	// asn is the peer's AS number.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	ASN int64 `json:"asn"`
+
+	// port is the peer's BGP port. Unset: 179.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// holdTime is how long a session may stay silent before it is
+	// declared down and the node's routes withdrawn: the failover time
+	// when a node dies (svcnet runs no BFD). At least 3s. Unset: 90s.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('3s')",message="holdTime must be at least 3s"
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+
+	// keepaliveTime is the interval of keepalive messages. Unset: a third
+	// of holdTime.
+	// +optional
+	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
+
+	// gracefulRestartTime is how long the peer keeps a node's routes while
+	// its agent restarts (RFC 4724). Unset: 120s; 0s turns graceful
+	// restart off.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('4095s')",message="gracefulRestartTime must be between 0s and 4095s"
+	GracefulRestartTime *metav1.Duration `json:"gracefulRestartTime,omitempty"`
+
+	// passive makes the nodes wait for the peer to connect instead of
+	// connecting themselves.
+	// +optional
+	Passive bool `json:"passive,omitempty"`
+}
+
+// The Accepted condition of a LoadBalancerAnnouncement and its reasons.
+const (
+	AnnouncementConditionAccepted = "Accepted"
+
+	ReasonAnnouncementAccepted = "Accepted"
+	ReasonAnnouncementInvalid  = "InvalidSpec"
+	ReasonAnnouncementOverlap  = "Overlap"
+)
+
+// LoadBalancerAnnouncementStatus is what svcnet observed of an
+// announcement.
+type LoadBalancerAnnouncementStatus struct {
+	// conditions: Accepted (reasons Accepted, InvalidSpec, Overlap). The
+	// agents act on an announcement only while it is Accepted for its
+	// current generation.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LoadBalancerAnnouncement tells the agents how to announce LoadBalancer
+// addresses: by L2 (ARP/NDP) from one node per address, or by BGP from
+// every node that should attract the traffic.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=lbann
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LoadBalancerAnnouncement struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says what is announced, how and from where.
+	Spec LoadBalancerAnnouncementSpec `json:"spec"`
+
+	// status is set by svcnet.
+	// +optional
+	Status LoadBalancerAnnouncementStatus `json:"status,omitempty"`
+}
+
+// LoadBalancerAnnouncementList is a list of LoadBalancerAnnouncements.
+// +kubebuilder:object:root=true
+type LoadBalancerAnnouncementList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the list's metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the announcements.
+	Items []LoadBalancerAnnouncement `json:"items"`
+}
+
+// Accepted tells whether the announcement's status accepts its current
+// generation: the agents act on it only then.
+func (a *LoadBalancerAnnouncement) Accepted() bool {
+	for _, c := range a.Status.Conditions {
+		if c.Type == AnnouncementConditionAccepted {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == a.Generation
+		}
+	}
+	return false
+}

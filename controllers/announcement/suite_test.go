@@ -1,0 +1,39 @@
+package announcement_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 100 * time.Millisecond
+)
+
+var env *testenv.Env
+
+func TestAnnouncement(t *testing.T) {
+	RegisterFailHandler(Fail)
+	ctrl.SetLogger(GinkgoLogr)
+	RunSpecs(t, "announcement controller")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	env, err = testenv.StartWithManager(testenv.Options{ServiceCIDRs: "10.96.0.0/16"},
+		controllers.Options{Controllers: []string{controllers.AnnouncementName}})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

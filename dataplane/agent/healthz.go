@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Why a sync failed: the step that failed, in the /healthz body and the
+// svcnet_agent_sync_failures_total metric.
+const (
+	// ReasonNode: this node's Node could not be read.
+	ReasonNode = "node"
+	// ReasonRender: the Services and EndpointSlices to render could not be
+	// read.
+	ReasonRender = "render"
+	// ReasonNodeAddresses: the node's addresses for --nodeport-addresses
+	// could not be listed.
+	ReasonNodeAddresses = "node-addresses"
+	// ReasonList: a backend could not read the rules live on the node
+	// before a full sync.
+	ReasonList = "list"
+	// ReasonApply: a backend's transaction was refused.
+	ReasonApply = "apply"
+)
+
+// syncFailure is the last failed sync's step and error.
+type syncFailure struct {
+	reason string
+	err    error
+}
+
+// Health is the agent's health as kube-proxy's health server judges it:
+// by how long the oldest change not yet in the rules has waited, whatever
+// kept it waiting (a failed step, or a sync still running), not by
+// whether the last apply failed.
+type Health struct {
+	// Healthy is false once a change has waited longer than the health
+	// timeout (twice --sync-period).
+	Healthy bool `json:"healthy"`
+	// Ready is true once a sync has applied everything and the agent is
+	// healthy.
+	Ready bool `json:"ready"`
+	// LastUpdated is when a sync last applied everything.
+	LastUpdated time.Time `json:"lastUpdated"`
+	CurrentTime time.Time `json:"currentTime"`
+	// OldestQueuedChange is when the oldest change still waiting was
+	// queued; absent when none waits.
+	OldestQueuedChange *time.Time `json:"oldestQueuedChange,omitempty"`
+	// Reason and Error say why the last sync failed (the Reason*
+	// constants), while no sync has succeeded since.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Health reports the agent's health now.
+func (a *Agent) Health() Health {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.clock.Now()
+	h := Health{Healthy: true, LastUpdated: a.lastSuccess, CurrentTime: now}
+	oldest := a.queuedAt
+	if !a.syncingQueuedAt.IsZero() && (oldest.IsZero() || a.syncingQueuedAt.Before(oldest)) {
+		oldest = a.syncingQueuedAt
+	}
+	if !oldest.IsZero() {
+		h.OldestQueuedChange = &oldest
+		h.Healthy = now.Sub(oldest) <= a.cfg.HealthTimeout
+	}
+	if a.failure != nil {
+		h.Reason, h.Error = a.failure.reason, a.failure.err.Error()
+	}
+	h.Ready = h.Healthy && !a.lastSuccess.IsZero()
+	return h
+}
+
+// healthzServer serves the agent's /healthz and /livez (kube-proxy's, on
+// its --healthz-bind-address) and /readyz, answering with the Health as
+// JSON: 200 when healthy (ready for /readyz), else 503.
+type healthzServer struct {
+	addr  string
+	agent *Agent
+	log   logr.Logger
+}
+
+func (s *healthzServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	serve := func(ok func(Health) bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			h := s.agent.Health()
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			if !ok(h) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			if err := json.NewEncoder(w).Encode(h); err != nil {
+				s.log.V(4).Info("Writing health answer", "err", err.Error())
+			}
+		}
+	}
+	healthy := func(h Health) bool { return h.Healthy }
+	mux.Handle("/healthz", serve(healthy))
+	mux.Handle("/livez", serve(healthy))
+	mux.Handle("/readyz", serve(func(h Health) bool { return h.Ready }))
+	return mux
+}
+
+// Start implements manager.Runnable.
+func (s *healthzServer) Start(ctx context.Context) error {
+	l, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every
+// agent serves its health.
+func (s *healthzServer) NeedLeaderElection() bool { return false }

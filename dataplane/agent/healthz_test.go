@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+)
+
+// healthWorld is an agent on a fake client and a Fake kernel with a fake
+// clock, whose steps can be made to fail.
+type healthWorld struct {
+	agent              *Agent
+	clock              *clocktesting.FakeClock
+	kernel             *iptables.Fake
+	failNode, failList bool
+}
+
+func newHealthWorld(t *testing.T) *healthWorld {
+	t.Helper()
+	w := &healthWorld{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), kernel: iptables.NewFake()}
+	broken := errors.New("the cache is gone")
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).
+		WithIndex(&discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*corev1.Node); ok && w.failNode {
+					return broken
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if w.failList {
+					return broken
+				}
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+	ctx := context.Background()
+	must(t, c.Create(ctx, svc("web", "10.96.0.10", nil)))
+	must(t, c.Create(ctx, epSlice("web", "web-1", "10.244.1.2")))
+	backend := iptables.NewBackend(corev1.IPv4Protocol, w.kernel, iptables.Config{})
+	w.agent = newAgent(c, testConfig(t), logr.Discard(), w.clock, []dataplane.Backend{backend})
+	return w
+}
+
+// body is what /healthz (or another path) answers now.
+func (w *healthWorld) body(t *testing.T, path string) (int, Health) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	(&healthzServer{agent: w.agent, log: logr.Discard()}).handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	var h Health
+	must(t, json.Unmarshal(rec.Body.Bytes(), &h))
+	return rec.Code, h
+}
+
+// TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause checks, for
+// each step of a sync that can fail, that /healthz stays healthy while
+// the first change has waited at most the health timeout, fails after
+// it with the step in the body and the metric, and recovers with the
+// next successful sync.
+func TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		// breakIt makes the next sync fail at the step; fix undoes it.
+		breakIt, fix func(*healthWorld)
+	}{
+		"the Node cannot be read": {ReasonNode,
+			func(w *healthWorld) { w.failNode = true }, func(w *healthWorld) { w.failNode = false }},
+		"the Services cannot be read": {ReasonRender,
+			func(w *healthWorld) { w.failList = true }, func(w *healthWorld) { w.failList = false }},
+		"the node's addresses cannot be listed": {ReasonNodeAddresses,
+			func(w *healthWorld) {
+				w.agent.cfg.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+				w.agent.cfg.NetNS = filepath.Join(t.TempDir(), "no-such-netns")
+			},
+			func(w *healthWorld) { w.agent.cfg.NetNS = "" }},
+		"the live rules cannot be read": {ReasonList,
+			func(w *healthWorld) { w.kernel.FailNextSave = errors.New("iptables-save: exit status 4") }, func(*healthWorld) {}},
+		"the transaction is refused": {ReasonApply,
+			func(w *healthWorld) { w.kernel.FailNext = errors.New("iptables-restore: line 3 failed") }, func(*healthWorld) {}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newHealthWorld(t)
+			failures := testutil.ToFloat64(metricSyncFailures.WithLabelValues(tc.reason))
+			tc.breakIt(w)
+			err := w.agent.SyncOnce(ctx)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.reason+": ") {
+				t.Fatalf("sync: got %v, want a failure of step %q", err, tc.reason)
+			}
+			if got := testutil.ToFloat64(metricSyncFailures.WithLabelValues(tc.reason)) - failures; got != 1 {
+				t.Errorf("svcnet_agent_sync_failures_total{reason=%q} grew by %v, want 1", tc.reason, got)
+			}
+			timeout := w.agent.cfg.HealthTimeout
+			w.clock.Step(timeout)
+			if code, h := w.body(t, "/healthz"); code != http.StatusOK || !h.Healthy || h.Reason != tc.reason || h.Ready {
+				t.Fatalf("after waiting exactly the timeout: %d %+v; want 200, healthy, not ready, reason %q", code, h, tc.reason)
+			}
+			// A change arriving later does not make the wait look shorter.
+			w.agent.changed(nil, svc("web", "10.96.0.10", nil))
+			w.clock.Step(time.Second)
+			code, h := w.body(t, "/healthz")
+			if code != http.StatusServiceUnavailable || h.Healthy || h.Reason != tc.reason || h.Error == "" {
+				t.Fatalf("after waiting longer than the timeout: %d %+v; want 503 with reason %q and the error", code, h, tc.reason)
+			}
+			if h.OldestQueuedChange == nil || !h.OldestQueuedChange.Equal(w.clock.Now().Add(-timeout-time.Second)) {
+				t.Errorf("oldest queued change %v, want the first sync's queueing at %v", h.OldestQueuedChange, w.clock.Now().Add(-timeout-time.Second))
+			}
+			if code, _ := w.body(t, "/readyz"); code != http.StatusServiceUnavailable {
+				t.Errorf("/readyz answered %d while unhealthy, want 503", code)
+			}
+
+			tc.fix(w)
+			must(t, w.agent.SyncOnce(ctx))
+			code, h = w.body(t, "/healthz")
+			if code != http.StatusOK || !h.Healthy || h.Reason != "" || h.OldestQueuedChange != nil || !h.LastUpdated.Equal(w.clock.Now()) {
+				t.Fatalf("after a successful sync: %d %+v; want 200, healthy, nothing waiting, updated now", code, h)
+			}
+			if code, h := w.body(t, "/readyz"); code != http.StatusOK || !h.Ready {
+				t.Errorf("/readyz after a successful sync: %d %+v, want 200 and ready", code, h)
+			}
+		})
+	}
+}
+
+// TestHealthCountsAChangeNoSyncHasTaken checks that a change nothing has
+// failed on, but that no sync applied (the loop stuck, or one sync running
+// for longer than the timeout), makes the agent unhealthy too.
+func TestHealthCountsAChangeNoSyncHasTaken(t *testing.T) {
+	w := newHealthWorld(t)
+	must(t, w.agent.SyncOnce(context.Background()))
+	w.clock.Step(time.Hour)
+	if _, h := w.body(t, "/healthz"); !h.Healthy {
+		t.Fatalf("idle for an hour with nothing queued: %+v, want healthy", h)
+	}
+	w.agent.changed(nil, svc("web", "10.96.0.10", nil))
+	w.clock.Step(w.agent.cfg.HealthTimeout + time.Millisecond)
+	code, h := w.body(t, "/livez")
+	if code != http.StatusServiceUnavailable || h.Healthy || h.Reason != "" {
+		t.Fatalf("a change waiting past the timeout: %d %+v, want 503 and no failed step", code, h)
+	}
+	// The sync has taken the change but not applied it yet.
+	work := w.agent.takePending()
+	if _, h := w.body(t, "/healthz"); h.Healthy {
+		t.Fatalf("a change taken by a running sync is still waiting: %+v, want unhealthy", h)
+	}
+	_ = w.agent.failed(work, ReasonApply, errors.New("refused"))
+	must(t, w.agent.SyncOnce(context.Background()))
+	if _, h := w.body(t, "/healthz"); !h.Healthy || h.Reason != "" {
+		t.Fatalf("after the change was applied: %+v, want healthy", h)
+	}
+}

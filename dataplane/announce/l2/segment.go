@@ -1,0 +1,358 @@
+package l2
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"github.com/vishvananda/netlink"
+	vns "github.com/vishvananda/netns"
+	"k8s.io/utils/clock"
+
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+)
+
+// Config is what a Segment needs.
+type Config struct {
+	// Node is this node's name, as the Node object has it.
+	Node string
+	// Interface is where the segment answers and heartbeats.
+	Interface string
+	// NetNS, when set, is the network namespace whose interface it is.
+	NetNS string
+	// Interval is the heartbeat interval; DeadAfter how long a silent
+	// peer counts as alive, and how long the segment listens before it
+	// answers after a start or its link coming up.
+	Interval, DeadAfter time.Duration
+	// Incarnation tells this run's heartbeats from an earlier run's.
+	Incarnation uint64
+	Log         logr.Logger
+	Clock       Clock
+	// OnChange is told, from the segment's goroutine, which addresses it
+	// took and which it let go.
+	OnChange func(iface string, taken, released []netip.Addr)
+}
+
+// Clock is the time a segment runs by (k8s.io/utils/clock's real and fake
+// clocks both are one).
+type Clock interface {
+	clock.WithTicker
+	AfterFunc(d time.Duration, f func()) clock.Timer
+}
+
+// announceAgain are the delays after a takeover at which the gratuitous
+// ARP or unsolicited NA is repeated, in case one is lost.
+var announceAgain = []time.Duration{200 * time.Millisecond, time.Second}
+
+// Segment answers for the addresses this node owns on one interface.
+type Segment struct {
+	cfg  Config
+	ifi  *net.Interface
+	link *netlink.Handle
+
+	hb, arp, ndp *packet.Conn
+
+	wantsCh chan wantsUpdate
+	hbCh    chan received
+
+	mu    sync.RWMutex
+	owned map[netip.Addr]bool
+	peers int
+
+	// Owned by Run.
+	seq        uint32
+	wants      wantsUpdate
+	peerStates map[string]*peerState
+	up         bool
+	upSince    time.Time
+	leaving    bool
+	asm        assembler
+}
+
+type wantsUpdate struct {
+	announcements []string
+	wants         []Want
+}
+
+type received struct {
+	hw    string
+	frame []byte
+}
+
+// Open opens the segment's sockets on its interface (inside cfg.NetNS).
+// It answers nothing until Run.
+func Open(cfg Config) (*Segment, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	s := &Segment{
+		cfg: cfg, owned: map[netip.Addr]bool{}, peerStates: map[string]*peerState{},
+		wantsCh: make(chan wantsUpdate, 1), hbCh: make(chan received, 64),
+	}
+	err := netns.Do(cfg.NetNS, func() error {
+		ifi, err := net.InterfaceByName(cfg.Interface)
+		if err != nil {
+			return err
+		}
+		s.ifi = ifi
+		if s.hb, err = packet.Listen(ifi, packet.Datagram, EtherType, nil); err != nil {
+			return fmt.Errorf("heartbeat socket: %w", err)
+		}
+		if s.arp, err = packet.Listen(ifi, packet.Datagram, int(ethernet.EtherTypeARP), nil); err != nil {
+			return fmt.Errorf("ARP socket: %w", err)
+		}
+		if s.ndp, err = listenNDP(ifi); err != nil {
+			return fmt.Errorf("NDP socket: %w", err)
+		}
+		s.link, err = linkHandle(cfg.NetNS)
+		return err
+	})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
+	}
+	return s, nil
+}
+
+// linkHandle is a netlink handle in the interface's namespace: the
+// agent's own (no setns, which an agent without CAP_SYS_ADMIN may not
+// do), or the one at path.
+func linkHandle(path string) (*netlink.Handle, error) {
+	if path == "" {
+		return netlink.NewHandle()
+	}
+	ns, err := vns.GetFromPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	return netlink.NewHandleAt(ns)
+}
+
+// Close closes the sockets; the segment answers nothing more.
+func (s *Segment) Close() {
+	for _, c := range []*packet.Conn{s.hb, s.arp, s.ndp} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	if s.link != nil {
+		s.link.Close()
+	}
+}
+
+// SetWants gives the segment the announcements this node serves on it and
+// the addresses it may answer for.
+func (s *Segment) SetWants(announcements []string, wants []Want) {
+	u := wantsUpdate{announcements: slices.Sorted(slices.Values(announcements)), wants: wants}
+	for {
+		select {
+		case s.wantsCh <- u:
+			return
+		default:
+		}
+		select {
+		case <-s.wantsCh: // replace a pending update
+		default:
+		}
+	}
+}
+
+// Owned lists the addresses the segment answers for now.
+func (s *Segment) Owned() []netip.Addr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.SortedFunc(maps.Keys(s.owned), func(a, b netip.Addr) int { return a.Compare(b) })
+}
+
+// Peers is the number of live peers heard on the segment.
+func (s *Segment) Peers() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.peers
+}
+
+func (s *Segment) owns(a netip.Addr) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.owned[a]
+}
+
+// Run heartbeats, listens and answers until ctx ends, then lets go of
+// everything.
+func (s *Segment) Run(ctx context.Context) {
+	defer s.Close()
+	go s.readHeartbeats()
+	go s.serveARP()
+	go s.serveNDP()
+	tick := s.cfg.Clock.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	s.checkLink()
+	for {
+		select {
+		case <-ctx.Done():
+			// Leaving: a last heartbeat, not ready and claiming nothing,
+			// lets the next node take over at once.
+			s.leaving = true
+			s.apply(map[netip.Addr]bool{})
+			s.sendHeartbeat()
+			return
+		case <-tick.C():
+			s.checkLink()
+			s.decide()
+			s.sendHeartbeat()
+		case r := <-s.hbCh:
+			s.receive(r)
+		case u := <-s.wantsCh:
+			s.wants = u
+			s.decide()
+		}
+	}
+}
+
+// checkLink follows the interface's carrier: down, the segment lets go of
+// everything and forgets its peers; up again, it listens for a dead
+// interval before it answers.
+func (s *Segment) checkLink() {
+	up := false
+	if l, err := s.link.LinkByIndex(s.ifi.Index); err == nil {
+		a := l.Attrs()
+		up = a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown && a.OperState != netlink.OperLowerLayerDown && a.OperState != netlink.OperNotPresent
+	}
+	if up == s.up {
+		return
+	}
+	s.up = up
+	if up {
+		s.upSince = s.cfg.Clock.Now()
+		s.cfg.Log.Info("Link up, listening before answering", "interface", s.cfg.Interface, "for", s.cfg.DeadAfter)
+		return
+	}
+	s.cfg.Log.Info("Link down, letting go of every address", "interface", s.cfg.Interface)
+	clear(s.peerStates)
+	s.apply(map[netip.Addr]bool{})
+}
+
+func (s *Segment) view() view {
+	now := s.cfg.Clock.Now()
+	return view{
+		self: s.cfg.Node, now: now, deadAfter: s.cfg.DeadAfter, peers: s.peerStates,
+		selfReady: s.up && !s.leaving && now.Sub(s.upSince) >= s.cfg.DeadAfter,
+	}
+}
+
+func (s *Segment) decide() {
+	v := s.view()
+	live := 0
+	for name := range s.peerStates {
+		if v.alive(name) != nil {
+			live++
+		} else if v.now.Sub(s.peerStates[name].heard) > 10*s.cfg.DeadAfter {
+			delete(s.peerStates, name)
+		}
+	}
+	s.mu.Lock()
+	s.peers = live
+	current := maps.Clone(s.owned)
+	s.mu.Unlock()
+	s.apply(decide(v, s.wants.wants, current))
+}
+
+// apply makes next the owned set: announces what it took, and after
+// letting go of anything tells the peers at once, so that the next owner
+// need not wait for the next interval.
+func (s *Segment) apply(next map[netip.Addr]bool) {
+	s.mu.Lock()
+	var taken, released []netip.Addr
+	for a := range next {
+		if !s.owned[a] {
+			taken = append(taken, a)
+		}
+	}
+	for a := range s.owned {
+		if !next[a] {
+			released = append(released, a)
+		}
+	}
+	s.owned = next
+	s.mu.Unlock()
+	if len(taken) == 0 && len(released) == 0 {
+		return
+	}
+	if len(released) > 0 || len(taken) > 0 {
+		s.sendHeartbeat()
+	}
+	for _, a := range taken {
+		s.announce(a)
+		for _, d := range announceAgain {
+			s.cfg.Clock.AfterFunc(d, func() {
+				if s.owns(a) {
+					s.announce(a)
+				}
+			})
+		}
+	}
+	if s.cfg.OnChange != nil {
+		s.cfg.OnChange(s.cfg.Interface, taken, released)
+	}
+}
+
+func (s *Segment) sendHeartbeat() {
+	if !s.up {
+		return
+	}
+	s.seq++
+	h := &Heartbeat{
+		Node: s.cfg.Node, Incarnation: s.cfg.Incarnation, Seq: s.seq,
+		Ready: s.view().selfReady, Leaving: s.leaving, Announcements: s.wants.announcements, Claims: s.Owned(),
+	}
+	frames, err := h.encode(s.ifi.MTU)
+	if err != nil {
+		s.cfg.Log.Error(err, "Encoding heartbeat")
+		return
+	}
+	for _, f := range frames {
+		if _, err := s.hb.WriteTo(f, &packet.Addr{HardwareAddr: ethernet.Broadcast}); err != nil {
+			s.cfg.Log.V(4).Info("Sending heartbeat failed", "interface", s.cfg.Interface, "err", err)
+			return
+		}
+	}
+}
+
+func (s *Segment) readHeartbeats() {
+	buf := make([]byte, 1<<16)
+	for {
+		n, from, err := s.hb.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		hw := ""
+		if a, ok := from.(*packet.Addr); ok {
+			hw = a.HardwareAddr.String()
+		}
+		s.hbCh <- received{hw: hw, frame: append([]byte(nil), buf[:n]...)}
+	}
+}
+
+func (s *Segment) receive(r received) {
+	h, err := s.asm.add(r.hw, r.frame)
+	if err != nil || h == nil || h.Node == s.cfg.Node || !s.up {
+		return
+	}
+	p := s.peerStates[h.Node]
+	if p == nil {
+		p = &peerState{}
+		s.peerStates[h.Node] = p
+		s.cfg.Log.V(2).Info("Heard peer", "interface", s.cfg.Interface, "peer", h.Node)
+	}
+	p.update(h, s.cfg.Clock.Now())
+	s.decide()
+}

@@ -1,0 +1,45 @@
+package announce
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options are the speaker's flags of `svcnet agent`.
+type Options struct {
+	// Enabled runs the speaker.
+	Enabled bool
+	// HeartbeatInterval is how often an agent tells its L2 segment it is
+	// alive and what it answers for.
+	HeartbeatInterval time.Duration
+	// DeadAfter is how long a silent peer on a segment counts as alive;
+	// the L2 failover time is about DeadAfter plus one interval.
+	DeadAfter time.Duration
+}
+
+// DefaultOptions are announcing on, 100 ms heartbeats, dead after 500 ms.
+func DefaultOptions() Options {
+	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "announce", o.Enabled, "Announce LoadBalancer addresses as the accepted LoadBalancerAnnouncements say (L2: ARP/NDP, BGP).")
+	fs.DurationVar(&o.HeartbeatInterval, "announce-heartbeat-interval", o.HeartbeatInterval, "Interval of the heartbeats agents send on each L2 segment they announce on.")
+	fs.DurationVar(&o.DeadAfter, "announce-dead-after", o.DeadAfter, "How long an L2 peer may be silent before its addresses move (also how long an agent listens before it answers after a start).")
+}
+
+// Validate checks the options, naming the bad flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.HeartbeatInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--announce-heartbeat-interval must be positive, got %s", o.HeartbeatInterval))
+	}
+	if o.DeadAfter < 2*o.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("--announce-dead-after (%s) must be at least twice --announce-heartbeat-interval (%s)", o.DeadAfter, o.HeartbeatInterval))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,225 @@
+package announce
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
+	"github.com/svcnet-io/svcnet/internal/lbannounce"
+)
+
+// world is what the plan is made from, as the agent's caches hold it.
+type world struct {
+	node          string
+	nodes         []*corev1.Node
+	announcements []*lbannounce.Announcement // accepted ones only
+	pools         []lbannounce.Pool
+	services      []*corev1.Service
+	// slices are the EndpointSlices of each Service, by "namespace/name".
+	slices map[string][]*discoveryv1.EndpointSlice
+}
+
+// addrPlan is one LoadBalancer address as this node sees it.
+type addrPlan struct {
+	addr netip.Addr
+	// services are the "namespace/name" of the Services holding it.
+	services []string
+	// announcement covers the address and selects this node.
+	announcement *lbannounce.Announcement
+	// candidates are the nodes that may announce it: selected by the
+	// announcement and, under Local, with a usable endpoint of every
+	// Local Service on the address.
+	candidates []string
+}
+
+// plan is what this node may announce.
+type plan struct {
+	// l2 are the addresses of L2 announcements selecting this node, with
+	// their candidates (this node among them or not).
+	l2 []addrPlan
+	// l2Interfaces are, per interface name ("" for the InternalIP's), the
+	// L2 announcements this node serves there.
+	l2Interfaces map[string][]string
+	// bgp are the addresses this node should advertise.
+	bgp []addrPlan
+	// peers are the BGP peers of the announcements selecting this node.
+	peers []lbannounce.Peer
+}
+
+// makePlan decides what this node may announce. Pure.
+func makePlan(w world) plan {
+	p := plan{l2Interfaces: map[string][]string{}}
+	self := findNode(w.nodes, w.node)
+	if self == nil {
+		return p // a node without its Node object announces nothing
+	}
+	mine := map[svcnetv1alpha1.AnnouncementMode][]*lbannounce.Announcement{}
+	for _, a := range w.announcements {
+		if a.SelectsNode(self) {
+			mine[a.Mode] = append(mine[a.Mode], a)
+		}
+	}
+	for _, a := range mine[svcnetv1alpha1.AnnouncementModeL2] {
+		ifaces := a.Interfaces
+		if len(ifaces) == 0 {
+			ifaces = []string{""}
+		}
+		for _, i := range ifaces {
+			p.l2Interfaces[i] = append(p.l2Interfaces[i], a.Name)
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range mine[svcnetv1alpha1.AnnouncementModeBGP] {
+		for _, peer := range a.Peers {
+			if !seen[peer.Address] {
+				seen[peer.Address] = true
+				p.peers = append(p.peers, peer)
+			}
+		}
+	}
+	for _, ap := range addresses(w) {
+		if a := firstCovering(mine[svcnetv1alpha1.AnnouncementModeL2], ap, w); a != nil {
+			l2p := ap
+			l2p.announcement = a
+			l2p.candidates = candidates(w, a, ap.services)
+			p.l2 = append(p.l2, l2p)
+		}
+		if a := firstCovering(mine[svcnetv1alpha1.AnnouncementModeBGP], ap, w); a != nil {
+			bp := ap
+			bp.announcement = a
+			bp.candidates = candidates(w, a, ap.services)
+			if slices.Contains(bp.candidates, w.node) {
+				p.bgp = append(p.bgp, bp)
+			}
+		}
+	}
+	return p
+}
+
+func findNode(nodes []*corev1.Node, name string) *corev1.Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// addresses groups the LoadBalancer Services by address (shared
+// addresses have several), in address order.
+func addresses(w world) []addrPlan {
+	byAddr := map[netip.Addr]*addrPlan{}
+	for _, svc := range w.services {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			a, err := netip.ParseAddr(ing.IP)
+			if err != nil {
+				continue
+			}
+			a = a.Unmap()
+			ap := byAddr[a]
+			if ap == nil {
+				ap = &addrPlan{addr: a}
+				byAddr[a] = ap
+			}
+			ap.services = append(ap.services, svc.Namespace+"/"+svc.Name)
+		}
+	}
+	out := make([]addrPlan, 0, len(byAddr))
+	for _, ap := range byAddr {
+		slices.Sort(ap.services)
+		out = append(out, *ap)
+	}
+	slices.SortFunc(out, func(a, b addrPlan) int { return a.addr.Compare(b.addr) })
+	return out
+}
+
+// firstCovering is the first (by name) of anns that covers the address of
+// every one of its Services.
+func firstCovering(anns []*lbannounce.Announcement, ap addrPlan, w world) *lbannounce.Announcement {
+	var best *lbannounce.Announcement
+	for _, a := range anns {
+		covers := true
+		for _, key := range ap.services {
+			svc := serviceByKey(w.services, key)
+			if svc == nil || !a.Covers(svc, ap.addr, w.pools) {
+				covers = false
+				break
+			}
+		}
+		if covers && (best == nil || cmp.Compare(a.Name, best.Name) < 0) {
+			best = a
+		}
+	}
+	return best
+}
+
+func serviceByKey(services []*corev1.Service, key string) *corev1.Service {
+	for _, s := range services {
+		if s.Namespace+"/"+s.Name == key {
+			return s
+		}
+	}
+	return nil
+}
+
+// candidates are the nodes a selects that have, for each Local Service on
+// the address, an endpoint kube-proxy would use (ready, else serving and
+// terminating), sorted.
+func candidates(w world, a *lbannounce.Announcement, services []string) []string {
+	var out []string
+	for _, n := range w.nodes {
+		if !a.SelectsNode(n) {
+			continue
+		}
+		ok := true
+		for _, key := range services {
+			svc := serviceByKey(w.services, key)
+			if svc != nil && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && !hasLocalEndpoint(w.slices[key], n.Name) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func hasLocalEndpoint(slices []*discoveryv1.EndpointSlice, node string) bool {
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName != node {
+				continue
+			}
+			c := ep.Conditions
+			ready := c.Ready == nil || *c.Ready
+			servingTerminating := c.Serving != nil && *c.Serving && c.Terminating != nil && *c.Terminating
+			if ready || servingTerminating {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// segmentWants are the wants of the segment on an interface whose
+// announcements are anns.
+func (p plan) segmentWants(anns []string) []l2.Want {
+	var out []l2.Want
+	for _, ap := range p.l2 {
+		if slices.Contains(anns, ap.announcement.Name) {
+			out = append(out, l2.Want{Addr: ap.addr, Announcement: ap.announcement.Name, Candidates: ap.candidates})
+		}
+	}
+	return out
+}

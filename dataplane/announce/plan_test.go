@@ -1,0 +1,117 @@
+package announce
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/lbannounce"
+)
+
+func compiled(t *testing.T, name string, mode svcnetv1alpha1.AnnouncementMode, nodeLabel string) *lbannounce.Announcement {
+	t.Helper()
+	a := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: mode}}
+	if nodeLabel != "" {
+		a.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{nodeLabel: "yes"}}
+	}
+	if mode == svcnetv1alpha1.AnnouncementModeBGP {
+		a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: "172.30.0.254", ASN: 64500}}}
+	}
+	c, err := lbannounce.Compile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func lbSvc(name, ip string, local bool) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+	if local {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	return s
+}
+
+func slice(svc string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svc + "-x"}, Endpoints: eps}
+}
+
+func ep(node string, ready, serving, terminating bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{NodeName: ptr.To(node), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(serving), Terminating: ptr.To(terminating)}}
+}
+
+func TestMakePlan(t *testing.T) {
+	nodes := []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"edge": "yes"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"edge": "yes"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n3"}},
+	}
+	pools := lbannounce.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}})
+	services := []*corev1.Service{
+		lbSvc("cluster", "192.168.240.1", false),
+		lbSvc("local", "192.168.240.2", true),
+		lbSvc("outside", "10.1.1.1", false), // in no pool
+	}
+	slices := map[string][]*discoveryv1.EndpointSlice{
+		"default/local": {slice("local", ep("n2", true, true, false), ep("n3", false, true, true), ep("n1", false, false, true))},
+	}
+	type got struct {
+		L2, BGP    map[string][]string // address -> candidates
+		Interfaces map[string][]string
+		Peers      int
+	}
+	summarize := func(p plan) got {
+		g := got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: p.l2Interfaces, Peers: len(p.peers)}
+		for _, ap := range p.l2 {
+			g.L2[ap.addr.String()] = ap.candidates
+		}
+		for _, ap := range p.bgp {
+			g.BGP[ap.addr.String()] = ap.candidates
+		}
+		return g
+	}
+	tests := map[string]struct {
+		node string
+		anns []*lbannounce.Announcement
+		want got
+	}{
+		"L2 everywhere, from n1: Local candidates are nodes with a ready or serving-terminating endpoint": {
+			node: "n1", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", "")},
+			want: got{
+				L2:         map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}, "192.168.240.2": {"n2", "n3"}},
+				BGP:        map[string][]string{},
+				Interfaces: map[string][]string{"": {"l2"}},
+			},
+		},
+		"L2 on edge nodes seen from n3, which is not selected: nothing": {
+			node: "n3", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", "edge")},
+			want: got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: map[string][]string{}},
+		},
+		"BGP from n1: advertises only what it should attract": {
+			node: "n1", anns: []*lbannounce.Announcement{compiled(t, "bgp", "BGP", "")},
+			want: got{L2: map[string][]string{}, BGP: map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}}, Interfaces: map[string][]string{}, Peers: 1},
+		},
+		"BGP from n2: the Local Service too": {
+			node: "n2", anns: []*lbannounce.Announcement{compiled(t, "bgp", "BGP", "")},
+			want: got{L2: map[string][]string{}, BGP: map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}, "192.168.240.2": {"n2", "n3"}}, Interfaces: map[string][]string{}, Peers: 1},
+		},
+		"a node without its Node object announces nothing": {
+			node: "gone", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", ""), compiled(t, "bgp", "BGP", "")},
+			want: got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: map[string][]string{}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := makePlan(world{node: tc.node, nodes: nodes, announcements: tc.anns, pools: pools, services: services, slices: slices})
+			if diff := cmp.Diff(tc.want, summarize(p)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

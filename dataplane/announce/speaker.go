@@ -1,0 +1,417 @@
+package announce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/announce/bgp"
+	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
+	"github.com/svcnet-io/svcnet/internal/lbannounce"
+)
+
+// resyncPeriod bounds how long a change the speaker missed (an interface
+// appearing, say) goes unnoticed.
+const resyncPeriod = 10 * time.Second
+
+// Config is what the agent tells the speaker.
+type Config struct {
+	Node    string
+	NetNS   string
+	Options Options
+}
+
+// Speaker announces this node's share of the LoadBalancer addresses.
+type Speaker struct {
+	cfg     Config
+	reader  client.Reader // the agent's cache: Services, slices, pools, announcements
+	nodes   client.Reader // every Node
+	status  *statusWriter
+	log     logr.Logger
+	trigger chan struct{}
+	ifaces  *interfaces
+	bgp     *bgp.Speaker
+
+	mu       sync.Mutex
+	segments map[string]*segment // by interface name
+	plan     plan
+	// advertised are the addresses given to BGP, for its Events.
+	advertised map[netip.Addr]bool
+	// missing are the "announcement/interface" pairs reported missing.
+	missing map[string]bool
+}
+
+type segment struct {
+	seg    *l2.Segment
+	anns   []string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Setup adds the speaker to the agent's manager: a cache of every Node
+// (the agent's own cache holds only its Node) and the speaker's loop.
+func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
+	if !cfg.Options.Enabled {
+		return nil
+	}
+	if err := cfg.Options.Validate(); err != nil {
+		return err
+	}
+	nodes, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the speaker's Node cache: %w", err)
+	}
+	if err := mgr.Add(nodes); err != nil {
+		return err
+	}
+	log = log.WithName("announce")
+	s := &Speaker{
+		cfg: cfg, reader: mgr.GetCache(), nodes: nodes, log: log,
+		status:   newStatusWriter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-agent"), cfg.Node, log),
+		trigger:  make(chan struct{}, 1),
+		ifaces:   &interfaces{netns: cfg.NetNS},
+		segments: map[string]*segment{}, advertised: map[netip.Addr]bool{}, missing: map[string]bool{},
+	}
+	s.status.owns = s.owns
+	registerMetrics()
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.run(ctx, mgr.GetCache(), nodes) }))
+}
+
+// run watches, then syncs on every change and every resyncPeriod until
+// ctx ends. Without the LoadBalancerAnnouncement CRD it stops, saying so.
+func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) error {
+	handler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.poke() },
+		UpdateFunc: func(any, any) { s.poke() },
+		DeleteFunc: func(any) { s.poke() },
+	}
+	watches := []struct {
+		c   cache.Cache
+		obj client.Object
+	}{
+		{agentCache, &corev1.Service{}}, {agentCache, &discoveryv1.EndpointSlice{}},
+		{agentCache, &svcnetv1alpha1.LoadBalancerIPPool{}}, {agentCache, &svcnetv1alpha1.LoadBalancerAnnouncement{}},
+		{nodeCache, &corev1.Node{}},
+	}
+	for _, w := range watches {
+		inf, err := w.c.GetInformer(ctx, w.obj)
+		if apimeta.IsNoMatchError(err) {
+			s.log.Info("LoadBalancer announcements off: the CRDs are not installed", "err", err.Error())
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return err
+		}
+	}
+	if !agentCache.WaitForCacheSync(ctx) || !nodeCache.WaitForCacheSync(ctx) {
+		return errors.New("the speaker's caches did not sync")
+	}
+	s.bgp = bgp.New(bgp.Config{RouterID: s.routerID(ctx), NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp")})
+	go s.status.run(ctx)
+	defer s.stopSegments()
+	tick := time.NewTicker(resyncPeriod)
+	defer tick.Stop()
+	for {
+		if err := s.sync(ctx); err != nil {
+			s.log.Error(err, "Announcing failed, retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.trigger:
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Speaker) poke() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// routerID is the node's IPv4 InternalIP, else its first IPv4 address.
+func (s *Speaker) routerID(ctx context.Context) netip.Addr {
+	var node corev1.Node
+	if err := s.nodes.Get(ctx, client.ObjectKey{Name: s.cfg.Node}, &node); err == nil {
+		for _, a := range node.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && a.Type == corev1.NodeInternalIP {
+				return ip
+			}
+		}
+	}
+	if ip, ok := s.ifaces.firstIPv4(); ok {
+		return ip
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// sync plans and hands the plan to the segments and the BGP speaker.
+func (s *Speaker) sync(ctx context.Context) error {
+	w, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	p := makePlan(w)
+	s.mu.Lock()
+	s.plan = p
+	s.mu.Unlock()
+	s.status.setPlan(p)
+	l2Err := s.syncL2(ctx, p, w)
+	bgpErr := s.syncBGP(ctx, p)
+	s.updateMetrics(ctx)
+	return errors.Join(l2Err, bgpErr)
+}
+
+// read takes the world from the caches: accepted announcements only.
+func (s *Speaker) read(ctx context.Context) (world, error) {
+	w := world{node: s.cfg.Node, slices: map[string][]*discoveryv1.EndpointSlice{}}
+	var nodes corev1.NodeList
+	var anns svcnetv1alpha1.LoadBalancerAnnouncementList
+	var pools svcnetv1alpha1.LoadBalancerIPPoolList
+	var svcs corev1.ServiceList
+	var slicesList discoveryv1.EndpointSliceList
+	for _, l := range []struct {
+		r    client.Reader
+		list client.ObjectList
+	}{{s.nodes, &nodes}, {s.reader, &anns}, {s.reader, &pools}, {s.reader, &svcs}} {
+		if err := l.r.List(ctx, l.list); err != nil {
+			return w, err
+		}
+	}
+	for i := range nodes.Items {
+		w.nodes = append(w.nodes, &nodes.Items[i])
+	}
+	for i := range anns.Items {
+		if anns.Items[i].Accepted() {
+			if a, err := lbannounce.Compile(&anns.Items[i]); err == nil {
+				w.announcements = append(w.announcements, a)
+			}
+		}
+	}
+	poolPtrs := make([]*svcnetv1alpha1.LoadBalancerIPPool, 0, len(pools.Items))
+	for i := range pools.Items {
+		poolPtrs = append(poolPtrs, &pools.Items[i])
+	}
+	w.pools = lbannounce.Pools(poolPtrs)
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			continue
+		}
+		w.services = append(w.services, svc)
+		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+			if err := s.reader.List(ctx, &slicesList, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+				return w, err
+			}
+			key := svc.Namespace + "/" + svc.Name
+			for j := range slicesList.Items {
+				w.slices[key] = append(w.slices[key], slicesList.Items[j].DeepCopy())
+			}
+		}
+	}
+	return w, nil
+}
+
+// syncL2 runs a segment on every interface the plan names that exists,
+// with its wants, and stops the others. A missing interface is reported
+// and skipped: the node is then no candidate there, and nothing else
+// changes.
+func (s *Speaker) syncL2(ctx context.Context, p plan, w world) error {
+	byIface := map[string][]string{}
+	for name, anns := range p.l2Interfaces {
+		iface := name
+		if name == "" {
+			var err error
+			if iface, err = s.ifaces.ofInternalIP(findNode(w.nodes, w.node)); err != nil {
+				s.reportMissing(ctx, anns, "(the InternalIP's)", err)
+				continue
+			}
+		}
+		if !s.ifaces.exists(iface) {
+			s.reportMissing(ctx, anns, iface, errors.New("no such interface"))
+			continue
+		}
+		byIface[iface] = append(byIface[iface], anns...)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for iface, seg := range s.segments {
+		if _, ok := byIface[iface]; !ok {
+			seg.stop()
+			delete(s.segments, iface)
+		}
+	}
+	for iface, anns := range byIface {
+		seg := s.segments[iface]
+		if seg == nil {
+			var err error
+			if seg, err = s.startSegment(ctx, iface); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.segments[iface] = seg
+		}
+		seg.anns = anns
+		seg.seg.SetWants(anns, p.segmentWants(anns))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Speaker) startSegment(ctx context.Context, iface string) (*segment, error) {
+	seg, err := l2.Open(l2.Config{
+		Node: s.cfg.Node, Interface: iface, NetNS: s.cfg.NetNS,
+		Interval: s.cfg.Options.HeartbeatInterval, DeadAfter: s.cfg.Options.DeadAfter,
+		Incarnation: rand.Uint64(), Log: s.log.WithName("l2"), OnChange: s.segmentChanged,
+	})
+	if err != nil {
+		return nil, err
+	}
+	segCtx, cancel := context.WithCancel(ctx)
+	out := &segment{seg: seg, cancel: cancel, done: make(chan struct{})}
+	go func() { seg.Run(segCtx); close(out.done) }()
+	s.log.Info("Announcing on interface", "interface", iface)
+	return out, nil
+}
+
+func (g *segment) stop() {
+	g.cancel()
+	<-g.done
+}
+
+func (s *Speaker) stopSegments() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for iface, seg := range s.segments {
+		seg.stop()
+		delete(s.segments, iface)
+	}
+}
+
+// segmentChanged is told by a segment what it took and let go of.
+func (s *Speaker) segmentChanged(iface string, taken, released []netip.Addr) {
+	for _, a := range taken {
+		metricTakeovers.Inc()
+		s.log.Info("Announcing address", "address", a, "interface", iface)
+		s.status.l2Changed(a, iface, true)
+	}
+	for _, a := range released {
+		s.log.Info("Stopped announcing address", "address", a, "interface", iface)
+		s.status.l2Changed(a, iface, false)
+	}
+	s.poke() // refresh the metrics
+}
+
+func (s *Speaker) reportMissing(ctx context.Context, anns []string, iface string, err error) {
+	for _, a := range anns {
+		key := a + "/" + iface
+		metricInterfaceMissing.WithLabelValues(a, iface).Set(1)
+		s.mu.Lock()
+		seen := s.missing[key]
+		s.missing[key] = true
+		s.mu.Unlock()
+		if !seen {
+			s.log.Info("Interface not found, not announcing there", "announcement", a, "interface", iface, "err", err.Error())
+			s.status.interfaceMissing(ctx, a, iface, err)
+		}
+	}
+}
+
+// syncBGP advertises the plan's addresses to its peers.
+func (s *Speaker) syncBGP(ctx context.Context, p plan) error {
+	addrs := make([]netip.Addr, 0, len(p.bgp))
+	want := map[netip.Addr]bool{}
+	for _, ap := range p.bgp {
+		addrs = append(addrs, ap.addr)
+		want[ap.addr] = true
+	}
+	if err := s.bgp.Sync(ctx, p.peers, addrs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ap := range p.bgp {
+		if !s.advertised[ap.addr] {
+			s.status.bgpChanged(ctx, ap, len(p.peers), true)
+		}
+	}
+	for a := range s.advertised {
+		if !want[a] {
+			s.status.bgpChanged(ctx, addrPlan{addr: a, services: s.status.servicesOf(a)}, len(p.peers), false)
+		}
+	}
+	s.advertised = want
+	return nil
+}
+
+func (s *Speaker) updateMetrics(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	metricOwned.Reset()
+	metricAddresses.Reset()
+	metricPeers.Reset()
+	for iface, seg := range s.segments {
+		owned := seg.seg.Owned()
+		metricAddresses.WithLabelValues("l2", iface).Set(float64(len(owned)))
+		metricPeers.WithLabelValues(iface).Set(float64(seg.seg.Peers()))
+		for _, a := range owned {
+			metricOwned.WithLabelValues(a.String(), "l2").Set(1)
+		}
+	}
+	metricAddresses.WithLabelValues("bgp", "").Set(float64(len(s.advertised)))
+	for a := range s.advertised {
+		metricOwned.WithLabelValues(a.String(), "bgp").Set(1)
+	}
+	metricSessionUp.Reset()
+	for peer, up := range s.bgp.Sessions(ctx) {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		metricSessionUp.WithLabelValues(peer.String()).Set(v)
+	}
+}
+
+// owns tells whether some segment answers for a.
+func (s *Speaker) owns(a netip.Addr) bool {
+	for _, addrs := range s.Owned() {
+		if slices.Contains(addrs, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Owned lists what this node answers for in L2 mode, by interface.
+func (s *Speaker) Owned() map[string][]netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]netip.Addr{}
+	for iface, seg := range s.segments {
+		out[iface] = slices.Clone(seg.seg.Owned())
+	}
+	return out
+}

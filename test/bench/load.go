@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// loadSampler records the machine's 1-minute load average every 10 s
+// while a long benchmark runs: on a shared machine, what else ran is part
+// of reading the numbers.
+type loadSampler struct {
+	mu      sync.Mutex
+	samples []float64
+	done    chan struct{}
+	start   time.Time
+}
+
+func newLoadSampler() *loadSampler {
+	s := &loadSampler{done: make(chan struct{}), start: time.Now()}
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *loadSampler) sample() {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.samples = append(s.samples, v)
+	s.mu.Unlock()
+}
+
+// stop ends the sampling and describes the load seen.
+func (s *loadSampler) stop() string {
+	close(s.done)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return ""
+	}
+	sorted := slices.Clone(s.samples)
+	slices.Sort(sorted)
+	return fmt.Sprintf("The machine's 1-minute load average during these %s (sampled every 10 s; %d cores, shared with other work): "+
+		"min %.1f, median %.1f, max %.1f.", time.Since(s.start).Round(time.Minute), numCPU(), sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1])
+}
+
+// section is one "## " section of BENCHMARKS.md: its heading line and
+// everything up to the next heading.
+type section struct {
+	title, text string
+}
+
+// splitSections cuts a document into what comes before its first "## "
+// heading and its sections.
+func splitSections(doc string) (string, []section) {
+	lines := strings.SplitAfter(doc, "\n")
+	var head strings.Builder
+	var out []section
+	for _, line := range lines {
+		if strings.HasPrefix(line, "## ") {
+			out = append(out, section{title: strings.TrimSpace(line)})
+		}
+		if len(out) == 0 {
+			head.WriteString(line)
+			continue
+		}
+		out[len(out)-1].text += line
+	}
+	return head.String(), out
+}
+
+// mergeSections is old with each section that fresh also has replaced by
+// fresh's, and fresh's other sections added before "How to read the
+// tables" (or at the end); the header is fresh's.
+func mergeSections(old, fresh string) string {
+	head, oldSections := splitSections(old)
+	freshHead, freshSections := splitSections(fresh)
+	if freshHead != "" {
+		head = freshHead
+	}
+	byTitle := map[string]section{}
+	for _, s := range freshSections {
+		byTitle[s.title] = s
+	}
+	var out []section
+	used := map[string]bool{}
+	for _, s := range oldSections {
+		if f, ok := byTitle[s.title]; ok {
+			s = f
+			used[s.title] = true
+		}
+		out = append(out, s)
+	}
+	at := slices.IndexFunc(out, func(s section) bool { return s.title == "## How to read the tables" })
+	if at < 0 {
+		at = len(out)
+	}
+	for _, s := range freshSections {
+		if !used[s.title] {
+			out = slices.Insert(out, at, s)
+			at++
+		}
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for _, s := range out {
+		if !strings.HasSuffix(b.String(), "\n\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(s.text)
+	}
+	return b.String()
+}

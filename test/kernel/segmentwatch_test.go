@@ -1,0 +1,200 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+
+	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+)
+
+// segmentWatch is a listener on the nodes' segment: every period it asks
+// who has an address (an ARP request, or a Neighbor Solicitation to the
+// address's solicited-node group) and records which hardware addresses
+// answer each question, so a test can tell that never two nodes answered
+// at once and who answers now.
+type segmentWatch struct {
+	addr   netip.Addr
+	conn   *packet.Conn
+	ifi    *net.Interface
+	src    netip.Addr
+	period time.Duration
+
+	mu sync.Mutex
+	// round counts questions; answers holds the answerers of the current
+	// one.
+	round   int
+	answers map[string]bool
+	// doubles lists the rounds answered by more than one node.
+	doubles []string
+	last    string
+	// changes records each new answerer with the time it first answered.
+	changes []answerChange
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type answerChange struct {
+	at time.Time
+	hw string
+}
+
+// watchSegment starts watching addr from namespace ns's interface iface,
+// whose address src it asks from.
+func watchSegment(ns, iface string, src, addr netip.Addr, period time.Duration) (*segmentWatch, error) {
+	w := &segmentWatch{addr: addr, src: src, period: period, answers: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	proto := int(ethernet.EtherTypeARP)
+	if addr.Is6() {
+		proto = 0x86DD
+	}
+	err := netns.Do(netlab.Path(ns), func() error {
+		ifi, err := net.InterfaceByName(iface)
+		if err != nil {
+			return err
+		}
+		w.ifi = ifi
+		w.conn, err = packet.Listen(ifi, packet.Datagram, proto, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	go w.read()
+	go w.ask()
+	return w, nil
+}
+
+func (w *segmentWatch) ask() {
+	defer close(w.done)
+	t := time.NewTicker(w.period)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		if len(w.answers) > 1 {
+			w.doubles = append(w.doubles, fmt.Sprintf("round %d at %s: %v", w.round, time.Now().Format("15:04:05.000"), w.answers))
+		}
+		w.round++
+		w.answers = map[string]bool{}
+		w.mu.Unlock()
+		w.send()
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *segmentWatch) send() {
+	if w.addr.Is4() {
+		req, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, w.src, ethernet.Broadcast, w.addr)
+		if err != nil {
+			return
+		}
+		b, _ := req.MarshalBinary()
+		_, _ = w.conn.WriteTo(b, &packet.Addr{HardwareAddr: ethernet.Broadcast})
+		return
+	}
+	group, _ := ndp.SolicitedNodeMulticast(w.addr)
+	ns := &ndp.NeighborSolicitation{TargetAddress: w.addr, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: w.ifi.HardwareAddr}}}
+	body, err := ndp.MarshalMessageChecksum(ns, w.src, group)
+	if err != nil {
+		return
+	}
+	pkt := make([]byte, 40, 40+len(body))
+	pkt[0] = 6 << 4
+	binary.BigEndian.PutUint16(pkt[4:], uint16(len(body)))
+	pkt[6], pkt[7] = 58, 255
+	copy(pkt[8:24], w.src.AsSlice())
+	copy(pkt[24:40], group.AsSlice())
+	g := group.As16()
+	mac := net.HardwareAddr{0x33, 0x33, g[12], g[13], g[14], g[15]}
+	_, _ = w.conn.WriteTo(append(pkt, body...), &packet.Addr{HardwareAddr: mac})
+}
+
+func (w *segmentWatch) read() {
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := w.conn.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if hw := w.answerer(buf[:n]); hw != "" {
+			w.mu.Lock()
+			w.answers[hw] = true
+			if hw != w.last {
+				w.last = hw
+				w.changes = append(w.changes, answerChange{at: time.Now(), hw: hw})
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// answerer returns who a packet says has the address, if it answers the
+// question (gratuitous announcements are not answers).
+func (w *segmentWatch) answerer(b []byte) string {
+	if w.addr.Is4() {
+		var p arp.Packet
+		if p.UnmarshalBinary(b) != nil || p.Operation != arp.OperationReply || p.SenderIP != w.addr || p.TargetIP != w.src {
+			return ""
+		}
+		return p.SenderHardwareAddr.String()
+	}
+	if len(b) < 40 || b[6] != 58 {
+		return ""
+	}
+	m, err := ndp.ParseMessage(b[40:])
+	na, ok := m.(*ndp.NeighborAdvertisement)
+	if err != nil || !ok || na.TargetAddress != w.addr || !na.Solicited {
+		return ""
+	}
+	for _, o := range na.Options {
+		if lla, ok := o.(*ndp.LinkLayerAddress); ok {
+			return lla.Addr.String()
+		}
+	}
+	return ""
+}
+
+// Current is the node that answered last, "" if none yet.
+func (w *segmentWatch) Current() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// Doubles lists the questions two nodes answered.
+func (w *segmentWatch) Doubles() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.doubles...)
+}
+
+// ChangedTo tells when hw first answered after since, if it did.
+func (w *segmentWatch) ChangedTo(hw string, since time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.changes {
+		if c.hw == hw && !c.at.Before(since) {
+			return c.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Close stops the watch.
+func (w *segmentWatch) Close() {
+	close(w.stop)
+	<-w.done
+	_ = w.conn.Close()
+}
