@@ -48,68 +48,72 @@ func encode(fam family, fields []field, text string) (key, keyEnd []byte, err er
 	if len(parts) != len(fields) {
 		return nil, nil, fmt.Errorf("element %q has %d parts, its set %d", text, len(parts), len(fields))
 	}
-	addrLen := 4
-	if fam.nft == knftables.IPv6Family {
-		addrLen = 16
-	}
 	var hasRange bool
 	for i, f := range fields {
-		part := parts[i]
-		switch f {
-		case fieldAddr:
-			a, err := netip.ParseAddr(part)
-			if err != nil || a.BitLen() != addrLen*8 {
-				return nil, nil, fmt.Errorf("element %q: %q is not an %s address", text, part, fam.ip)
-			}
-			key = append(key, a.AsSlice()...)
-			keyEnd = append(keyEnd, a.AsSlice()...)
-		case fieldAddrRange:
-			p, err := netip.ParsePrefix(part)
-			if err != nil {
-				a, aerr := netip.ParseAddr(part)
-				if aerr != nil {
-					return nil, nil, fmt.Errorf("element %q: %q is not an address or CIDR", text, part)
-				}
-				p = netip.PrefixFrom(a, a.BitLen())
-			}
-			if p.Addr().BitLen() != addrLen*8 {
-				return nil, nil, fmt.Errorf("element %q: %q is not an %s range", text, part, fam.ip)
-			}
-			first, last := rangeOf(p.Masked())
-			key = append(key, first.AsSlice()...)
-			keyEnd = append(keyEnd, last.AsSlice()...)
-			hasRange = true
-		case fieldProto:
-			n, ok := protoNumbers[part]
-			if !ok {
-				return nil, nil, fmt.Errorf("element %q: unknown protocol %q", text, part)
-			}
-			key = append(key, n, 0, 0, 0)
-			keyEnd = append(keyEnd, n, 0, 0, 0)
-		case fieldPort:
-			p, err := strconv.ParseUint(part, 10, 16)
-			if err != nil {
-				return nil, nil, fmt.Errorf("element %q: %q is not a port", text, part)
-			}
-			key = binary.BigEndian.AppendUint16(key, uint16(p))
-			key = append(key, 0, 0)
-			keyEnd = binary.BigEndian.AppendUint16(keyEnd, uint16(p))
-			keyEnd = append(keyEnd, 0, 0)
-		case fieldBucket:
-			n, err := strconv.ParseUint(part, 10, 32)
-			if err != nil {
-				return nil, nil, fmt.Errorf("element %q: %q is not a bucket number", text, part)
-			}
-			key = binary.NativeEndian.AppendUint32(key, uint32(n))
-			keyEnd = binary.NativeEndian.AppendUint32(keyEnd, uint32(n))
-		default:
-			return nil, nil, fmt.Errorf("element %q: part %d has no layout", text, i)
+		first, last, isRange, err := encodePart(fam, f, parts[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("element %q: %w", text, err)
 		}
+		key, keyEnd = append(key, first...), append(keyEnd, last...)
+		hasRange = hasRange || isRange
 	}
 	if !hasRange {
 		keyEnd = nil
 	}
 	return key, keyEnd, nil
+}
+
+// encodePart is one part of an element in the kernel's bytes: first
+// and last are equal except for an address range.
+func encodePart(fam family, f field, part string) (first, last []byte, isRange bool, err error) {
+	addrLen := 4
+	if fam.nft == knftables.IPv6Family {
+		addrLen = 16
+	}
+	switch f {
+	case fieldAddr:
+		a, err := netip.ParseAddr(part)
+		if err != nil || a.BitLen() != addrLen*8 {
+			return nil, nil, false, fmt.Errorf("%q is not an %s address", part, fam.ip)
+		}
+		return a.AsSlice(), a.AsSlice(), false, nil
+	case fieldAddrRange:
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, nil, false, fmt.Errorf("%q is not an address or CIDR", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Addr().BitLen() != addrLen*8 {
+			return nil, nil, false, fmt.Errorf("%q is not an %s range", part, fam.ip)
+		}
+		lo, hi := rangeOf(p.Masked())
+		return lo.AsSlice(), hi.AsSlice(), true, nil
+	case fieldProto:
+		n, ok := protoNumbers[part]
+		if !ok {
+			return nil, nil, false, fmt.Errorf("unknown protocol %q", part)
+		}
+		b := []byte{n, 0, 0, 0}
+		return b, b, false, nil
+	case fieldPort:
+		p, err := strconv.ParseUint(part, 10, 16)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%q is not a port", part)
+		}
+		b := append(binary.BigEndian.AppendUint16(nil, uint16(p)), 0, 0)
+		return b, b, false, nil
+	case fieldBucket:
+		n, err := strconv.ParseUint(part, 10, 32)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("%q is not a bucket number", part)
+		}
+		b := binary.NativeEndian.AppendUint32(nil, uint32(n))
+		return b, b, false, nil
+	}
+	return nil, nil, false, fmt.Errorf("part %q has no layout", part)
 }
 
 // rangeOf is the first and last address of a prefix.

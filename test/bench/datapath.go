@@ -150,7 +150,10 @@ func (l *dpLab) startServer() (*exec.Cmd, io.WriteCloser, error) {
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
 		_ = stdin.Close()
 		_ = cmd.Wait()
-		return nil, nil, fmt.Errorf("datapath server did not start: %q, %v", line, err)
+		if err != nil {
+			return nil, nil, fmt.Errorf("datapath server did not start: %q: %w", line, err)
+		}
+		return nil, nil, fmt.Errorf("datapath server did not start: %q", line)
 	}
 	return cmd, stdin, nil
 }
@@ -449,7 +452,10 @@ func (l *dpLab) profile(ctx context.Context, target string) (map[string]float64,
 	}
 	var res probeResult
 	if err := json.Unmarshal([]byte(out.String()), &res); err != nil || len(res.Latencies) == 0 {
-		return nil, 0, fmt.Errorf("profiled client's answer %q: %v", out.String(), err)
+		if err != nil {
+			return nil, 0, fmt.Errorf("profiled client's answer %q: %w", out.String(), err)
+		}
+		return nil, 0, fmt.Errorf("profiled client's answer %q has no connections", out.String())
 	}
 	perConn := (res.UserCPU + res.SystemCPU) / float64(len(res.Latencies)) * 1e6
 	report, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "sym", "-q").Output()

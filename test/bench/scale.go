@@ -74,65 +74,11 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 	var mrows []dpRow
 	var profiles []dpProfile
 	for _, size := range sizes {
-		fmt.Fprintf(os.Stderr, "bench: (n)/(m) %d Services: creating the objects\n", size)
-		w, err := newAgentWorldFor(ctx, size, true)
+		res, err := scaleOneSize(ctx, root, dir, size, scale, wantM)
 		if err != nil {
 			return "", err
 		}
-		dumps := map[string]string{}
-		for _, impl := range scaleImpls() {
-			table := "kube-proxy"
-			if strings.HasPrefix(impl.name, "svcnet") {
-				table = "svcnet"
-			}
-			dumps[table] = datapathFile(dir, table+".nft", size)
-			fmt.Fprintf(os.Stderr, "bench: (n) %d Services with %s\n", size, impl.name)
-			work, err := os.MkdirTemp(dir, "run-")
-			if err != nil {
-				w.close()
-				return "", err
-			}
-			sc := agentScenario{letter: 'n', services: size, changes: scaleChanges / min(scale, scaleChanges), gap: 1200 * time.Millisecond}
-			res, err := runAgent(ctx, root, work, w, impl, sc, dumpTable(w, table, dumps[table]))
-			row := scaleRow{services: size, impl: impl.name, res: res}
-			if err != nil {
-				row.err = err.Error()
-				delete(dumps, table)
-				fmt.Fprintf(os.Stderr, "bench: (n) %d Services, %s: %v\n", size, impl.name, err)
-			}
-			if os.Getenv("SVCNET_BENCH_KEEP") != "" {
-				fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", work)
-			} else {
-				os.RemoveAll(work)
-			}
-			nrows = append(nrows, row)
-		}
-		ipt := datapathFile(dir, "iptables.rules", size)
-		if wantM {
-			if err := iptablesRestoreFile(ctx, w, ipt); err != nil {
-				w.close()
-				return "", err
-			}
-		}
-		d := w.datapath
-		w.close()
-		if !wantM {
-			continue
-		}
-		rules := []dpRules{{name: "no Service: client to the Pod, no rules", direct: true}}
-		if f, ok := dumps["svcnet"]; ok {
-			rules = append(rules,
-				dpRules{name: "svcnet nftables", load: nftRules(f)},
-				dpRules{name: "svcnet nftables loaded, client to the Pod", load: nftRules(f), direct: true})
-		}
-		rules = append(rules, dpRules{name: "iptables (svcnet's render of kube-proxy's layout)", load: iptablesRules(ipt)})
-		if f, ok := dumps["kube-proxy"]; ok {
-			rules = append(rules, dpRules{name: "kube-proxy nftables", load: nftRules(f)})
-		} else {
-			mrows = append(mrows, dpRow{services: size, rules: "kube-proxy nftables", err: "its cold sync did not finish (n)"})
-		}
-		rows, profs := runDatapath(ctx, size, d, rules)
-		mrows, profiles = append(mrows, rows...), append(profiles, profs...)
+		nrows, mrows, profiles = append(nrows, res.n...), append(mrows, res.m...), append(profiles, res.profiles...)
 	}
 	loadNote := load.stop()
 	if wantN {
@@ -145,6 +91,91 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 		writeDatapathSection(&b, mrows, profiles, loadNote)
 	}
 	return b.String(), nil
+}
+
+// scaleResults are one size's rows of (n) and (m).
+type scaleResults struct {
+	n        []scaleRow
+	m        []dpRow
+	profiles []dpProfile
+}
+
+// scaleOneSize runs (n) at one size on a new API server, keeping the
+// tables each proxy wrote, then (m) on those tables when wantM.
+func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM bool) (scaleResults, error) {
+	var res scaleResults
+	fmt.Fprintf(os.Stderr, "bench: (n)/(m) %d Services: creating the objects\n", size)
+	w, err := newAgentWorldFor(ctx, size, true)
+	if err != nil {
+		return res, err
+	}
+	dumps := map[string]string{}
+	for _, impl := range scaleImpls() {
+		row, table, err := scaleOneProxy(ctx, root, dir, w, impl, size, scale)
+		if err != nil {
+			w.close()
+			return res, err
+		}
+		if row.err == "" {
+			dumps[table] = datapathFile(dir, table+".nft", size)
+		}
+		res.n = append(res.n, row)
+	}
+	ipt := datapathFile(dir, "iptables.rules", size)
+	if wantM {
+		if err := iptablesRestoreFile(ctx, w, ipt); err != nil {
+			w.close()
+			return res, err
+		}
+	}
+	d := w.datapath
+	w.close()
+	if !wantM {
+		return res, nil
+	}
+	rules := []dpRules{{name: "no Service: client to the Pod, no rules", direct: true}}
+	if f, ok := dumps["svcnet"]; ok {
+		rules = append(rules,
+			dpRules{name: "svcnet nftables", load: nftRules(f)},
+			dpRules{name: "svcnet nftables loaded, client to the Pod", load: nftRules(f), direct: true})
+	}
+	rules = append(rules, dpRules{name: "iptables (svcnet's render of kube-proxy's layout)", load: iptablesRules(ipt)})
+	if f, ok := dumps["kube-proxy"]; ok {
+		rules = append(rules, dpRules{name: "kube-proxy nftables", load: nftRules(f)})
+	} else {
+		res.m = append(res.m, dpRow{services: size, rules: "kube-proxy nftables", err: "its cold sync did not finish (n)"})
+	}
+	rows, profs := runDatapath(ctx, size, d, rules)
+	res.m, res.profiles = append(res.m, rows...), profs
+	return res, nil
+}
+
+// scaleOneProxy is (n) for one proxy at one size: its row (with the
+// failure in row.err) and the name of the table it wrote, dumped into
+// dir for (m).
+func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl agentImpl, size, scale int) (scaleRow, string, error) {
+	table := "kube-proxy"
+	if strings.HasPrefix(impl.name, "svcnet") {
+		table = "svcnet"
+	}
+	fmt.Fprintf(os.Stderr, "bench: (n) %d Services with %s\n", size, impl.name)
+	work, err := os.MkdirTemp(dir, "run-")
+	if err != nil {
+		return scaleRow{}, table, err
+	}
+	sc := agentScenario{letter: 'n', services: size, changes: scaleChanges / min(scale, scaleChanges), gap: 1200 * time.Millisecond}
+	res, err := runAgent(ctx, root, work, w, impl, sc, dumpTable(w, table, datapathFile(dir, table+".nft", size)))
+	row := scaleRow{services: size, impl: impl.name, res: res}
+	if err != nil {
+		row.err = err.Error()
+		fmt.Fprintf(os.Stderr, "bench: (n) %d Services, %s: %v\n", size, impl.name, err)
+	}
+	if os.Getenv("SVCNET_BENCH_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", work)
+	} else {
+		os.RemoveAll(work)
+	}
+	return row, table, nil
 }
 
 func writeScaleSection(b *strings.Builder, rows []scaleRow, loadNote string) {
