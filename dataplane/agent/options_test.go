@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -39,7 +41,8 @@ func completeFlags(flags ...string) (Config, error) {
 func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 	got, err := completeFlags("--node-name=node-a", "--mode=nftables",
 		"--cluster-cidr=10.244.0.0/16, fd00:10:244::/56", "--nodeport-addresses=192.168.1.7/24,::1/128",
-		"--sync-period=10s", "--min-sync-period=1s", "--healthz-bind-address=", "--metrics-bind-address=127.0.0.1:10249")
+		"--sync-period=10s", "--min-sync-period=1s", "--healthz-bind-address=", "--metrics-bind-address=127.0.0.1:10249",
+		"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +61,7 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 		HealthzBindAddress: "0",
 		MetricsBindAddress: "127.0.0.1:10249",
 		PprofBindAddress:   "0",
+		Announce:           announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("Complete (-want +got):\n%s", diff)

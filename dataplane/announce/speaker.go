@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,7 +97,8 @@ func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
 }
 
 // run watches, then syncs on every change and every resyncPeriod until
-// ctx ends. Without the LoadBalancerAnnouncement CRD it stops, saying so.
+// ctx ends. Until the API server serves every kind it watches (the CRDs
+// installed after the agent, or with it, as a chart does), it waits.
 func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) error {
 	handler := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.poke() },
@@ -112,13 +114,9 @@ func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) er
 		{nodeCache, &corev1.Node{}},
 	}
 	for _, w := range watches {
-		inf, err := w.c.GetInformer(ctx, w.obj)
-		if apimeta.IsNoMatchError(err) {
-			s.log.Info("LoadBalancer announcements off: the CRDs are not installed", "err", err.Error())
-			return nil
-		}
+		inf, err := s.informer(ctx, w.c, w.obj)
 		if err != nil {
-			return err
+			return nil // ctx ended while waiting
 		}
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return err
@@ -143,6 +141,40 @@ func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) er
 		case <-tick.C:
 		}
 	}
+}
+
+// kindPollInterval is how often the speaker asks again for a kind the
+// API server does not serve yet.
+var kindPollInterval = 2 * time.Second
+
+// informer is c's informer of obj's kind, waiting while the API server
+// does not serve it: the CRDs not installed yet (no match), or just
+// created and not yet in discovery (an error of their group). A chart
+// applies the CRDs and the DaemonSet together; an agent giving up then
+// would be restarted, or announce nothing until it is. It fails only
+// when ctx ends.
+func (s *Speaker) informer(ctx context.Context, c cache.Cache, obj client.Object) (cache.Informer, error) {
+	var inf cache.Informer
+	logged := false
+	err := wait.PollUntilContextCancel(ctx, kindPollInterval, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if inf, err = c.GetInformer(ctx, obj); err == nil {
+			if logged {
+				s.log.Info("The API server serves the kind now: announcing", "kind", fmt.Sprintf("%T", obj))
+			}
+			return true, nil
+		}
+		if !logged {
+			msg := "Waiting for the API server to serve a kind; LoadBalancer announcements start when it does"
+			if apimeta.IsNoMatchError(err) {
+				msg = "Waiting for the CRDs; LoadBalancer announcements start when they are installed"
+			}
+			s.log.Info(msg, "kind", fmt.Sprintf("%T", obj), "err", err.Error())
+			logged = true
+		}
+		return false, nil
+	})
+	return inf, err
 }
 
 func (s *Speaker) poke() {

@@ -56,7 +56,7 @@ func TestUpHelm(t *testing.T) {
 		if out := helmCmd(t, dataDir, "status", "svcnet", "-n", svcnetSystem); !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "REVISION: 1") {
 			t.Errorf("helm status:\n%s", out)
 		}
-		noRestarts(t, c)
+		noRestarts(t, c, dataDir)
 		waitManagers(t, c, "")
 	})
 	t.Run("helm upgrade: agents to iptables mode, a pool added", func(t *testing.T) {

@@ -54,7 +54,7 @@ func TestUpManifests(t *testing.T) {
 	c := kubeClient(t, dataDir)
 
 	t.Run("a fresh install starts without restarts", func(t *testing.T) {
-		noRestarts(t, c)
+		noRestarts(t, c, dataDir)
 	})
 	t.Run("the managers run, both Ready, the Lease holder labelled leader; an agent on each node", func(t *testing.T) {
 		leader := waitManagers(t, c, "")
@@ -250,7 +250,7 @@ func noForbidden(t *testing.T, logDir string) {
 // noRestarts checks that no container of svcnet-system's Pods restarted:
 // a manager that starts before its node reaches the API server waits for
 // it rather than exiting.
-func noRestarts(t *testing.T, c client.Client) {
+func noRestarts(t *testing.T, c client.Client, dataDir string) {
 	t.Helper()
 	var pods corev1.PodList
 	if err := c.List(context.Background(), &pods, client.InNamespace(svcnetSystem)); err != nil {
@@ -262,10 +262,23 @@ func noRestarts(t *testing.T, c client.Client) {
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount != 0 {
-				t.Errorf("Pod %s container %s restarted %d times (last: %+v)", p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
+				t.Errorf("Pod %s container %s restarted %d times (last: %+v); the end of its log before:\n%s", p.Name, cs.Name, cs.RestartCount,
+					cs.LastTerminationState.Terminated, previousLog(t, dataDir, p.Name, cs.Name))
 			}
 		}
 	}
+}
+
+// previousLog is the end of the log of a container's previous run, as
+// `kubectl logs --previous --tail` shows it.
+func previousLog(t *testing.T, dataDir, pod, container string) string {
+	t.Helper()
+	tail := int64(30)
+	b, err := clientset(t, dataDir).CoreV1().Pods(svcnetSystem).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: true, TailLines: &tail}).DoRaw(context.Background())
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return string(b)
 }
 
 // managerPods lists the manager's Pods that are not being deleted.

@@ -21,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,6 +184,21 @@ func kubeClient(t *testing.T, dataDir string) client.Client {
 	return c
 }
 
+// clientset is a client-go clientset for the cluster of dataDir (for
+// what controller-runtime's client does not do: logs, discovery).
+func clientset(t *testing.T, dataDir string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 func TestUp(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	args := upArgs(t, dataDir)
@@ -264,7 +280,7 @@ func TestUpBadInput(t *testing.T) {
 	}{
 		"unknown controller": {
 			args: []string{"manager", "--controllers=bogus"},
-			want: `unknown controller "bogus"; valid names: clusterip, endpointslice, endpointslicemirroring, ipaddress, loadbalancer, nodeport, servicecidr`,
+			want: `unknown controller "bogus"; valid names: announcement, clusterip, endpointslice, endpointslicemirroring, ipaddress, loadbalancer, nodeport, servicecidr`,
 		},
 		"missing Kubernetes binaries": {
 			args: []string{"up", "--k8s-bin-dir", t.TempDir(), "--data-dir", t.TempDir()},
