@@ -66,38 +66,47 @@ type cluster struct {
 
 func startCluster(t *testing.T, mode string) *cluster {
 	t.Helper()
+	c := newCluster(t, mode, "svcnet-kt", 2, endpointslice.ControllerName, controllers.EndpointSliceMirroringName, controllers.LoadBalancerName)
+	mustRun(t, c.lab, c.client, "ip", "route", "add", lbPool.String(), "via", c.nodes[0].IP.String())
+	for _, n := range c.nodes {
+		c.startAgent(t, n)
+	}
+	return c
+}
+
+// newCluster starts an API server with the manager's controllers ctrls,
+// a lab (named labPrefix and a number) of nodes routed to each other with
+// their Node objects, and a client on their segment. The agents are the
+// caller's to start; they are stopped before the lab goes.
+func newCluster(t *testing.T, mode, labPrefix string, nodes int, ctrls ...string) *cluster {
+	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
-	stopMgr, err := env.StartManager(controllers.Options{
-		Controllers:   []string{endpointslice.ControllerName, controllers.EndpointSliceMirroringName, controllers.LoadBalancerName},
-		EndpointSlice: endpointslice.DefaultOptions(),
-	})
+	stopMgr, err := env.StartManager(controllers.Options{Controllers: ctrls, EndpointSlice: endpointslice.DefaultOptions()})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(stopMgr)
-
-	lab, err := netlab.New(fmt.Sprintf("svcnet-kt%04d", rand.IntN(10000)))
+	lab, err := netlab.New(fmt.Sprintf("%s%04d", labPrefix, rand.IntN(10000)))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(lab.Close)
 	c := &cluster{mode: mode, env: env, lab: lab, agents: map[string]context.CancelFunc{}, logDir: t.TempDir()}
-	for i := 1; i <= 2; i++ {
+	for i := 1; i <= nodes; i++ {
 		n, err := lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.50.%d/24", 10+i)),
 			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)), serviceCIDR)
 		g.Expect(err).NotTo(HaveOccurred())
 		c.nodes = append(c.nodes, n)
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
-		g.Expect(env.Client.Create(context.Background(), node)).To(Succeed())
+		c.createNode(t, n)
 	}
-	g.Expect(c.nodes[0].Route(c.nodes[1])).To(Succeed())
-	g.Expect(c.nodes[1].Route(c.nodes[0])).To(Succeed())
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a != b {
+				g.Expect(a.Route(b)).To(Succeed())
+			}
+		}
+	}
 	c.client, err = lab.AddClient("client", netip.MustParsePrefix(clientIP+"/24"))
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = lab.Run(c.client, "ip", "route", "add", lbPool.String(), "via", c.nodes[0].IP.String())
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, n := range c.nodes {
-		c.startAgent(t, n)
-	}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -106,6 +115,21 @@ func startCluster(t *testing.T, mode string) *cluster {
 		}
 	})
 	return c
+}
+
+// createNode registers n's Node with a zone of its own and its
+// InternalIP, as a kubelet does.
+func (c *cluster) createNode(t *testing.T, n *netlab.Node) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
+	if err := c.env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}
+	if err := c.env.Client.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startAgent runs an agent for node n in this process, programming n's

@@ -2,8 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -27,7 +25,6 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/internal/lbannounce"
 	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
-	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
 // announcePool is the LoadBalancerIPPool of the announcement tests: on the
@@ -42,35 +39,8 @@ var announcePool = netip.MustParsePrefix("192.168.78.0/28")
 func startAnnounceCluster(t *testing.T, processes bool) (*cluster, map[string]*exec.Cmd) {
 	t.Helper()
 	g := NewWithT(t)
-	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	stopMgr, err := env.StartManager(controllers.Options{
-		Controllers:   []string{endpointslice.ControllerName, controllers.LoadBalancerName, controllers.AnnouncementName},
-		EndpointSlice: endpointslice.DefaultOptions(),
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopMgr)
-	lab, err := netlab.New(fmt.Sprintf("svcnet-ka%04d", rand.IntN(10000)))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(lab.Close)
-	c := &cluster{mode: agent.ModeNFTables, env: env, lab: lab, agents: map[string]context.CancelFunc{}, logDir: t.TempDir()}
-	for i := 1; i <= 3; i++ {
-		n, err := lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.50.%d/24", 10+i)),
-			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)), serviceCIDR)
-		g.Expect(err).NotTo(HaveOccurred())
-		c.nodes = append(c.nodes, n)
-		c.createNode(t, n)
-	}
-	for _, a := range c.nodes {
-		for _, b := range c.nodes {
-			if a != b {
-				g.Expect(a.Route(b)).To(Succeed())
-			}
-		}
-	}
-	c.client, err = lab.AddClient("client", netip.MustParsePrefix(clientIP+"/24"))
-	g.Expect(err).NotTo(HaveOccurred())
+	c := newCluster(t, agent.ModeNFTables, "svcnet-ka", 3, endpointslice.ControllerName, controllers.LoadBalancerName, controllers.AnnouncementName)
+	env, lab := c.env, c.lab
 	mustRun(t, lab, c.client, "ip", "route", "add", announcePool.String(), "dev", "eth0")
 	procs := map[string]*exec.Cmd{}
 	kubeconfig := filepath.Join(c.logDir, "kubeconfig")
@@ -84,11 +54,6 @@ func startAnnounceCluster(t *testing.T, processes bool) (*cluster, map[string]*e
 		}
 	}
 	t.Cleanup(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, cancel := range c.agents {
-			cancel()
-		}
 		if t.Failed() {
 			c.dumpAnnounceLogs(t)
 		}
@@ -108,20 +73,6 @@ func (c *cluster) dumpAnnounceLogs(t *testing.T) {
 				t.Logf("%s: %s", n.Name, line)
 			}
 		}
-	}
-}
-
-// createNode registers n's Node with its InternalIP, as a kubelet does.
-func (c *cluster) createNode(t *testing.T, n *netlab.Node) {
-	t.Helper()
-	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
-	if err := c.env.Client.Create(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}
-	if err := c.env.Client.Status().Update(ctx, node); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -3,8 +3,10 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +23,10 @@ import (
 // who has an address (an ARP request, or a Neighbor Solicitation to the
 // address's solicited-node group) and records which hardware addresses
 // answer each question, so a test can tell that never two nodes answered
-// at once and who answers now.
+// at once and who answers now. Each question is asked from its own
+// source address (one of srcSpread after src), which the answers are
+// sent to: an answer counts for the question it answers, however late
+// it is read, not for the one being asked when it arrives.
 type segmentWatch struct {
 	addr   netip.Addr
 	conn   *packet.Conn
@@ -30,17 +35,39 @@ type segmentWatch struct {
 	period time.Duration
 
 	mu sync.Mutex
-	// round counts questions; answers holds the answerers of the current
-	// one.
+	// round counts questions; answers holds the answerers of each, and
+	// asked the time each was asked.
 	round   int
-	answers map[string]bool
-	// doubles lists the rounds answered by more than one node.
-	doubles []string
+	answers map[int]map[string]bool
+	asked   map[int]time.Time
 	last    string
 	// changes records each new answerer with the time it first answered.
 	changes []answerChange
 	stop    chan struct{}
 	done    chan struct{}
+}
+
+// srcSpread is how many source addresses the questions take in turn: an
+// answer is told apart from those of the srcSpread-1 questions before it.
+const srcSpread = 64
+
+// srcOf is the source address of question round.
+func (w *segmentWatch) srcOf(round int) netip.Addr {
+	a := w.src
+	for range round % srcSpread {
+		a = a.Next()
+	}
+	return a
+}
+
+// roundOf is the latest question asked from src, -1 if none was.
+func (w *segmentWatch) roundOf(src netip.Addr) int {
+	for r := w.round; r >= 0 && r > w.round-srcSpread; r-- {
+		if w.srcOf(r) == src {
+			return r
+		}
+	}
+	return -1
 }
 
 type answerChange struct {
@@ -51,7 +78,8 @@ type answerChange struct {
 // watchSegment starts watching addr from namespace ns's interface iface,
 // whose address src it asks from.
 func watchSegment(ns, iface string, src, addr netip.Addr, period time.Duration) (*segmentWatch, error) {
-	w := &segmentWatch{addr: addr, src: src, period: period, answers: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &segmentWatch{addr: addr, src: src, period: period, round: -1, answers: map[int]map[string]bool{}, asked: map[int]time.Time{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	proto := int(ethernet.EtherTypeARP)
 	if addr.Is6() {
 		proto = 0x86DD
@@ -79,13 +107,11 @@ func (w *segmentWatch) ask() {
 	defer t.Stop()
 	for {
 		w.mu.Lock()
-		if len(w.answers) > 1 {
-			w.doubles = append(w.doubles, fmt.Sprintf("round %d at %s: %v", w.round, time.Now().Format("15:04:05.000"), w.answers))
-		}
 		w.round++
-		w.answers = map[string]bool{}
+		round := w.round
+		w.asked[round] = time.Now()
 		w.mu.Unlock()
-		w.send()
+		w.send(w.srcOf(round))
 		select {
 		case <-w.stop:
 			return
@@ -94,9 +120,9 @@ func (w *segmentWatch) ask() {
 	}
 }
 
-func (w *segmentWatch) send() {
+func (w *segmentWatch) send(src netip.Addr) {
 	if w.addr.Is4() {
-		req, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, w.src, ethernet.Broadcast, w.addr)
+		req, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, src, ethernet.Broadcast, w.addr)
 		if err != nil {
 			return
 		}
@@ -106,7 +132,7 @@ func (w *segmentWatch) send() {
 	}
 	group, _ := ndp.SolicitedNodeMulticast(w.addr)
 	ns := &ndp.NeighborSolicitation{TargetAddress: w.addr, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: w.ifi.HardwareAddr}}}
-	body, err := ndp.MarshalMessageChecksum(ns, w.src, group)
+	body, err := ndp.MarshalMessageChecksum(ns, src, group)
 	if err != nil {
 		return
 	}
@@ -114,7 +140,7 @@ func (w *segmentWatch) send() {
 	pkt[0] = 6 << 4
 	binary.BigEndian.PutUint16(pkt[4:], uint16(len(body)))
 	pkt[6], pkt[7] = 58, 255
-	copy(pkt[8:24], w.src.AsSlice())
+	copy(pkt[8:24], src.AsSlice())
 	copy(pkt[24:40], group.AsSlice())
 	g := group.As16()
 	mac := net.HardwareAddr{0x33, 0x33, g[12], g[13], g[14], g[15]}
@@ -128,9 +154,14 @@ func (w *segmentWatch) read() {
 		if err != nil {
 			return
 		}
-		if hw := w.answerer(buf[:n]); hw != "" {
+		if hw, to := w.answerer(buf[:n]); hw != "" {
 			w.mu.Lock()
-			w.answers[hw] = true
+			if r := w.roundOf(to); r >= 0 {
+				if w.answers[r] == nil {
+					w.answers[r] = map[string]bool{}
+				}
+				w.answers[r][hw] = true
+			}
 			if hw != w.last {
 				w.last = hw
 				w.changes = append(w.changes, answerChange{at: time.Now(), hw: hw})
@@ -140,30 +171,32 @@ func (w *segmentWatch) read() {
 	}
 }
 
-// answerer returns who a packet says has the address, if it answers the
-// question (gratuitous announcements are not answers).
-func (w *segmentWatch) answerer(b []byte) string {
+// answerer returns who a packet says has the address and the source
+// address of the question it answers, if it answers one (gratuitous
+// announcements are not answers).
+func (w *segmentWatch) answerer(b []byte) (string, netip.Addr) {
 	if w.addr.Is4() {
 		var p arp.Packet
-		if p.UnmarshalBinary(b) != nil || p.Operation != arp.OperationReply || p.SenderIP != w.addr || p.TargetIP != w.src {
-			return ""
+		if p.UnmarshalBinary(b) != nil || p.Operation != arp.OperationReply || p.SenderIP != w.addr {
+			return "", netip.Addr{}
 		}
-		return p.SenderHardwareAddr.String()
+		return p.SenderHardwareAddr.String(), p.TargetIP
 	}
 	if len(b) < 40 || b[6] != 58 {
-		return ""
+		return "", netip.Addr{}
 	}
+	to := netip.AddrFrom16([16]byte(b[24:40]))
 	m, err := ndp.ParseMessage(b[40:])
 	na, ok := m.(*ndp.NeighborAdvertisement)
 	if err != nil || !ok || na.TargetAddress != w.addr || !na.Solicited {
-		return ""
+		return "", netip.Addr{}
 	}
 	for _, o := range na.Options {
 		if lla, ok := o.(*ndp.LinkLayerAddress); ok {
-			return lla.Addr.String()
+			return lla.Addr.String(), to
 		}
 	}
-	return ""
+	return "", netip.Addr{}
 }
 
 // Current is the node that answered last, "" if none yet.
@@ -177,7 +210,13 @@ func (w *segmentWatch) Current() string {
 func (w *segmentWatch) Doubles() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]string(nil), w.doubles...)
+	var out []string
+	for _, r := range slices.Sorted(maps.Keys(w.answers)) {
+		if len(w.answers[r]) > 1 {
+			out = append(out, fmt.Sprintf("question %d asked at %s: %v", r, w.asked[r].Format("15:04:05.000"), w.answers[r]))
+		}
+	}
+	return out
 }
 
 // ChangedTo tells when hw first answered after since, if it did.
