@@ -79,6 +79,17 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 			return "", err
 		}
 		nrows, mrows, profiles = append(nrows, res.n...), append(mrows, res.m...), append(profiles, res.profiles...)
+		// The report is written when every size is done; the figures so
+		// far go to the log, so that a run stopped at a larger size loses
+		// none of the smaller ones.
+		var sofar strings.Builder
+		if wantN {
+			writeScaleSection(&sofar, nrows, "(so far)")
+		}
+		if wantM {
+			writeDatapathSection(&sofar, mrows, profiles, "(so far)")
+		}
+		fmt.Fprintf(os.Stderr, "bench: (n)/(m) done up to %d Services:\n%s\n", size, sofar.String())
 	}
 	loadNote := load.stop()
 	if wantN {
