@@ -22,6 +22,13 @@ type world struct {
 	services      []*corev1.Service
 	// slices are the EndpointSlices of each Service, by "namespace/name".
 	slices map[string][]*discoveryv1.EndpointSlice
+	// byKey indexes services by "namespace/name"; makePlan fills it.
+	byKey map[string]*corev1.Service
+}
+
+// service is the Service of key, nil if it is not in the world.
+func (w *world) service(key string) *corev1.Service {
+	return w.byKey[key]
 }
 
 // addrPlan is one LoadBalancer address as this node sees it.
@@ -54,6 +61,10 @@ type plan struct {
 // makePlan decides what this node may announce. Pure.
 func makePlan(w world) plan {
 	p := plan{l2Interfaces: map[string][]string{}}
+	w.byKey = make(map[string]*corev1.Service, len(w.services))
+	for _, svc := range w.services {
+		w.byKey[svc.Namespace+"/"+svc.Name] = svc
+	}
 	self := findNode(w.nodes, w.node)
 	if self == nil {
 		return p // a node without its Node object announces nothing
@@ -148,7 +159,7 @@ func firstCovering(anns []*lbannounce.Announcement, ap addrPlan, w world) *lbann
 	for _, a := range anns {
 		covers := true
 		for _, key := range ap.services {
-			svc := serviceByKey(w.services, key)
+			svc := w.service(key)
 			if svc == nil || !a.Covers(svc, ap.addr, w.pools) {
 				covers = false
 				break
@@ -159,15 +170,6 @@ func firstCovering(anns []*lbannounce.Announcement, ap addrPlan, w world) *lbann
 		}
 	}
 	return best
-}
-
-func serviceByKey(services []*corev1.Service, key string) *corev1.Service {
-	for _, s := range services {
-		if s.Namespace+"/"+s.Name == key {
-			return s
-		}
-	}
-	return nil
 }
 
 // candidates are the nodes a selects that have, for each Local Service on
@@ -181,7 +183,7 @@ func candidates(w world, a *lbannounce.Announcement, services []string) []string
 		}
 		ok := true
 		for _, key := range services {
-			svc := serviceByKey(w.services, key)
+			svc := w.service(key)
 			if svc != nil && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && !hasLocalEndpoint(w.slices[key], n.Name) {
 				ok = false
 				break

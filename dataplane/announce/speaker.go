@@ -223,12 +223,10 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 	var nodes corev1.NodeList
 	var anns svcnetv1alpha1.LoadBalancerAnnouncementList
 	var pools svcnetv1alpha1.LoadBalancerIPPoolList
-	var svcs corev1.ServiceList
-	var slicesList discoveryv1.EndpointSliceList
 	for _, l := range []struct {
 		r    client.Reader
 		list client.ObjectList
-	}{{s.nodes, &nodes}, {s.reader, &anns}, {s.reader, &pools}, {s.reader, &svcs}} {
+	}{{s.nodes, &nodes}, {s.reader, &anns}, {s.reader, &pools}} {
 		if err := l.r.List(ctx, l.list); err != nil {
 			return w, err
 		}
@@ -248,6 +246,13 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 		poolPtrs = append(poolPtrs, &pools.Items[i])
 	}
 	w.pools = lbannounce.Pools(poolPtrs)
+	if len(w.announcements) == 0 {
+		return w, nil // nothing to announce: the Services are not read
+	}
+	var svcs corev1.ServiceList
+	if err := s.reader.List(ctx, &svcs); err != nil {
+		return w, err
+	}
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) == 0 {
@@ -255,12 +260,13 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 		}
 		w.services = append(w.services, svc)
 		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-			if err := s.reader.List(ctx, &slicesList, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+			var sl discoveryv1.EndpointSliceList // the cache's copies, one list per Service
+			if err := s.reader.List(ctx, &sl, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 				return w, err
 			}
 			key := svc.Namespace + "/" + svc.Name
-			for j := range slicesList.Items {
-				w.slices[key] = append(w.slices[key], slicesList.Items[j].DeepCopy())
+			for j := range sl.Items {
+				w.slices[key] = append(w.slices[key], &sl.Items[j])
 			}
 		}
 	}
