@@ -24,8 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,15 +93,7 @@ func TestUpManifests(t *testing.T) {
 // summed over its series that contain every one of labels.
 func webhookMetric(t *testing.T, dataDir, name string, labels ...string) float64 {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	raw, err := clientset(t, dataDir).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,11 +150,7 @@ func webhookAnswers(t *testing.T, c client.Client, dataDir string) {
 // not bound or none it refuses.
 func metricsThroughService(t *testing.T, c client.Client, dataDir string) {
 	ctx := context.Background()
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	cs := clientset(t, dataDir)
 	token := func(name string) string {
 		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -211,6 +197,7 @@ func metricsThroughService(t *testing.T, c client.Client, dataDir string) {
 	// the managers cache authorization decisions briefly.
 	var code int
 	var body string
+	var err error
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		code, body, err = scrape(prometheus)
 		return err == nil && code == http.StatusOK, nil

@@ -33,6 +33,10 @@ type segmentWatch struct {
 	ifi    *net.Interface
 	src    netip.Addr
 	period time.Duration
+	// srcs are the questions' source addresses, src first; srcIndex
+	// their places.
+	srcs     []netip.Addr
+	srcIndex map[netip.Addr]int
 
 	mu sync.Mutex
 	// round counts questions; answers holds the answerers of each, and
@@ -53,21 +57,16 @@ const srcSpread = 64
 
 // srcOf is the source address of question round.
 func (w *segmentWatch) srcOf(round int) netip.Addr {
-	a := w.src
-	for range round % srcSpread {
-		a = a.Next()
-	}
-	return a
+	return w.srcs[round%srcSpread]
 }
 
 // roundOf is the latest question asked from src, -1 if none was.
 func (w *segmentWatch) roundOf(src netip.Addr) int {
-	for r := w.round; r >= 0 && r > w.round-srcSpread; r-- {
-		if w.srcOf(r) == src {
-			return r
-		}
+	i, ok := w.srcIndex[src]
+	if !ok || w.round < i {
+		return -1
 	}
-	return -1
+	return w.round - (w.round-i)%srcSpread
 }
 
 type answerChange struct {
@@ -79,7 +78,11 @@ type answerChange struct {
 // whose address src it asks from.
 func watchSegment(ns, iface string, src, addr netip.Addr, period time.Duration) (*segmentWatch, error) {
 	w := &segmentWatch{addr: addr, src: src, period: period, round: -1, answers: map[int]map[string]bool{}, asked: map[int]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		srcIndex: map[netip.Addr]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	for a := src; len(w.srcs) < srcSpread; a = a.Next() {
+		w.srcIndex[a] = len(w.srcs)
+		w.srcs = append(w.srcs, a)
+	}
 	proto := int(ethernet.EtherTypeARP)
 	if addr.Is6() {
 		proto = 0x86DD
