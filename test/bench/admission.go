@@ -239,7 +239,7 @@ func admissionReport(ctx context.Context, root string, scale int, only string) (
 				if err != nil {
 					return "", err
 				}
-				fmt.Fprintf(os.Stderr, "bench: %s, svcnet=%v (run %d/3)\n", sc.name, withSvcnet, i+1)
+				progress("%s, svcnet=%v (run %d/3)\n", sc.name, withSvcnet, i+1)
 				r, err := runAdmission(ctx, root, dir, sc, withSvcnet)
 				if err != nil {
 					return "", fmt.Errorf("%s: %w", sc.name, err)

@@ -429,14 +429,14 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 		} else {
 			title = fmt.Sprintf("(h) cold sync, (i) %d single endpoint changes at %d Services x 10 endpoints", sc.changes, sc.services)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s: creating the objects\n", title)
+		progress("%s: creating the objects\n", title)
 		w, err := newAgentWorld(ctx, sc.services)
 		if err != nil {
 			return "", err
 		}
 		var results []agentResult
 		for _, impl := range agentImpls() {
-			fmt.Fprintf(os.Stderr, "bench: %s with %s\n", title, impl.name)
+			progress("%s with %s\n", title, impl.name)
 			dir, err := os.MkdirTemp("", "svcnet-bench-")
 			if err != nil {
 				w.close()
@@ -450,7 +450,7 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 			if os.Getenv("SVCNET_BENCH_KEEP") == "" {
 				os.RemoveAll(dir)
 			} else {
-				fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", dir)
+				progress("logs kept in %s\n", dir)
 			}
 			results = append(results, r)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.0f |\n", title, impl.name, r.coldSync.Round(time.Millisecond),

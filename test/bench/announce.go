@@ -516,7 +516,7 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 		}
 		res.took = append(res.took, took)
 		res.outages = append(res.outages, outage)
-		fmt.Fprintf(os.Stderr, "bench: (o) %s try %d: %s killed, moved after %s, longest gap %s\n", res.name, i+1, victim, took, outage)
+		progress("(o) %s try %d: %s killed, moved after %s, longest gap %s\n", res.name, i+1, victim, took, outage)
 		if err := c.restore(ctx, how, victim); err != nil {
 			return res, err
 		}

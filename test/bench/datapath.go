@@ -34,7 +34,7 @@ import (
 // first packet crosses the node's PREROUTING (where the Service is
 // chosen and DNATed), FORWARD and POSTROUTING hooks and conntrack.
 const (
-	dpSequential  = 3000
+	dpSequential  = 20000
 	dpClients     = 4
 	dpClientsTime = 4 * time.Second
 	// dpClientsLimit keeps a parallel run's connections under the
@@ -306,11 +306,11 @@ func runDatapath(ctx context.Context, services int, d *datapathServices, rules [
 	var profiles []dpProfile
 	for _, r := range rules {
 		row := dpRow{services: services, rules: r.name}
-		fmt.Fprintf(os.Stderr, "bench: (m) %d Services: %s\n", services, r.name)
+		progress("(m) %d Services: %s\n", services, r.name)
 		prof, err := runDatapathOne(ctx, &row, d, r)
 		if err != nil {
 			row.err = err.Error()
-			fmt.Fprintf(os.Stderr, "bench: (m) %d Services, %s: %v\n", services, r.name, err)
+			progress("(m) %d Services, %s: %v\n", services, r.name, err)
 		}
 		if prof != nil {
 			profiles = append(profiles, *prof)
@@ -351,7 +351,7 @@ func runDatapathOne(ctx context.Context, row *dpRow, d *datapathServices, r dpRu
 	}
 	by, total, err := l.profile(ctx, target)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: (m) profiling %s: %v\n", r.name, err)
+		progress("(m) profiling %s: %v\n", r.name, err)
 		return nil, nil
 	}
 	return &dpProfile{services: row.services, rules: r.name, total: total, by: by}, nil

@@ -335,7 +335,7 @@ func esReport(ctx context.Context, root string, scale int, only string) (string,
 				if err != nil {
 					return "", err
 				}
-				fmt.Fprintf(os.Stderr, "bench: %s with %s (run %d/%d)\n", sc.name, impl.name, i+1, sc.repeat)
+				progress("%s with %s (run %d/%d)\n", sc.name, impl.name, i+1, sc.repeat)
 				r, err := runES(ctx, root, dir, impl, sc)
 				if err != nil {
 					return "", fmt.Errorf("%s, %s: %w", sc.name, impl.name, err)

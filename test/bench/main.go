@@ -58,7 +58,8 @@ func main() {
 		}
 		fmt.Fprintf(&b, "\n## Micro-benchmarks (go test -bench)\n\n```\n%s```\n", m)
 	}
-	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n```\n")
+	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n"+
+		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (about two hours)\n```\n")
 	if *out == "-" {
 		fmt.Print(b.String())
 		return
@@ -208,4 +209,10 @@ func cpuModel() string {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
 	os.Exit(1)
+}
+
+// progress logs a step of the run with the time of day, so that a long
+// run's log shows where its time went.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %s: "+format, append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
 }

@@ -273,7 +273,7 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 	if os.Getenv("SVCNET_BENCH_KEEP") == "" {
 		defer os.RemoveAll(dir)
 	} else {
-		fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", dir)
+		progress("logs kept in %s\n", dir)
 	}
 	u, err := startUpCluster(ctx, root, dir, pipeline)
 	if err != nil {
@@ -465,7 +465,7 @@ func pipelineReport(ctx context.Context, root string, scale int, only, skip stri
 	}
 	results := map[string]pipelineResult{}
 	for _, p := range []string{"svcnet", "upstream"} {
-		fmt.Fprintf(os.Stderr, "bench: (j, l) svcnet up --pipeline=%s, %d runs each\n", p, runs)
+		progress("(j, l) svcnet up --pipeline=%s, %d runs each\n", p, runs)
 		r, err := runPipeline(ctx, root, p, runs, only)
 		if err != nil {
 			return "", fmt.Errorf("pipeline %s: %w", p, err)

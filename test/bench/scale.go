@@ -19,6 +19,12 @@ import (
 // into the datapath benchmark's scratch node.
 var scaleServices = flag.String("scale-services", "1000,10000,30000,50000", "Service counts of the scale (n) and datapath (m) benchmarks, comma separated")
 
+// scaleKubeProxyMax is the largest size kube-proxy runs at: its nftables
+// cold sync, and loading its table into the datapath node, grow faster
+// than the Services (docs/BENCHMARKS.md (n)), so that above some size they
+// take most of the run.
+var scaleKubeProxyMax = flag.Int("scale-kube-proxy-max", 30000, "the largest Service count at which the scale (n) and datapath (m) benchmarks run kube-proxy (0: every size)")
+
 // scaleChanges is the number of single endpoint changes per size.
 const scaleChanges = 20
 
@@ -51,6 +57,8 @@ type scaleRow struct {
 	impl     string
 	res      agentResult
 	err      string
+	// notRun says why the proxy was not run at this size.
+	notRun string
 }
 
 func scaleReport(ctx context.Context, root string, scale int, only, skip string) (string, error) {
@@ -89,7 +97,7 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 		if wantM {
 			writeDatapathSection(&sofar, mrows, profiles, "(so far)")
 		}
-		fmt.Fprintf(os.Stderr, "bench: (n)/(m) done up to %d Services:\n%s\n", size, sofar.String())
+		progress("(n)/(m) done up to %d Services:\n%s\n", size, sofar.String())
 	}
 	loadNote := load.stop()
 	if wantN {
@@ -115,13 +123,18 @@ type scaleResults struct {
 // tables each proxy wrote, then (m) on those tables when wantM.
 func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM bool) (scaleResults, error) {
 	var res scaleResults
-	fmt.Fprintf(os.Stderr, "bench: (n)/(m) %d Services: creating the objects\n", size)
+	progress("(n)/(m) %d Services: creating the objects\n", size)
 	w, err := newAgentWorldFor(ctx, size, true)
 	if err != nil {
 		return res, err
 	}
 	dumps := map[string]string{}
 	for _, impl := range scaleImpls() {
+		if !strings.HasPrefix(impl.name, "svcnet") && *scaleKubeProxyMax > 0 && size*scale > *scaleKubeProxyMax {
+			res.n = append(res.n, scaleRow{services: size, impl: impl.name,
+				notRun: fmt.Sprintf("above %d Services (-scale-kube-proxy-max), so that the run ends within two hours; see its cold sync at the sizes below", *scaleKubeProxyMax)})
+			continue
+		}
 		row, table, err := scaleOneProxy(ctx, root, dir, w, impl, size, scale)
 		if err != nil {
 			w.close()
@@ -154,7 +167,7 @@ func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM 
 	if f, ok := dumps["kube-proxy"]; ok {
 		rules = append(rules, dpRules{name: "kube-proxy nftables", load: nftRules(f)})
 	} else {
-		res.m = append(res.m, dpRow{services: size, rules: "kube-proxy nftables", err: "its cold sync did not finish (n)"})
+		res.m = append(res.m, dpRow{services: size, rules: "kube-proxy nftables", err: "kube-proxy wrote no table at this size (n)"})
 	}
 	rows, profs := runDatapath(ctx, size, d, rules)
 	res.m, res.profiles = append(res.m, rows...), profs
@@ -169,7 +182,7 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 	if strings.HasPrefix(impl.name, "svcnet") {
 		table = "svcnet"
 	}
-	fmt.Fprintf(os.Stderr, "bench: (n) %d Services with %s\n", size, impl.name)
+	progress("(n) %d Services with %s\n", size, impl.name)
 	work, err := os.MkdirTemp(dir, "run-")
 	if err != nil {
 		return scaleRow{}, table, err
@@ -179,10 +192,10 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 	row := scaleRow{services: size, impl: impl.name, res: res}
 	if err != nil {
 		row.err = err.Error()
-		fmt.Fprintf(os.Stderr, "bench: (n) %d Services, %s: %v\n", size, impl.name, err)
+		progress("(n) %d Services, %s: %v\n", size, impl.name, err)
 	}
 	if os.Getenv("SVCNET_BENCH_KEEP") != "" {
-		fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", work)
+		progress("logs kept in %s\n", work)
 	} else {
 		os.RemoveAll(work)
 	}
@@ -198,6 +211,10 @@ func writeScaleSection(b *strings.Builder, rows []scaleRow, loadNote string) {
 		"including the nft children it waited for; RSS its peak. %s\n\n", scaleChanges, loadNote)
 	b.WriteString("| Services x 10 endpoints | proxy | cold sync | change p50 | change p99 | change max | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
+		if r.notRun != "" {
+			fmt.Fprintf(b, "| %d | %s | not run: %s | | | | | |\n", r.services, r.impl, r.notRun)
+			continue
+		}
 		if r.err != "" {
 			fmt.Fprintf(b, "| %d | %s | did not finish: %s | | | | | |\n", r.services, r.impl, strings.ReplaceAll(firstLines(r.err, 1), "|", "/"))
 			continue
