@@ -50,6 +50,11 @@ type datapathServices struct {
 	tcpEndpoints, udpEPs []string
 }
 
+// addDatapathServices creates the Services the clients use, named to sort
+// after every other: the iptables layout's KUBE-SERVICES holds one rule
+// per Service port in that order (svcnet's render sorts by name;
+// kube-proxy's follows map iteration), so a first packet to them walks
+// all the others' rules, the worst case of that layout.
 func (w *agentWorld) addDatapathServices(ctx context.Context) (*datapathServices, error) {
 	d := &datapathServices{}
 	for range 10 {
@@ -57,10 +62,10 @@ func (w *agentWorld) addDatapathServices(ctx context.Context) (*datapathServices
 		d.udpEPs = append(d.udpEPs, w.endpointIP())
 	}
 	var err error
-	if d.tcp, err = w.addServicePort(ctx, "datapath-tcp", corev1.ProtocolTCP, 80, d.tcpEndpoints); err != nil {
+	if d.tcp, err = w.addServicePort(ctx, "zz-datapath-tcp", corev1.ProtocolTCP, 80, d.tcpEndpoints); err != nil {
 		return nil, err
 	}
-	if d.udp, err = w.addServicePort(ctx, "datapath-udp", corev1.ProtocolUDP, dpUDPPort, d.udpEPs); err != nil {
+	if d.udp, err = w.addServicePort(ctx, "zz-datapath-udp", corev1.ProtocolUDP, dpUDPPort, d.udpEPs); err != nil {
 		return nil, err
 	}
 	return d, nil

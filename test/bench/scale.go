@@ -233,7 +233,10 @@ func writeDatapathSection(b *strings.Builder, rows []dpRow, profiles []dpProfile
 		"agent and kube-proxy wrote in (n) at the same size, listed from their nodes with `nft list table` and loaded as they are; "+
 		"the iptables ruleset is rendered by svcnet's iptables backend, whose chains, names and rules are kube-proxy's (the "+
 		"golden tests hold them to it), and restored at once without --noflush, because the proxies' own cold syncs of such "+
-		"rulesets run for many minutes ((h)). The client is a process of its own in the client Pod: %d new TCP connections one "+
+		"rulesets run for many minutes ((h)). The Services the clients use sort after every other, so in the iptables layout a "+
+		"first packet walks the KUBE-SERVICES rule of every other Service before its own: that layout's worst case (kube-proxy "+
+		"orders that chain by map iteration, so a Service pays about half of it on average); the nftables layouts find the "+
+		"Service in a map wherever it is. The client is a process of its own in the client Pod: %d new TCP connections one "+
 		"after the other (connect() until the SYN-ACK is back; then a reset, so no TIME_WAIT is left), then %d clients in parallel "+
 		"for %s (at most %d connections), then %d UDP one-datagram exchanges (a new socket each, so a new conntrack flow). "+
 		"Connections per CPU second divide the parallel run's connections by the CPU time the client and server processes "+
