@@ -315,6 +315,19 @@ func TestSimulator(t *testing.T) {
 		}
 	})
 
+	t.Run("a Pod goes to the node its required node affinity names, as a DaemonSet's", func(t *testing.T) {
+		g := NewWithT(t)
+		// Spreading alone would alternate between the nodes.
+		for i := range 3 {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pinned-%d", i)}, Spec: corev1.PodSpec{
+				Affinity:   pinnedTo("node-1"),
+				Containers: []corev1.Container{{Name: "web", Image: "nginx"}},
+			}}
+			g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
+			g.Expect(running(g, pod.Name).Spec.NodeName).To(Equal("node-1"))
+		}
+	})
+
 	t.Run("a Pod no node accepts stays Pending", func(t *testing.T) {
 		g := NewWithT(t)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nowhere"}, Spec: corev1.PodSpec{
