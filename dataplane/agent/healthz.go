@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -110,10 +112,17 @@ func (s *healthzServer) handler() http.Handler {
 	return mux
 }
 
-// Start implements manager.Runnable.
+// healthzRetry is the pause between attempts to listen on the health
+// address while another process holds it.
+const healthzRetry = time.Second
+
+// Start implements manager.Runnable. While the address is taken (the
+// agent Pod a DaemonSet is replacing still ends on the same node's
+// network), it logs and tries again, as kube-proxy's health server does,
+// instead of stopping the rules with it.
 func (s *healthzServer) Start(ctx context.Context) error {
-	l, err := net.Listen("tcp", s.addr)
-	if err != nil {
+	l, err := s.listen(ctx)
+	if err != nil || l == nil {
 		return err
 	}
 	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -127,6 +136,26 @@ func (s *healthzServer) Start(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// listen listens on s.addr, retrying while the address is in use; nil
+// when ctx ends first.
+func (s *healthzServer) listen(ctx context.Context) (net.Listener, error) {
+	for {
+		l, err := net.Listen("tcp", s.addr)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("health server: %w", err)
+		}
+		s.log.Error(err, "Health server cannot listen yet, retrying", "address", s.addr, "retry", healthzRetry)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(healthzRetry):
+		}
+	}
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -169,5 +170,69 @@ func TestHealthCountsAChangeNoSyncHasTaken(t *testing.T) {
 	must(t, w.agent.SyncOnce(context.Background()))
 	if _, h := w.body(t, "/healthz"); !h.Healthy || h.Reason != "" {
 		t.Fatalf("after the change was applied: %+v, want healthy", h)
+	}
+}
+
+// TestHealthServerWaitsForItsAddress holds the health address as the
+// agent Pod being replaced does, and checks that the server neither fails
+// nor gives up: it serves once the address is free, and stops with ctx
+// while it waits.
+func TestHealthServerWaitsForItsAddress(t *testing.T) {
+	w := newHealthWorld(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := held.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- (&healthzServer{addr: addr, agent: w.agent, log: logr.Discard()}).Start(ctx) }()
+	time.Sleep(2 * healthzRetry)
+	select {
+	case err := <-done:
+		t.Fatalf("the health server stopped while its address was held: %v", err)
+	default:
+	}
+	must(t, held.Close())
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * healthzRetry); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err = http.Get("http://" + addr + "/readyz"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health server does not answer after its address was freed: %v", err)
+		}
+	}
+	_ = resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start after ctx ended: %v", err)
+	}
+
+	// Stopped while still waiting for the address.
+	held, err = net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer held.Close()
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		done <- (&healthzServer{addr: held.Addr().String(), agent: w.agent, log: logr.Discard()}).Start(ctx)
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Start stopped while waiting: %v", err)
+		}
+	case <-time.After(5 * healthzRetry):
+		t.Fatal("Start did not return after ctx ended while it waited for its address")
+	}
+}
+
+// TestHealthServerFailsOnABadAddress: an address that can never be
+// listened on stops the agent with the address named.
+func TestHealthServerFailsOnABadAddress(t *testing.T) {
+	w := newHealthWorld(t)
+	err := (&healthzServer{addr: "192.0.2.1:10256", agent: w.agent, log: logr.Discard()}).Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "192.0.2.1:10256") {
+		t.Fatalf("Start on an address not on this host = %v, want an error naming it", err)
 	}
 }
