@@ -132,7 +132,7 @@ func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM 
 	for _, impl := range scaleImpls() {
 		if !strings.HasPrefix(impl.name, "svcnet") && *scaleKubeProxyMax > 0 && size*scale > *scaleKubeProxyMax {
 			res.n = append(res.n, scaleRow{services: size, impl: impl.name,
-				notRun: fmt.Sprintf("above %d Services (-scale-kube-proxy-max), so that the run ends within two hours; see its cold sync at the sizes below", *scaleKubeProxyMax)})
+				notRun: fmt.Sprintf("above %d Services (-scale-kube-proxy-max), so that the run ends in about two hours; see its cold sync at the sizes below", *scaleKubeProxyMax)})
 			continue
 		}
 		row, table, err := scaleOneProxy(ctx, root, dir, w, impl, size, scale)
