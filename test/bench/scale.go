@@ -164,13 +164,14 @@ func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM 
 			dpRules{name: "svcnet nftables loaded, client to the Pod", load: nftRules(f), direct: true})
 	}
 	rules = append(rules, dpRules{name: "iptables (svcnet's render of kube-proxy's layout)", load: iptablesRules(ipt)})
-	if f, ok := dumps["kube-proxy"]; ok {
+	f, kubeProxy := dumps["kube-proxy"]
+	if kubeProxy {
 		rules = append(rules, dpRules{name: "kube-proxy nftables", load: nftRules(f)})
-	} else {
+	}
+	res.m, res.profiles = runDatapath(ctx, size, d, rules)
+	if !kubeProxy {
 		res.m = append(res.m, dpRow{services: size, rules: "kube-proxy nftables", err: "kube-proxy wrote no table at this size (n)"})
 	}
-	rows, profs := runDatapath(ctx, size, d, rules)
-	res.m, res.profiles = append(res.m, rows...), profs
 	return res, nil
 }
 
