@@ -42,7 +42,18 @@ const (
 	fullSyncPeriod = time.Hour
 	retryMin       = 100 * time.Millisecond
 	retryMax       = 10 * time.Second
+	// recheckChunk is how many Services one step of a periodic recheck
+	// compares with the cache: a change waits behind one step at most,
+	// never behind a whole pass (docs/BENCHMARKS.md (n)).
+	recheckChunk = 500
 )
+
+// ready is a channel that is always ready to receive from.
+var ready = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Agent is one node's proxy.
 type Agent struct {
@@ -70,16 +81,24 @@ type Agent struct {
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
 	// dirty holds the "namespace/name" of Services whose objects changed
-	// since they were last rendered; allDirty re-renders every Service;
-	// recheck re-reads every Service and re-renders those whose objects
-	// differ from the ones they were rendered from.
+	// since they were last rendered; allDirty re-renders every Service.
 	dirty    map[string]bool
 	allDirty bool
-	recheck  bool
+	// recheckPasses counts the periodic rechecks that went through every
+	// rendered Service.
+	recheckPasses int
 
 	// Owned by the sync loop.
 	services map[string]*serviceState
 	order    []string // keys of services, sorted
+	// withHealth are the keys of the services that have health check
+	// node ports, sorted: a sync sums theirs without walking every
+	// Service.
+	withHealth []string
+	// rechecking is set while a periodic recheck is under way; its next
+	// step starts at the Service recheckFrom, or the first after it.
+	rechecking  bool
+	recheckFrom string
 	// staleUDP are UDP endpoints removed by the last renders, whose
 	// conntrack entries go once the rules without them are applied.
 	staleUDP []udpPort
@@ -234,9 +253,18 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 	}
 }
 
+// handler queues what each event touches. The objects of the informers'
+// initial lists are skipped: the agent's first sync is full and starts once
+// the caches have synced, so it reads every one of them already, and
+// re-reading them all after it (50,000 Services: most of a second) held
+// back the first changes.
 func (a *Agent) handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { a.changed(nil, obj) },
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if !isInInitialList {
+				a.changed(nil, obj)
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			a.changed(old, obj)
 		},
@@ -275,11 +303,17 @@ func (a *Agent) changed(old, obj any) {
 	default:
 		a.allDirty = true
 	}
+	a.noteQueuedLocked()
+	a.mu.Unlock()
+	a.Trigger()
+}
+
+// noteQueuedLocked records when the oldest change not yet taken by a sync
+// was queued, for health.
+func (a *Agent) noteQueuedLocked() {
 	if a.queuedAt.IsZero() {
 		a.queuedAt = a.clock.Now()
 	}
-	a.mu.Unlock()
-	a.Trigger()
 }
 
 // Trigger asks for a sync soon; bursts coalesce into one.
@@ -290,8 +324,9 @@ func (a *Agent) Trigger() {
 	}
 }
 
-// Loop syncs on every trigger (no more often than --min-sync-period), fully
-// every --sync-period, and retries failures with backoff until ctx ends.
+// Loop syncs on every trigger (no more often than --min-sync-period),
+// rechecks every --sync-period in steps between the syncs, and retries
+// failures with backoff until ctx ends.
 func (a *Agent) Loop(ctx context.Context) error {
 	defer a.health.closeAll()
 	resync := a.clock.NewTicker(a.cfg.SyncPeriod)
@@ -301,6 +336,10 @@ func (a *Agent) Loop(ctx context.Context) error {
 	last := time.Time{}
 	a.Trigger()
 	for {
+		var step <-chan struct{}
+		if a.rechecking {
+			step = ready
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -308,6 +347,9 @@ func (a *Agent) Loop(ctx context.Context) error {
 			a.periodicResync()
 		case <-a.trigger:
 		case <-retry:
+		case <-step:
+			a.recheckStep(ctx)
+			continue
 		}
 		if wait := a.cfg.MinSyncPeriod - a.clock.Since(last); wait > 0 {
 			select {
@@ -332,21 +374,70 @@ func (a *Agent) Loop(ctx context.Context) error {
 	}
 }
 
-// periodicResync re-reads every Service and re-renders those whose objects
-// are not the versions last rendered. Once per fullSyncPeriod it re-renders
-// every Service and the backends rewrite everything, as kube-proxy does: a
-// full rewrite or re-render of a large cluster is slow (BENCHMARKS.md (h),
-// (i)), and a periodic one would hold every change back that long.
+// periodicResync starts a recheck of every rendered Service against the
+// objects the cache holds (recheckStep), unless one is under way. Once
+// per fullSyncPeriod it re-renders every Service instead and the backends
+// rewrite everything, as kube-proxy does: a full rewrite or re-render of a
+// large cluster is slow (BENCHMARKS.md (h), (i)), and a periodic one would
+// hold every change back that long.
 func (a *Agent) periodicResync() {
 	a.mu.Lock()
 	full := a.clock.Since(a.lastFull) >= fullSyncPeriod
-	a.recheck = true
 	a.allDirty = a.allDirty || full
 	a.mu.Unlock()
 	if full {
 		for _, b := range a.backends {
 			b.ForceFull()
 		}
+		a.rechecking = false
+		return
+	}
+	if !a.rechecking {
+		a.rechecking, a.recheckFrom = true, ""
+	}
+}
+
+// recheckStep compares the next recheckChunk rendered Services with the
+// objects the cache holds now and queues those that changed unseen, as
+// their events would have. Services the agent never rendered are found by
+// their events and by the hourly full resync.
+func (a *Agent) recheckStep(ctx context.Context) {
+	i, _ := slices.BinarySearch(a.order, a.recheckFrom)
+	end := min(i+recheckChunk, len(a.order))
+	node, err := a.nodeModel(ctx)
+	if err != nil {
+		// The sync that follows any change fails on it and says so.
+		a.log.V(1).Info("Periodic recheck stopped", "err", err.Error())
+		a.rechecking = false
+		return
+	}
+	var stale []string
+	for _, k := range a.order[i:end] {
+		svc, endpointSlices, err := a.readService(ctx, k)
+		if err != nil || svc == nil || a.services[k].inputs != inputsOf(node, svc, endpointSlices) {
+			stale = append(stale, k)
+		}
+	}
+	if end < len(a.order) {
+		a.recheckFrom = a.order[end]
+	} else {
+		a.rechecking = false
+	}
+	a.mu.Lock()
+	if !a.rechecking {
+		a.recheckPasses++
+	}
+	for _, k := range stale {
+		a.dirty[k] = true
+	}
+	if len(stale) > 0 {
+		a.noteQueuedLocked()
+	}
+	a.mu.Unlock()
+	if len(stale) > 0 {
+		metricUnseenChanges.Add(float64(len(stale)))
+		a.log.Info("Re-rendering Services whose objects changed since their last render without an event", "services", stale)
+		a.Trigger()
 	}
 }
 
@@ -355,7 +446,6 @@ type pending struct {
 	triggers []time.Time
 	dirty    map[string]bool
 	all      bool
-	recheck  bool
 	// queuedAt is when the oldest of these changes was queued.
 	queuedAt time.Time
 }
@@ -364,8 +454,8 @@ type pending struct {
 func (a *Agent) takePending() pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, recheck: a.recheck, queuedAt: a.queuedAt}
-	a.triggers, a.dirty, a.allDirty, a.recheck = nil, map[string]bool{}, false, false
+	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, queuedAt: a.queuedAt}
+	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
 	a.syncingQueuedAt, a.queuedAt = a.queuedAt, time.Time{}
 	return p
 }
@@ -383,7 +473,6 @@ func (a *Agent) failed(p pending, reason string, err error) error {
 		a.dirty[k] = true
 	}
 	a.allDirty = a.allDirty || p.all
-	a.recheck = a.recheck || p.recheck
 	if !p.queuedAt.IsZero() && (a.queuedAt.IsZero() || p.queuedAt.Before(a.queuedAt)) {
 		a.queuedAt = p.queuedAt
 	}
@@ -469,7 +558,7 @@ func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr) (dataplane.
 // port over the Services that use it.
 func (a *Agent) healthEntries() map[int32]healthEntry {
 	health := map[int32]healthEntry{}
-	for _, k := range a.order {
+	for _, k := range a.withHealth {
 		for _, h := range a.services[k].health {
 			e := health[h.port]
 			e.namespace, e.name = h.entry.namespace, h.entry.name
@@ -478,6 +567,18 @@ func (a *Agent) healthEntries() map[int32]healthEntry {
 		}
 	}
 	return health
+}
+
+// setHealth records whether the Service of key has health check node
+// ports.
+func (a *Agent) setHealth(key string, has bool) {
+	i, found := slices.BinarySearch(a.withHealth, key)
+	switch {
+	case has && !found:
+		a.withHealth = slices.Insert(a.withHealth, i, key)
+	case !has && found:
+		a.withHealth = slices.Delete(a.withHealth, i, i+1)
+	}
 }
 
 // recordSuccess updates the health state, the metrics and the log after a
@@ -504,12 +605,12 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 
 // render rebuilds the state of the work's Services from the cache and
 // hands their ports to the backends: every one when all is set, otherwise
-// the dirty ones (every one on a recheck) whose objects are not the
-// versions they were last rendered from.
+// the dirty ones whose objects are not the versions they were last
+// rendered from.
 func (a *Agent) render(ctx context.Context, node model.Node, work pending) error {
 	var changed changedServices
 	var err error
-	if work.all || work.recheck {
+	if work.all {
 		changed, err = a.listAll(ctx)
 	} else {
 		changed, err = a.getDirty(ctx, work.dirty)
@@ -529,9 +630,6 @@ func (a *Agent) render(ctx context.Context, node model.Node, work pending) error
 			// arrived after the sync that read them (the informers' first
 			// adds come after the first, full sync has listed everything).
 		default:
-			if !work.dirty[k] {
-				a.log.V(1).Info("Re-rendering a Service whose objects changed since its last render", "service", k)
-			}
 			a.renderService(k, node, svc, changed.slices[k])
 		}
 	}
@@ -594,30 +692,43 @@ func (a *Agent) listAll(ctx context.Context) (changedServices, error) {
 	return c, nil
 }
 
-// getDirty reads the dirty Services and their slices through the slice
-// index.
+// getDirty reads the dirty Services and their slices.
 func (a *Agent) getDirty(ctx context.Context, dirty map[string]bool) (changedServices, error) {
 	c := newChangedServices()
 	for k := range dirty {
 		c.keys[k] = true
-		ns, name, _ := strings.Cut(k, "/")
-		var svc corev1.Service
-		if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
+		svc, endpointSlices, err := a.readService(ctx, k)
+		if err != nil {
 			return c, err
 		}
-		c.services[k] = &svc
-		var list discoveryv1.EndpointSliceList
-		if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: k}, client.UnsafeDisableDeepCopy); err != nil {
-			return c, err
-		}
-		for i := range list.Items {
-			c.slices[k] = append(c.slices[k], &list.Items[i])
+		if svc != nil {
+			c.services[k], c.slices[k] = svc, endpointSlices
 		}
 	}
 	return c, nil
+}
+
+// readService reads one Service and its slices (through the slice index)
+// from the cache, without copying what it holds: nothing that renders
+// changes them. A Service that does not exist is nil.
+func (a *Agent) readService(ctx context.Context, key string) (*corev1.Service, []*discoveryv1.EndpointSlice, error) {
+	ns, name, _ := strings.Cut(key, "/")
+	var svc corev1.Service
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	var list discoveryv1.EndpointSliceList
+	if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	endpointSlices := make([]*discoveryv1.EndpointSlice, len(list.Items))
+	for i := range list.Items {
+		endpointSlices[i] = &list.Items[i]
+	}
+	return &svc, endpointSlices, nil
 }
 
 // forgetService removes a Service that no longer exists.
@@ -632,6 +743,7 @@ func (a *Agent) forgetService(key string) {
 	a.forgetUDP(old, nil)
 	a.udpChanged = a.udpChanged || len(old.udp) > 0
 	delete(a.services, key)
+	a.setHealth(key, false)
 	if i, found := slices.BinarySearch(a.order, key); found {
 		a.order = slices.Delete(a.order, i, i+1)
 	}
@@ -663,6 +775,7 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 		a.order = slices.Insert(a.order, i, key)
 	}
 	a.services[key] = st
+	a.setHealth(key, len(st.health) > 0)
 }
 
 // udpPortOf is what conntrack cleanup needs of a UDP service port: its

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +51,7 @@ func testAgentWithClock(t *testing.T, c client.Client, clk clock.WithTicker) (*A
 }
 
 // testConfig completes the agent's options for node-a from flags.
-func testConfig(t *testing.T, flags ...string) Config {
+func testConfig(t testing.TB, flags ...string) Config {
 	t.Helper()
 	opts := DefaultOptions()
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
@@ -176,7 +177,7 @@ func chainsOf(dump string) map[string][]string {
 	return out
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +268,8 @@ func (c *countingBackend) take() map[string]int {
 
 // TestPeriodicResyncRendersOnlyUnseenChanges checks that a periodic resync
 // re-renders no Service whose objects are the ones it was rendered from
-// (at 10,000 Services that is most of a second that every change would
-// wait behind) and still repairs a Service whose change the agent missed.
+// (at 50,000 Services reading them all is seconds that a change would wait
+// behind) and still repairs a Service whose change the agent missed.
 // The agent here has no informers: a write to the client is a change
 // without an event.
 func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
@@ -285,16 +286,15 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 	a := newAgent(c, testConfig(t), logr.Discard(), clk, []dataplane.Backend{counter})
 	done := make(chan error)
 	go func() { done <- a.Loop(ctx) }()
-	synced := syncedAt(a, clk)
-	waitFor(ctx, t, "the first sync", synced)
+	waitFor(ctx, t, "the first sync", syncedAt(a, clk))
 	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
 		t.Fatalf("first sync rendered %v, want %v", got, want)
 	}
 
 	clk.Step(a.cfg.SyncPeriod)
-	waitFor(ctx, t, "a periodic resync", synced)
+	waitFor(ctx, t, "a periodic recheck", recheckedAndSynced(a, 1))
 	if got := counter.take(); len(got) != 0 {
-		t.Fatalf("a periodic resync with nothing changed rendered %v, want nothing", got)
+		t.Fatalf("a periodic recheck with nothing changed rendered %v, want nothing", got)
 	}
 
 	var slice discoveryv1.EndpointSlice
@@ -302,21 +302,88 @@ func TestPeriodicResyncRendersOnlyUnseenChanges(t *testing.T) {
 	slice.Endpoints[0].Addresses = []string{"10.244.1.9"}
 	must(t, c.Update(ctx, &slice))
 	clk.Step(a.cfg.SyncPeriod)
-	waitFor(ctx, t, "a periodic resync", synced)
+	waitFor(ctx, t, "a periodic recheck", recheckedAndSynced(a, 2))
 	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
-		t.Fatalf("a periodic resync after an unseen slice change rendered %v, want %v", got, want)
+		t.Fatalf("a periodic recheck after an unseen slice change rendered %v, want %v", got, want)
 	}
 	if dump := fk.Dump(); !strings.Contains(dump, "10.244.1.9:8080") || strings.Contains(dump, "10.244.1.3:8080") {
 		t.Fatalf("the rules do not send api to its new endpoint only:\n%s", dump)
 	}
 
+	must(t, c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}))
+	clk.Step(a.cfg.SyncPeriod)
+	waitFor(ctx, t, "a periodic recheck", recheckedAndSynced(a, 3))
+	if dump := fk.Dump(); strings.Contains(dump, "10.96.0.10") {
+		t.Fatalf("a periodic recheck after an unseen Service delete left its rules:\n%s", dump)
+	}
+	counter.take()
+
 	clk.Step(fullSyncPeriod)
-	waitFor(ctx, t, "the hourly full resync", synced)
-	if got, want := counter.take(), map[string]int{"ns/web": 1, "ns/api": 1}; !cmp.Equal(got, want) {
+	waitFor(ctx, t, "the hourly full resync", syncedAt(a, clk))
+	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
 		t.Fatalf("the hourly full resync rendered %v, want %v", got, want)
 	}
 	cancel()
 	must(t, <-done)
+}
+
+// TestPeriodicRecheckGoesInStepsBetweenChanges checks that a recheck of
+// many Services is done a chunk at a time, with a change queued meanwhile
+// synced before the recheck ends: at 50,000 Services a recheck in one
+// piece held a change back for seconds.
+func TestPeriodicRecheckGoesInStepsBetweenChanges(t *testing.T) {
+	ctx := context.Background()
+	services := 3*recheckChunk + 10
+	m := newMemReader(services)
+	a := newAgent(m, testConfig(t), logr.Discard(), clock.RealClock{}, []dataplane.Backend{
+		iptables.NewBackend(corev1.IPv4Protocol, iptables.NewFake(), iptables.Config{})})
+	must(t, a.SyncOnce(ctx))
+
+	a.periodicResync()
+	a.recheckStep(ctx)
+	if !a.rechecking || a.recheckPasses != 0 {
+		t.Fatalf("after one step of a recheck of %d Services: rechecking %v, %d passes done; want a recheck under way", services, a.rechecking, a.recheckPasses)
+	}
+	// A change now is synced at once, between two steps.
+	changedKey, unseenKey := a.order[0], a.order[len(a.order)-1]
+	next := m.slices[changedKey][0].DeepCopy()
+	next.ResourceVersion = "2"
+	next.Endpoints[0].Addresses = []string{"10.200.0.1"}
+	a.changed(m.slices[changedKey][0], next)
+	m.slices[changedKey] = []*discoveryv1.EndpointSlice{next}
+	// And one that no event tells of, in the last chunk.
+	unseen := m.slices[unseenKey][0].DeepCopy()
+	unseen.ResourceVersion = "2"
+	unseen.Endpoints[0].Addresses = []string{"10.200.0.2"}
+	m.slices[unseenKey] = []*discoveryv1.EndpointSlice{unseen}
+	a.mu.Lock()
+	queued := maps.Clone(a.dirty)
+	a.mu.Unlock()
+	if !cmp.Equal(queued, map[string]bool{changedKey: true}) {
+		t.Fatalf("queued between two steps: %v, want %s", queued, changedKey)
+	}
+	must(t, a.SyncOnce(ctx))
+	steps := 1
+	for a.rechecking {
+		a.recheckStep(ctx)
+		steps++
+	}
+	if want := services/recheckChunk + 1; steps != want || a.recheckPasses != 1 {
+		t.Fatalf("the recheck took %d steps and %d passes, want %d steps of %d Services and one pass", steps, a.recheckPasses, want, recheckChunk)
+	}
+	if work := a.takePending(); !cmp.Equal(work.dirty, map[string]bool{unseenKey: true}) {
+		t.Fatalf("the recheck queued %v, want the Service changed without an event, %s", work.dirty, unseenKey)
+	}
+}
+
+// recheckedAndSynced reports whether the agent finished its passes'th
+// periodic recheck and synced everything it queued.
+func recheckedAndSynced(a *Agent, passes int) func() bool {
+	return func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.recheckPasses >= passes && len(a.dirty) == 0 && a.queuedAt.IsZero() && a.syncingQueuedAt.IsZero()
+	}
 }
 
 // TestNotificationOfAlreadyRenderedObjectsRendersNothing checks that a
@@ -356,5 +423,68 @@ func TestNotificationOfAlreadyRenderedObjectsRendersNothing(t *testing.T) {
 	must(t, a.SyncOnce(ctx))
 	if got, want := counter.take(), map[string]int{"ns/api": 1}; !cmp.Equal(got, want) {
 		t.Fatalf("a notification of a changed slice rendered %v, want %v", got, want)
+	}
+}
+
+// TestInitialListIsLeftToTheFirstSync checks that the informers' initial
+// adds queue nothing (the first, full sync reads those objects from the
+// synced caches; re-reading 50,000 Services after it held the first
+// changes back) while a later add does.
+func TestInitialListIsLeftToTheFirstSync(t *testing.T) {
+	c := newFakeClient()
+	a, _ := testAgent(t, c)
+	must(t, a.SyncOnce(context.Background()))
+	h := a.handler()
+	h.OnAdd(svc("web", "10.96.0.10", nil), true)
+	h.OnAdd(epSlice("web", "web-1", "10.244.1.2"), true)
+	if work := a.takePending(); len(work.dirty) != 0 || work.all || !work.queuedAt.IsZero() {
+		t.Fatalf("the initial list queued %+v, want nothing", work)
+	}
+	h.OnAdd(svc("api", "10.96.0.11", nil), false)
+	if work := a.takePending(); !cmp.Equal(work.dirty, map[string]bool{"ns/api": true}) || work.queuedAt.IsZero() {
+		t.Fatalf("an add after the initial list queued %+v, want ns/api", work)
+	}
+}
+
+// TestHealthEntriesFollowRenders checks that the health check node ports
+// served follow each Service's renders: added with a Local policy, gone
+// when the policy or the Service goes.
+func TestHealthEntriesFollowRenders(t *testing.T) {
+	ctx := context.Background()
+	c := newFakeClient()
+	a, _ := testAgent(t, c)
+	lb := svc("lb", "10.96.0.20", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = 30100
+		s.Spec.Ports[0].NodePort = 30001
+	})
+	must(t, c.Create(ctx, svc("web", "10.96.0.10", nil)))
+	must(t, c.Create(ctx, epSlice("web", "web-1", "10.244.1.2")))
+	must(t, c.Create(ctx, lb))
+	must(t, c.Create(ctx, epSlice("lb", "lb-1", "10.244.1.3", "10.244.1.4")))
+	must(t, a.SyncOnce(ctx))
+	if got, want := a.healthEntries(), map[int32]healthEntry{30100: {namespace: "ns", name: "lb", local: 2}}; !cmp.Equal(got, want, cmp.AllowUnexported(healthEntry{})) {
+		t.Fatalf("health check node ports %v, want %v", got, want)
+	}
+
+	must(t, c.Get(ctx, client.ObjectKeyFromObject(lb), lb))
+	lb.Spec.ExternalTrafficPolicy, lb.Spec.HealthCheckNodePort = corev1.ServiceExternalTrafficPolicyCluster, 0
+	must(t, c.Update(ctx, lb))
+	a.changed(nil, lb)
+	must(t, a.SyncOnce(ctx))
+	if got := a.healthEntries(); len(got) != 0 {
+		t.Fatalf("health check node ports after the policy went to Cluster: %v, want none", got)
+	}
+
+	lb.Spec.ExternalTrafficPolicy, lb.Spec.HealthCheckNodePort = corev1.ServiceExternalTrafficPolicyLocal, 30100
+	must(t, c.Update(ctx, lb))
+	a.changed(nil, lb)
+	must(t, a.SyncOnce(ctx))
+	must(t, c.Delete(ctx, lb))
+	a.changed(nil, lb)
+	must(t, a.SyncOnce(ctx))
+	if got := a.healthEntries(); len(got) != 0 || len(a.withHealth) != 0 {
+		t.Fatalf("health check node ports after the Service went: %v (%v), want none", got, a.withHealth)
 	}
 }

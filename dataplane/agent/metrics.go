@@ -26,6 +26,10 @@ var (
 		Name: "svcnet_agent_sync_failures_total",
 		Help: "Failed syncs, by the step that failed (node, render, node-addresses, list, apply); each is retried with backoff, and /healthz fails once a change has waited twice --sync-period.",
 	}, []string{"reason"})
+	metricUnseenChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "svcnet_agent_unseen_changes_total",
+		Help: "Services the periodic recheck found changed in the cache since their last render without an event having said so; each is re-rendered.",
+	})
 	metricProgrammingLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "svcnet_agent_network_programming_duration_seconds",
 		Help:    "Time from an EndpointSlice's last-change-trigger-time to the rules that reflect it being applied.",
@@ -37,6 +41,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricProgrammingLatency)
+		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricUnseenChanges, metricProgrammingLatency)
 	})
 }
