@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,6 +129,9 @@ type agentWorld struct {
 	nextClusterIP int
 	nodes         int
 	probe         *corev1.Service
+	// sample are ClusterIPs of background Services spread over all of
+	// them: a cold sync is over once they answer too.
+	sample []string
 	// datapath holds the Services the datapath benchmark connects to, when
 	// the world was made for it: a TCP and a UDP one, 10 endpoints each.
 	datapath *datapathServices
@@ -216,21 +220,7 @@ func newAgentWorldFor(ctx context.Context, services int, datapath bool) (*agentW
 		w.close()
 		return nil, err
 	}
-	ips := make([][]string, services)
-	for i := range ips {
-		for range 10 {
-			ips[i] = append(ips[i], w.endpointIP())
-		}
-	}
-	clusterIPs := make([]string, services)
-	for i := range clusterIPs {
-		clusterIPs[i] = w.clusterIP()
-	}
-	err = testenv.Parallel(services, func(i int) error {
-		_, err := w.addServiceAt(ctx, fmt.Sprintf("svc%d", i), clusterIPs[i], corev1.ProtocolTCP, 80, ips[i])
-		return err
-	})
-	if err != nil {
+	if err := w.loadBackground(ctx, services); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -247,6 +237,49 @@ func newAgentWorldFor(ctx context.Context, services int, datapath bool) (*agentW
 		return nil, err
 	}
 	return w, nil
+}
+
+// loadBackground stores services Services svc0, svc1, ... of 10 endpoints
+// each straight into etcd (etcdload.go) and checks that the API server
+// serves every one of them and its slice.
+func (w *agentWorld) loadBackground(ctx context.Context, services int) error {
+	background := make([]storedService, services)
+	step := max(1, services/coldSyncSample)
+	for i := range background {
+		background[i] = storedService{name: fmt.Sprintf("svc%d", i), clusterIP: w.clusterIP()}
+		for range 10 {
+			background[i].endpoints = append(background[i].endpoints, w.endpointIP())
+		}
+		if i%step == 0 || i == services-1 {
+			w.sample = append(w.sample, background[i].clusterIP)
+		}
+	}
+	if err := loadIntoEtcd(ctx, w.env.EtcdURL(), w.ns, background); err != nil {
+		return err
+	}
+	// The API server's watch cache takes the writes in from etcd's watch
+	// a moment later.
+	deadline := time.Now().Add(time.Minute)
+	for _, gvk := range []schema.GroupVersionKind{
+		corev1.SchemeGroupVersion.WithKind("ServiceList"),
+		discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"),
+	} {
+		for {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(gvk)
+			if err := w.env.Client.List(ctx, list, client.InNamespace(w.ns)); err != nil {
+				return fmt.Errorf("listing the background objects: %w", err)
+			}
+			if len(list.Items) == services {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the API server serves %d of the %d %s written to etcd", len(list.Items), services, gvk.Kind)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func (w *agentWorld) close() {
@@ -300,10 +333,21 @@ func (w *agentWorld) addNode(ctx context.Context) (*benchNode, error) {
 		probeIP: w.probe.Spec.ClusterIP}, nil
 }
 
+// coldSyncSample is about how many background Services, spread over all of
+// them, must answer before a cold sync counts as done: a proxy that writes
+// its table in several transactions (svcnet's agent loads its data sets
+// in chunks) serves the probe before it has written everything.
+const coldSyncSample = 100
+
 // reached is the endpoint address a new connection to the probe Service
 // reaches from the node, or "" when none answers.
 func (n *benchNode) reached(ctx context.Context) string {
-	body, err := netlab.Get(ctx, n.client, "http://"+n.probeIP+"/")
+	return n.reachedAt(ctx, n.probeIP)
+}
+
+// reachedAt is reached for the Service of clusterIP.
+func (n *benchNode) reachedAt(ctx context.Context, clusterIP string) string {
+	body, err := netlab.Get(ctx, n.client, "http://"+clusterIP+"/")
 	if err != nil {
 		return ""
 	}
@@ -329,6 +373,27 @@ func (n *benchNode) waitFor(ctx context.Context, want string, start time.Time) (
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// waitForAll probes the Services of clusterIPs every millisecond until
+// each has answered once, and returns the time since start.
+func (n *benchNode) waitForAll(ctx context.Context, clusterIPs []string, start time.Time) (time.Duration, error) {
+	deadline := start.Add(agentTimeout)
+	left := slices.Clone(clusterIPs)
+	for {
+		left = slices.DeleteFunc(left, func(ip string) bool { return n.reachedAt(ctx, ip) != "" })
+		if len(left) == 0 {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d of %d background Services still do not answer after %s, among them %s", len(left), len(clusterIPs), agentTimeout, left[0])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// slowChange is the time above which a change is logged with when it was
+// sent, to be found in the proxy's log.
+const slowChange = 20 * time.Millisecond
 
 // change points the probe Service at a fresh endpoint and measures until a
 // connection from the node reaches it.
@@ -366,15 +431,30 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 		return res, err
 	}
 	defer p.stop()
-	if res.coldSync, err = n.waitFor(ctx, "", p.started); err != nil {
+	if _, err = n.waitFor(ctx, "", p.started); err != nil {
 		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
 	}
+	if res.coldSync, err = n.waitForAll(ctx, w.sample, p.started); err != nil {
+		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
+	}
+	// Serving the Services is not the end of a cold sync where the proxy
+	// writes the rest of its table after them: it is over when the
+	// proxy stops working, and changes are measured from then on.
+	done, err := p.settled(p.started.Add(agentTimeout))
+	if err != nil {
+		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
+	}
+	res.coldSync = max(res.coldSync, done.Sub(p.started))
 	time.Sleep(sc.gap + time.Second) // out of any minimum sync interval
 	rng := rand.New(rand.NewPCG(uint64(sc.letter), 1))
 	for range sc.changes {
+		at := time.Now()
 		d, err := w.change(ctx, n)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w (log: %s)", impl.name, err, logPath)
+		}
+		if d > slowChange {
+			progress("(%c) %s: a change sent at %s took %s\n", sc.letter, impl.name, at.Format("15:04:05.000"), d.Round(100*time.Microsecond))
 		}
 		res.latencies = append(res.latencies, d)
 		pause := sc.gap
@@ -405,9 +485,9 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
 		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
 		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
-		"The cold sync is from process start until the probe Service (created after all others) answers. kube-proxy runs at its "+
+		"The cold sync is from process start until the probe Service (created after all others) and about %d background Services spread over all of them answer and the proxy has finished its work (its last 50 ms with 40%% of a core or more, before a second with none). kube-proxy runs at its "+
 		"defaults (a minimum sync period of 1s) and with --iptables-min-sync-period=0, in each mode. CPU is the process's user+system time for the "+
-		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion())
+		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion(), coldSyncSample)
 	var pending []agentScenario
 	for _, sc := range scenarios {
 		if selected(only, string(sc.letter)) || (sc.letter == 'h' && selected(only, "i")) {

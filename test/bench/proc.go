@@ -80,6 +80,33 @@ func (p *proc) treeCPUSeconds() float64 {
 	return total
 }
 
+// Settling: a process is busy in a sample when it used at least
+// busyCPU of CPU since the one before (40% of a core), and settled once
+// no sample has been busy for settleWindow.
+const (
+	settleSample = 50 * time.Millisecond
+	busyCPU      = 0.02
+	settleWindow = time.Second
+)
+
+// settled waits until the process has settled and returns the time of its
+// last busy sample: when it finished the work it was doing.
+func (p *proc) settled(deadline time.Time) (time.Time, error) {
+	lastBusy, last := time.Now(), p.cpuSeconds()
+	for time.Since(lastBusy) < settleWindow {
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("still busy (%.1f CPU seconds so far)", last)
+		}
+		time.Sleep(settleSample)
+		if cpu := p.cpuSeconds(); cpu-last >= busyCPU {
+			lastBusy, last = time.Now(), cpu
+		} else {
+			last = cpu
+		}
+	}
+	return lastBusy, nil
+}
+
 func pidCPUSeconds(pid int) float64 {
 	fields := proctree.Stat(pid)
 	if len(fields) < 15 {

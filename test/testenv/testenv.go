@@ -166,6 +166,12 @@ func (e *Env) Stop() error {
 	return e.env.Stop()
 }
 
+// EtcdURL is the client address of the API server's etcd, for benchmarks
+// that load large worlds straight into storage.
+func (e *Env) EtcdURL() string {
+	return e.env.ControlPlane.Etcd.URL.String()
+}
+
 // Namespace creates a fresh namespace named after prefix.
 func (e *Env) Namespace(ctx context.Context, prefix string) (string, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: sanitize(prefix) + "-"}}
