@@ -77,7 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "Masquerade all traffic to cluster IPs.")
 	fs.StringSliceVar(&o.NodePortAddresses, "nodeport-addresses", o.NodePortAddresses, "CIDRs of the local addresses that accept NodePort traffic. Empty: all local addresses.")
 	fs.StringVar(&o.ProxyName, "proxy-name", o.ProxyName, "Handle Services labelled service.kubernetes.io/service-proxy-name with this value (and only those so labelled with it).")
-	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Interval of periodic resyncs: every Service is re-read and those whose objects changed unseen re-rendered; once an hour (and after a failed apply) the resync is full: every Service re-rendered, live rules read, stale chains removed, every chain rewritten.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Interval of periodic resyncs: every rendered Service is re-read, 500 at a time between syncs, and those whose objects changed unseen re-rendered; once an hour (and after a failed apply) the resync is full: every Service re-rendered, live rules read, stale chains removed, every chain rewritten.")
 	fs.DurationVar(&o.MinSyncPeriod, "min-sync-period", o.MinSyncPeriod, "Minimum time between syncs; 0 applies changes as soon as they arrive, coalescing bursts.")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz; empty or 0 disables it.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; empty or 0 disables it.")
