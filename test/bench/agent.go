@@ -395,20 +395,23 @@ func (n *benchNode) waitForAll(ctx context.Context, clusterIPs []string, start t
 // sent, to be found in the proxy's log.
 const slowChange = 20 * time.Millisecond
 
-// change points the probe Service at a fresh endpoint and measures until a
-// connection from the node reaches it.
-func (w *agentWorld) change(ctx context.Context, n *benchNode) (time.Duration, error) {
+// change points the probe Service at a fresh endpoint and
+// measures until a connection from the node reaches it; write is the
+// part the API server took to answer the update.
+func (w *agentWorld) change(ctx context.Context, n *benchNode) (total, write time.Duration, err error) {
 	ip := w.endpointIP()
 	var s discoveryv1.EndpointSlice
 	if err := w.env.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "probe"}, &s); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s.Endpoints = agentSlice(w.probe, []string{ip}).Endpoints
 	start := time.Now()
 	if err := w.env.Client.Update(ctx, &s); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return n.waitFor(ctx, ip, start)
+	write = time.Since(start)
+	total, err = n.waitFor(ctx, ip, start)
+	return total, write, err
 }
 
 // runAgent runs one proxy on a new node of the world through the
@@ -449,12 +452,13 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 	rng := rand.New(rand.NewPCG(uint64(sc.letter), 1))
 	for range sc.changes {
 		at := time.Now()
-		d, err := w.change(ctx, n)
+		d, write, err := w.change(ctx, n)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w (log: %s)", impl.name, err, logPath)
 		}
 		if d > slowChange {
-			progress("(%c) %s: a change sent at %s took %s\n", sc.letter, impl.name, at.Format("15:04:05.000"), d.Round(100*time.Microsecond))
+			progress("(%c) %s: a change sent at %s took %s, the API server's answer to the write %s\n", sc.letter, impl.name,
+				at.Format("15:04:05.000"), d.Round(100*time.Microsecond), write.Round(100*time.Microsecond))
 		}
 		res.latencies = append(res.latencies, d)
 		pause := sc.gap

@@ -59,7 +59,7 @@ func main() {
 		fmt.Fprintf(&b, "\n## Micro-benchmarks (go test -bench)\n\n```\n%s```\n", m)
 	}
 	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n"+
-		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (over two hours)\n```\n")
+		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (about 45 minutes on 2 cores)\n```\n")
 	if *out == "-" {
 		fmt.Print(b.String())
 		return
