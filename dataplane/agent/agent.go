@@ -569,16 +569,17 @@ func (a *Agent) healthEntries() map[int32]healthEntry {
 	return health
 }
 
-// setHealth records whether the Service of key has health check node
-// ports.
-func (a *Agent) setHealth(key string, has bool) {
-	i, found := slices.BinarySearch(a.withHealth, key)
+// setMember puts key into the sorted keys, or takes it out, and returns
+// them.
+func setMember(keys []string, key string, in bool) []string {
+	i, found := slices.BinarySearch(keys, key)
 	switch {
-	case has && !found:
-		a.withHealth = slices.Insert(a.withHealth, i, key)
-	case !has && found:
-		a.withHealth = slices.Delete(a.withHealth, i, i+1)
+	case in && !found:
+		return slices.Insert(keys, i, key)
+	case !in && found:
+		return slices.Delete(keys, i, i+1)
 	}
+	return keys
 }
 
 // recordSuccess updates the health state, the metrics and the log after a
@@ -627,8 +628,8 @@ func (a *Agent) render(ctx context.Context, node model.Node, work pending) error
 			a.renderService(k, node, svc, changed.slices[k])
 		case a.services[k] != nil && a.services[k].inputs == inputsOf(node, svc, changed.slices[k]):
 			// Rendered from these very objects already: a notification that
-			// arrived after the sync that read them (the informers' first
-			// adds come after the first, full sync has listed everything).
+			// arrived after the sync that read them (a relist's adds, an
+			// update that the recheck queued too).
 		default:
 			a.renderService(k, node, svc, changed.slices[k])
 		}
@@ -743,10 +744,8 @@ func (a *Agent) forgetService(key string) {
 	a.forgetUDP(old, nil)
 	a.udpChanged = a.udpChanged || len(old.udp) > 0
 	delete(a.services, key)
-	a.setHealth(key, false)
-	if i, found := slices.BinarySearch(a.order, key); found {
-		a.order = slices.Delete(a.order, i, i+1)
-	}
+	a.order = setMember(a.order, key, false)
+	a.withHealth = setMember(a.withHealth, key, false)
 }
 
 // renderService builds one Service's ports for every family, hands them to
@@ -771,11 +770,10 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 	if old := a.services[key]; old != nil {
 		a.udpChanged = a.udpChanged || len(old.udp) > 0
 		a.forgetUDP(old, st)
-	} else if i, found := slices.BinarySearch(a.order, key); !found {
-		a.order = slices.Insert(a.order, i, key)
 	}
 	a.services[key] = st
-	a.setHealth(key, len(st.health) > 0)
+	a.order = setMember(a.order, key, true)
+	a.withHealth = setMember(a.withHealth, key, len(st.health) > 0)
 }
 
 // udpPortOf is what conntrack cleanup needs of a UDP service port: its

@@ -388,10 +388,10 @@ func recheckedAndSynced(a *Agent, passes int) func() bool {
 
 // TestNotificationOfAlreadyRenderedObjectsRendersNothing checks that a
 // Service marked dirty by a notification for objects it was already
-// rendered from is not rendered again: the informers' first adds arrive
-// after the first, full sync has listed everything, and at 10,000
-// Services re-rendering them all held the first change back most of a
-// second. A notification for a real change still renders.
+// rendered from is not rendered again (a relist's adds arrive for objects
+// a full sync has read; at 10,000 Services re-rendering them all held a
+// change back most of a second). A notification for a real change still
+// renders.
 func TestNotificationOfAlreadyRenderedObjectsRendersNothing(t *testing.T) {
 	c := newFakeClient()
 	ctx, cancel := context.WithCancel(context.Background())
