@@ -385,7 +385,7 @@ func (n *benchNode) waitForAll(ctx context.Context, clusterIPs []string, start t
 			return time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d of %d background Services still do not answer after %s, among them %s", len(left), len(clusterIPs), agentTimeout, left[0])
+			return 0, fmt.Errorf("%d of %d Services still do not answer after %s, among them %s", len(left), len(clusterIPs), agentTimeout, left[0])
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -434,10 +434,7 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 		return res, err
 	}
 	defer p.stop()
-	if _, err = n.waitFor(ctx, "", p.started); err != nil {
-		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
-	}
-	if res.coldSync, err = n.waitForAll(ctx, w.sample, p.started); err != nil {
+	if res.coldSync, err = n.waitForAll(ctx, append([]string{n.probeIP}, w.sample...), p.started); err != nil {
 		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
 	}
 	// Serving the Services is not the end of a cold sync where the proxy
@@ -489,9 +486,9 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
 		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
 		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
-		"The cold sync is from process start until the probe Service (created after all others) and about %d background Services spread over all of them answer and the proxy has finished its work (its last 50 ms with 40%% of a core or more, before a second with none). kube-proxy runs at its "+
+		"The cold sync is from process start until %s. kube-proxy runs at its "+
 		"defaults (a minimum sync period of 1s) and with --iptables-min-sync-period=0, in each mode. CPU is the process's user+system time for the "+
-		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion(), coldSyncSample)
+		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion(), coldSyncEnd)
 	var pending []agentScenario
 	for _, sc := range scenarios {
 		if selected(only, string(sc.letter)) || (sc.letter == 'h' && selected(only, "i")) {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
 // The scale benchmarks' background Services are written straight into the
@@ -28,9 +28,8 @@ import (
 // than the last; what (n) and (m) measure starts after they exist, when
 // every proxy lists them from the API server like any other object.
 const (
-	etcdPrefix    = "/registry"
-	etcdTxnOps    = 100 // etcd's default --max-txn-ops is 128
-	etcdLoadConns = 8
+	etcdPrefix = "/registry"
+	etcdTxnOps = 100 // etcd's default --max-txn-ops is 128
 )
 
 // storedService is one background Service with its slice and ClusterIP.
@@ -55,30 +54,11 @@ func loadIntoEtcd(ctx context.Context, endpoint, ns string, services []storedSer
 	}
 	defer cli.Close()
 	enc := protobuf.NewSerializer(nil, nil)
-	work := make(chan []storedService)
-	errs := make(chan error, etcdLoadConns)
-	var wg sync.WaitGroup
-	for range etcdLoadConns {
-		wg.Go(func() {
-			for batch := range work {
-				if err := putBatch(ctx, cli, enc, ns, batch); err != nil {
-					errs <- err
-					for range work {
-					}
-					return
-				}
-			}
-		})
-	}
 	// Each Service is three objects: a batch stays within one transaction.
 	per := etcdTxnOps / 3
-	for i := 0; i < len(services); i += per {
-		work <- services[i:min(i+per, len(services))]
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return testenv.Parallel((len(services)+per-1)/per, func(i int) error {
+		return putBatch(ctx, cli, enc, ns, services[i*per:min((i+1)*per, len(services))])
+	})
 }
 
 func putBatch(ctx context.Context, cli *clientv3.Client, enc runtime.Encoder, ns string, batch []storedService) error {
@@ -130,8 +110,9 @@ func storedObjects(enc runtime.Encoder, ns string, s storedService) ([]etcdObjec
 	}
 	slice := agentSlice(svc, s.endpoints)
 	slice.TypeMeta = metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"}
+	labels := slice.Labels
 	slice.ObjectMeta = meta(s.name, ns)
-	slice.Labels = map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "bench.svcnet.io"}
+	slice.Labels = labels
 	for i := range slice.Endpoints {
 		slice.Endpoints[i].Conditions.Serving = ptr.To(true)
 		slice.Endpoints[i].Conditions.Terminating = ptr.To(false)

@@ -89,6 +89,11 @@ const (
 	settleWindow = time.Second
 )
 
+// coldSyncEnd says in the reports when a cold sync is over.
+var coldSyncEnd = fmt.Sprintf("the probe Service (created after all others) and about %d background Services spread over all of them "+
+	"answer and the proxy has finished its work (its last %s with %.0f%% of a core or more, before %s with none)",
+	coldSyncSample, settleSample, 100*busyCPU/settleSample.Seconds(), settleWindow)
+
 // settled waits until the process has settled and returns the time of its
 // last busy sample: when it finished the work it was doing.
 func (p *proc) settled(deadline time.Time) (time.Time, error) {
@@ -98,11 +103,11 @@ func (p *proc) settled(deadline time.Time) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("still busy (%.1f CPU seconds so far)", last)
 		}
 		time.Sleep(settleSample)
-		if cpu := p.cpuSeconds(); cpu-last >= busyCPU {
-			lastBusy, last = time.Now(), cpu
-		} else {
-			last = cpu
+		cpu := p.cpuSeconds()
+		if cpu-last >= busyCPU {
+			lastBusy = time.Now()
 		}
+		last = cpu
 	}
 	return lastBusy, nil
 }

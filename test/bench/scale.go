@@ -208,10 +208,10 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 func writeScaleSection(b *strings.Builder, rows []scaleRow, loadNote string) {
 	b.WriteString("## Node agent at scale: svcnet agent vs kube-proxy, nftables mode (n)\n\n")
 	fmt.Fprintf(b, "As (h) and (i), at each size on a fresh API server: the proxy runs alone in its own node, the cold sync is "+
-		"from process start until the probe Service (created last) and %d background Services spread over all of them answer and the proxy has finished its work (its last 50 ms with 40%% of a core or more, before a second with none), then %d single endpoint changes, each measured "+
+		"from process start until %s, then %d single endpoint changes, each measured "+
 		"from the EndpointSlice write until a connection from the node reaches the new endpoint. kube-proxy runs with "+
 		"--iptables-min-sync-period=0, its best case for a change. CPU is the process's user+system time for the whole run "+
-		"including the nft children it waited for; RSS its peak. %s\n\n", coldSyncSample, scaleChanges, loadNote)
+		"including the nft children it waited for; RSS its peak. %s\n\n", coldSyncEnd, scaleChanges, loadNote)
 	b.WriteString("| Services x 10 endpoints | proxy | cold sync | change p50 | change p99 | change max | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		if r.notRun != "" {
