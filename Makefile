@@ -27,12 +27,26 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/svcnet.
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/svcnet ./cmd/svcnet
+build: ## Build bin/svcnet (manager and agent, what the images ship) and bin/svcnet-up (the simulator `svcnet up` runs).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/svcnet ./cmd/svcnet-up
 
 .PHONY: run
 run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
 	$(BIN)/svcnet up $(ARGS)
+
+# The pure unit tests: no root, no bin/k8s, no cluster. Left out: the
+# envtest suites (admission, config, controllers/*, internal/app/manager,
+# informersync, svcnettest), the network-namespace tests (netlab, nodesim,
+# container) and test/kernel, test/e2e, test/nodeimages.
+UNIT_PKGS = ./allocator/... ./cmd/... ./controllers ./controllers/internal/... ./dataplane/... \
+	./internal/announcementpolicy ./internal/platform/auditevents ./internal/platform/certs ./internal/platform/childproc \
+	./internal/platform/ipfamily ./internal/platform/nfacct ./internal/platform/repairs ./internal/platform/restconfig ./internal/platform/tombstone \
+	./localcluster/up ./localcluster/nodesim/images ./localcluster/nodesim/kuberuntime \
+	./test/conformance ./test/harness/proctree ./hack/prodimports
+
+.PHONY: unit
+unit: ## Run the pure unit tests: no root, no cluster binaries, nothing to install (about 25 s of tests once built).
+	$(GO) test -count=1 $(UNIT_PKGS)
 
 .PHONY: test
 test: deps k8s-bins node-images frr images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
@@ -46,20 +60,24 @@ bench: deps k8s-bins frr build ## Run the benchmarks side by side with upstream;
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
 
-# make conformance: upstream's [sig-network] conformance tests on `svcnet up`
-# (docs/conformance.md). FOCUS/SKIP are ginkgo regexps, PROCS its parallel
-# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags, OUT the
-# results folder.
-FOCUS   ?= \[sig-network\].*\[Conformance\]
+# make conformance: upstream's [sig-network] e2e tests on `svcnet up`
+# (docs/conformance.md). SUITE chooses the tests: conformance (the 47
+# [sig-network] conformance tests) or network (upstream's [sig-network]
+# suite as its kind-based network CI selects it); FOCUS replaces the suite's
+# ginkgo focus, SKIP adds to its skip; PROCS is ginkgo's parallel
+# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags (after
+# the suite's --nodes and --zones), OUT the results folder.
+SUITE   ?= conformance
+FOCUS   ?=
 SKIP    ?=
 PROCS   ?= 8
 TIMEOUT ?= 60m
 OUT     ?=
 
 .PHONY: conformance
-conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] conformance tests on svcnet up (FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
+conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] e2e tests on svcnet up (SUITE=conformance|network, FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
 	$(GO) build -o $(BIN)/conformance ./test/conformance
-	$(BIN)/conformance -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
+	$(BIN)/conformance -suite '$(SUITE)' -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
 
 ##@ Develop
 
@@ -99,9 +117,11 @@ vet: ## go vet the code.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml), check that the production binary links no simulator, helm or test package, and every Go file's licence line.
 	$(GOLANGCI_LINT) run ./...
 	cd hack/images && $(GOLANGCI_LINT) run ./...
+	$(GO) run ./hack/prodimports ./cmd/svcnet
+	hack/verify-boilerplate.sh
 
 ##@ Dependencies
 

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package admission is svcnet's mutating webhook on Services: it fills
 // spec.clusterIPs (with allocator/ipam) and the missing nodePorts and
 // healthCheckNodePort (with allocator/portrange) at admission, and

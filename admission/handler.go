@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package admission
 
 import (
@@ -123,20 +125,38 @@ func keepAllocated(svc, old *corev1.Service) {
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, append([]string(nil), old.Spec.ClusterIPs...)
 	}
 	if needsNodePorts(svc) && needsNodePorts(old) {
-		for i := range svc.Spec.Ports {
-			p := &svc.Spec.Ports[i]
-			if p.NodePort != 0 {
-				continue
-			}
-			for _, o := range old.Spec.Ports {
-				if o.Port == p.Port && o.Protocol == p.Protocol {
-					p.NodePort = o.NodePort
-				}
-			}
-		}
+		keepNodePorts(svc, old)
 	}
 	if needsHealthCheckNodePort(svc) && needsHealthCheckNodePort(old) && svc.Spec.HealthCheckNodePort == 0 {
 		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
+	}
+}
+
+// keepNodePorts gives each port of svc without a nodePort the nodePort of
+// the old port with the same name, as kube-apiserver's update does: a
+// manifest that changes a port's number, protocol or targetPort keeps its
+// nodePort, so load balancers and firewalls pointing at it still work. An
+// old nodePort that svc gives explicitly to one of its ports is not copied
+// to another.
+func keepNodePorts(svc, old *corev1.Service) {
+	explicit := map[int32]bool{}
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort != 0 {
+			explicit[p.NodePort] = true
+		}
+	}
+	byName := make(map[string]int32, len(old.Spec.Ports))
+	for _, o := range old.Spec.Ports {
+		byName[o.Name] = o.NodePort
+	}
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		if p.NodePort != 0 {
+			continue
+		}
+		if np := byName[p.Name]; !explicit[np] {
+			p.NodePort = np
+		}
 	}
 }
 

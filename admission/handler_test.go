@@ -1,9 +1,12 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package admission
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -76,6 +79,66 @@ func TestHandler(t *testing.T) {
 			}
 			if tc.wantMessage != "" && resp.Result.Message != tc.wantMessage {
 				t.Fatalf("message = %q", resp.Result.Message)
+			}
+		})
+	}
+}
+
+// TestKeepNodePorts: an update that leaves a port's nodePort out keeps the
+// nodePort of the old port with the same name, as kube-apiserver's update
+// (pkg/registry/core/service/storage patchAllocatedValues) does.
+func TestKeepNodePorts(t *testing.T) {
+	port := func(name string, number, nodePort int32, proto corev1.Protocol) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Port: number, NodePort: nodePort, Protocol: proto}
+	}
+	tests := map[string]struct {
+		old, updated []corev1.ServicePort
+		want         []int32
+	}{
+		"a changed port number keeps the nodePort": {
+			old:     []corev1.ServicePort{port("http", 80, 30080, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("http", 8080, 0, corev1.ProtocolTCP)},
+			want:    []int32{30080},
+		},
+		"a changed protocol keeps the nodePort": {
+			old:     []corev1.ServicePort{port("dns", 53, 30053, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("dns", 53, 0, corev1.ProtocolUDP)},
+			want:    []int32{30053},
+		},
+		"a renamed port gets none (the allocator picks one)": {
+			old:     []corev1.ServicePort{port("http", 80, 30080, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("web", 80, 0, corev1.ProtocolTCP)},
+			want:    []int32{0},
+		},
+		"the unnamed single port keeps its nodePort": {
+			old:     []corev1.ServicePort{port("", 80, 30080, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("", 81, 0, corev1.ProtocolTCP)},
+			want:    []int32{30080},
+		},
+		"an old nodePort given explicitly to another port is not copied": {
+			old:     []corev1.ServicePort{port("http", 80, 30080, corev1.ProtocolTCP), port("admin", 81, 30081, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("http", 8080, 0, corev1.ProtocolTCP), port("admin", 81, 30080, corev1.ProtocolTCP)},
+			want:    []int32{0, 30080},
+		},
+		"explicit nodePorts stay": {
+			old:     []corev1.ServicePort{port("http", 80, 30080, corev1.ProtocolTCP)},
+			updated: []corev1.ServicePort{port("http", 80, 30099, corev1.ProtocolTCP)},
+			want:    []int32{30099},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			svc := func(ports []corev1.ServicePort) *corev1.Service {
+				return &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", Ports: ports}}
+			}
+			updated := svc(tc.updated)
+			keepAllocated(updated, svc(tc.old))
+			var got []int32
+			for _, p := range updated.Spec.Ports {
+				got = append(got, p.NodePort)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("nodePorts = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package admission_test
 
 import (
@@ -140,5 +142,32 @@ var _ = Describe("nodePort allocation at admission", func() {
 		got := &corev1.Service{}
 		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), got)).To(Succeed())
 		Expect(got.Spec.Ports[0].NodePort).To(Equal(port))
+	})
+
+	It("keeps a port's nodePort by name when an apply changes its port number, as kube-apiserver does", func(ctx SpecContext) {
+		svc := nodePortSvc("renumber", ns).Obj()
+		Expect(env.Client.Create(ctx, svc)).To(Succeed())
+		port := svc.Spec.Ports[0].NodePort
+		Expect(port).NotTo(BeZero())
+
+		// kubectl apply of the manifest with `port: 8080` instead of 80: the
+		// merged port carries no nodePort.
+		changed := nodePortSvc("renumber", ns).Obj()
+		changed.ResourceVersion = svc.ResourceVersion
+		changed.Spec.Ports[0].Port = 8080
+		Expect(env.Client.Update(ctx, changed)).To(Succeed())
+		got := &corev1.Service{}
+		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), got)).To(Succeed())
+		Expect(got.Spec.Ports).To(HaveLen(1))
+		Expect(got.Spec.Ports[0].Port).To(BeEquivalentTo(8080))
+		Expect(got.Spec.Ports[0].NodePort).To(Equal(port), "the nodePort survives the port change")
+
+		By("a renamed port is a new port and gets a new nodePort")
+		renamed := got.DeepCopy()
+		renamed.Spec.Ports[0].Name = "web"
+		renamed.Spec.Ports[0].NodePort = 0
+		Expect(env.Client.Update(ctx, renamed)).To(Succeed())
+		Expect(renamed.Spec.Ports[0].NodePort).NotTo(BeZero())
+		Expect(renamed.Spec.Ports[0].NodePort).NotTo(Equal(port))
 	})
 })

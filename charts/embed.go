@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package charts embeds svcnet's Helm chart (charts/svcnet), so that
 // `svcnet up --install=helm` installs exactly the chart users install.
 package charts

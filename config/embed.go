@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package config embeds the manifests `make manifests` generates, so that
 // `svcnet up` and the envtest suites install exactly what a cluster gets.
 package config

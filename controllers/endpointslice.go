@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package controllers
 
 import (
@@ -13,5 +15,7 @@ const EndpointSliceName = endpointslice.ControllerName
 type EndpointSliceOptions = endpointslice.Options
 
 func setupEndpointSlice(mgr ctrl.Manager, opts Options, _ map[string]bool) error {
-	return endpointslice.New(mgr.GetClient(), mgr.GetAPIReader(), opts.EndpointSlice).SetupWithManager(mgr)
+	recorder := mgr.GetEventRecorder(endpointslice.ReportingController)
+	return endpointslice.New(mgr.GetClient(), mgr.GetAPIReader(), opts.EndpointSlice,
+		endpointslice.WithEventRecorder(recorder)).SetupWithManager(mgr)
 }

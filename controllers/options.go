@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package controllers
 
 import (
@@ -53,15 +55,13 @@ type AuditOptions struct {
 // DefaultOptions are the defaults of `svcnet manager`.
 func DefaultOptions() Options {
 	return Options{
-		Controllers:   []string{"*"},
-		EndpointSlice: endpointslice.DefaultOptions(),
-		EndpointSliceMirroring: EndpointSliceMirroringOptions{
-			MaxEndpointsPerSubset: endpointslicemirroring.DefaultMaxEndpointsPerSubset, Workers: 5,
-		},
-		ClusterIP:    ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
-		NodePort:     NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
-		LoadBalancer: LoadBalancerOptions{Class: loadbalancer.DefaultClass},
-		Audit:        AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
+		Controllers:            []string{"*"},
+		EndpointSlice:          endpointslice.DefaultOptions(),
+		EndpointSliceMirroring: endpointslicemirroring.DefaultOptions(),
+		ClusterIP:              ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
+		NodePort:               NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
+		LoadBalancer:           LoadBalancerOptions{Class: loadbalancer.DefaultClass},
+		Audit:                  AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
 	}
 }
 
@@ -111,16 +111,11 @@ func (o Options) Validate() error {
 	var errs []error
 	if enabled[EndpointSliceName] {
 		if err := o.EndpointSlice.Validate(); err != nil {
-			var oe *endpointslice.OptionError
-			if errors.As(err, &oe) {
-				oe.Field = "EndpointSlice." + oe.Field
-			}
-			errs = append(errs, err)
+			errs = append(errs, prefixOptionErrors(err, "EndpointSlice."))
 		}
 	}
-	if m := o.EndpointSliceMirroring; enabled[EndpointSliceMirroringName] && (m.MaxEndpointsPerSubset < 0 || m.Workers < 0) {
-		errs = append(errs, fmt.Errorf("EndpointSliceMirroring.MaxEndpointsPerSubset (--mirroring-max-endpoints-per-subset) and .Workers (--mirroring-concurrent-service-endpoint-syncs) must not be negative, got %d and %d",
-			m.MaxEndpointsPerSubset, m.Workers))
+	if enabled[EndpointSliceMirroringName] {
+		errs = append(errs, validateMirroring(o.EndpointSliceMirroring)...)
 	}
 	if enabled[NodePortName] {
 		if _, err := o.NodePort.Parse(); err != nil {
@@ -140,4 +135,38 @@ func (o Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateMirroring checks the endpointslicemirroring options with
+// kube-controller-manager's bounds (after the defaults, so 0 is never seen
+// here for the counts).
+func validateMirroring(m EndpointSliceMirroringOptions) []error {
+	var errs []error
+	if m.MaxEndpointsPerSubset < 1 || m.MaxEndpointsPerSubset > endpointslicemirroring.MaxMaxEndpointsPerSubset {
+		errs = append(errs, fmt.Errorf("EndpointSliceMirroring.MaxEndpointsPerSubset (--mirroring-max-endpoints-per-subset) must be between 1 and %d, got %d",
+			endpointslicemirroring.MaxMaxEndpointsPerSubset, m.MaxEndpointsPerSubset))
+	}
+	if m.Workers < 1 {
+		errs = append(errs, fmt.Errorf("EndpointSliceMirroring.Workers (--mirroring-concurrent-service-endpoint-syncs) must be at least 1, got %d", m.Workers))
+	}
+	if m.BatchPeriod < 0 {
+		errs = append(errs, fmt.Errorf("EndpointSliceMirroring.BatchPeriod (--mirroring-endpointslice-updates-batch-period) must not be negative, got %s", m.BatchPeriod))
+	}
+	return errs
+}
+
+// prefixOptionErrors puts prefix before the Field of every
+// *endpointslice.OptionError in err (one, or several joined).
+func prefixOptionErrors(err error, prefix string) error {
+	all := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	}
+	for _, e := range all {
+		var oe *endpointslice.OptionError
+		if errors.As(e, &oe) {
+			oe.Field = prefix + oe.Field
+		}
+	}
+	return err
 }

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package dataplane is the seam between the node agent and the kernel. The
 // agent (dataplane/agent) turns Services and EndpointSlices into the
 // model's service ports (dataplane/model) and hands them, Service by
@@ -40,6 +42,18 @@ type Backend interface {
 	Cleanup(ctx context.Context) error
 }
 
+// Flushable is implemented by a backend whose rules other programs can
+// remove behind its back (iptables: a firewalld reload or `iptables -F`
+// flushes its tables). CheckIntact fails with ErrFlushed when that
+// happened, and the agent then makes the backend's next sync full.
+type Flushable interface {
+	CheckIntact(ctx context.Context) error
+}
+
+// ErrFlushed marks a Flushable backend whose rules were removed by
+// another program.
+var ErrFlushed = errors.New("the rules were flushed by another program")
+
 // ErrListRules marks a Sync that failed reading the rules live on the node
 // (before a full sync), as opposed to one whose transaction was refused:
 // backends wrap such errors with it.
@@ -50,6 +64,10 @@ type Node struct {
 	// NodePortIPs are the local addresses that accept NodePort traffic;
 	// empty means every local address (kube-proxy's default).
 	NodePortIPs []netip.Addr
+	// ServiceCIDRs are the ranges of the cluster's ServiceCIDR objects of
+	// the backend's family: the nftables backend drops traffic to their
+	// addresses that no Service has, as kube-proxy's nftables mode does.
+	ServiceCIDRs []netip.Prefix
 }
 
 // SyncResult describes one applied sync, for logs and metrics.

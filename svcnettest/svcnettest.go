@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package svcnettest runs svcnet's controllers inside another project's
 // envtest suite. envtest starts etcd and kube-apiserver but no
 // kube-controller-manager, so a suite never sees EndpointSlices; with

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package feed keeps svcnet's allocators in step with an informer
 // cache: allocator/ipam with ServiceCIDRs and IPAddresses, allocator/portrange
 // with the nodePorts of Services. The admission webhook uses them to choose,

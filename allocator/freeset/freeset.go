@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package freeset is the occupancy structure behind svcnet's allocators: a
 // set of indexes in [0, size) that finds the lowest free index at or above a
 // bound in O(log64 size), however full the set is, and that allocates memory

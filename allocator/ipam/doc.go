@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package ipam chooses ClusterIPs. It holds no client and no informer: the
 // admission handler feeds it the ServiceCIDRs and the IPAddress objects it
 // sees, asks it for addresses, and kube-apiserver commits them.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package lbipam chooses LoadBalancer IPs from pools. It is built from the
 // same parts as the ClusterIP allocator (allocator/freeset: the lowest free
 // address of a range in O(log64 n) at any occupancy, memory only for what is

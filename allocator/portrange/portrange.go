@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package portrange chooses nodePorts. It holds no client: the admission
 // handler feeds it the nodePorts of the Services it sees, asks it for ports,
 // and kube-apiserver commits them.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package quarantine holds released addresses or ports out of use for a
 // while, remembering who released them: svcnet's allocators reuse a released
 // value only after its quarantine, the one released longest ago first, and a

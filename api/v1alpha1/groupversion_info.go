@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 holds svcnet's own API types, group networking.svcnet.io.
 // +kubebuilder:object:generate=true
 // +groupName=networking.svcnet.io

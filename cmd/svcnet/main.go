@@ -1,6 +1,10 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command svcnet is the Service networking control plane: `svcnet manager`
-// runs the controllers, `svcnet up` runs a whole control plane on one
-// machine, `svcnet version` tells what this build is.
+// runs the controllers, `svcnet agent` a node's rules, `svcnet version`
+// tells what this build is. `svcnet up` hands over to the simulator's own
+// binary, svcnet-up, which this one does not link (hack/prodimports
+// checks it).
 package main
 
 import (
@@ -9,30 +13,42 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
-	"github.com/svcnet-io/svcnet/internal/localcluster/up"
+	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	err := commandFor(os.Args[0]).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)
 	}
+}
+
+// commandFor is the command a binary called argv0 runs: the agent with
+// kube-proxy's command line when it is called kube-proxy, svcnet's
+// commands otherwise.
+func commandFor(argv0 string) *cobra.Command {
+	if filepath.Base(argv0) == kubeProxyName {
+		cmd := newKubeProxyCommand()
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		return cmd
+	}
+	return newRootCommand()
 }
 
 func newRootCommand() *cobra.Command {
@@ -42,7 +58,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newAgentCommand(), newUpCommand(), newVersionCommand())
+	root.AddCommand(newManagerCommand(), newAgentCommand(), newKubeProxyCommand(), newUpCommand(), newVersionCommand())
 	return root
 }
 
@@ -68,7 +84,7 @@ func newManagerCommand() *cobra.Command {
 				return err
 			}
 			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := restConfig(opts.Kubeconfig)
+			cfg, err := restconfig.Load(opts.Kubeconfig, "")
 			if err != nil {
 				return err
 			}
@@ -81,72 +97,46 @@ func newManagerCommand() *cobra.Command {
 }
 
 func newAgentCommand() *cobra.Command {
-	opts := agent.DefaultOptions()
+	return agentCommand("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices", agent.DefaultOptions())
+}
+
+// kubeProxyName is the command name under which svcnet runs as kube-proxy:
+// `svcnet kube-proxy`, or the binary called (linked as) kube-proxy, so that
+// kube-proxy's DaemonSet runs the agent with its own command line.
+const kubeProxyName = "kube-proxy"
+
+// newKubeProxyCommand is the agent with kube-proxy's defaults where
+// svcnet's differ (agent.KubeProxyOptions).
+func newKubeProxyCommand() *cobra.Command {
+	return agentCommand(kubeProxyName, "Run the agent with kube-proxy's command line and defaults (see docs/operations.md)", agent.KubeProxyOptions())
+}
+
+func agentCommand(use, short string, opts agent.Options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "Program this node's kube-proxy compatible rules from Services and EndpointSlices",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := opts.Complete()
 			if err != nil {
 				return err
 			}
+			if cfg.LogVerbosity != nil && !cmd.Flags().Changed("v") {
+				if err := cmd.Flags().Set("v", strconv.Itoa(*cfg.LogVerbosity)); err != nil {
+					return fmt.Errorf("--config logging.verbosity: %w", err)
+				}
+			}
 			log := klog.NewKlogr()
 			ctrl.SetLogger(log)
-			if cfg.Cleanup {
-				return agent.Cleanup(cmd.Context(), cfg, log)
-			}
-			restCfg, err := restConfig(opts.Kubeconfig)
-			if err != nil {
-				return err
-			}
 			if percent, ok := agent.GCPercentFor(os.LookupEnv); ok {
 				debug.SetGCPercent(percent)
 			}
-			return agent.Run(cmd.Context(), restCfg, cfg, log)
+			return agent.Main(cmd.Context(), cfg, log)
 		},
 	}
 	opts.AddFlags(cmd.Flags())
 	addLogFlags(cmd.Flags())
 	return cmd
-}
-
-func newUpCommand() *cobra.Command {
-	cfg := up.DefaultConfig()
-	cmd := &cobra.Command{
-		Use:   "up",
-		Short: "Run a whole Service networking control plane on this machine (no cluster needed)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(klog.NewKlogr())
-			cfg.Out = cmd.OutOrStdout()
-			cfg.Complete(cmd.Flags())
-			return up.Run(cmd.Context(), cfg)
-		},
-	}
-	cfg.AddFlags(cmd.Flags())
-	cmd.Flags().IntVarP(&cfg.Verbosity, "v", "v", 0, "Log verbosity of the in-process svcnet manager (logs/svcnet-manager.log).")
-	return cmd
-}
-
-// restConfig loads a kubeconfig, or the in-cluster configuration and then
-// $KUBECONFIG when path is empty.
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		cfg, err := ctrl.GetConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading client configuration: %w", err)
-		}
-		return cfg, nil
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
 }
 
 func newVersionCommand() *cobra.Command {

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package announcement
 
 import (
@@ -17,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 // ControllerName is the controller's --controllers name.
@@ -89,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, r.writeStatus(ctx, &ann, v)
 }
 
-func (r *Reconciler) judgeAll(ctx context.Context) (map[string]lbannounce.Verdict, error) {
+func (r *Reconciler) judgeAll(ctx context.Context) (map[string]announcementpolicy.Verdict, error) {
 	var anns svcnetv1alpha1.LoadBalancerAnnouncementList
 	if err := r.client.List(ctx, &anns); err != nil {
 		return nil, fmt.Errorf("listing LoadBalancerAnnouncements: %w", err)
@@ -102,7 +104,7 @@ func (r *Reconciler) judgeAll(ctx context.Context) (map[string]lbannounce.Verdic
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return nil, fmt.Errorf("listing Nodes: %w", err)
 	}
-	return lbannounce.Judge(pointers(anns.Items), pointers(pools.Items), pointers(nodes.Items)), nil
+	return announcementpolicy.Judge(pointers(anns.Items), pointers(pools.Items), pointers(nodes.Items)), nil
 }
 
 func pointers[T any](items []T) []*T {
@@ -114,7 +116,7 @@ func pointers[T any](items []T) []*T {
 }
 
 // writeStatus patches the Accepted condition when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, ann *svcnetv1alpha1.LoadBalancerAnnouncement, v lbannounce.Verdict) error {
+func (r *Reconciler) writeStatus(ctx context.Context, ann *svcnetv1alpha1.LoadBalancerAnnouncement, v announcementpolicy.Verdict) error {
 	patch := client.MergeFrom(ann.DeepCopy())
 	status := metav1.ConditionFalse
 	if v.Accepted {

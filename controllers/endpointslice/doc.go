@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package endpointslice is svcnet's EndpointSlice controller. For every
 // Service with a selector it keeps a set of EndpointSlices, one set per IP
 // family, that lists the addresses of the Pods the selector matches, with

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package endpointslice
 
 import (
@@ -61,6 +63,9 @@ type nodeInfo struct {
 	cpu int64
 	// ready tells whether the Node is Ready, for topology-mode Auto.
 	ready bool
+	// excluded is set on control-plane Nodes, which topology-mode Auto
+	// leaves out of the zones' CPU shares as upstream does.
+	excluded bool
 }
 
 // computeDesiredEndpoints lists the endpoints a Service should publish for

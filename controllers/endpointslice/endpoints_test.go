@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package endpointslice
 
 import (
@@ -149,7 +151,7 @@ func TestComputeDesiredEndpoints(t *testing.T) {
 				family = corev1.IPv4Protocol
 			}
 			d := computeDesiredEndpoints(s, tc.pods, nodes, family)
-			applyHints(s, d, nodes)
+			applyHints(s, d, zoneRatios(nodes))
 			if diff := cmp.Diff(tc.want, view(d)); diff != "" {
 				t.Errorf("endpoints (-want +got):\n%s", diff)
 			}
@@ -174,7 +176,7 @@ func TestTopologyAutoHints(t *testing.T) {
 		pods = append(pods, builder.Pod("p"+string(rune('0'+i)), "ns").Label("app", "web").Node("a1").IP("10.1.0."+string(rune('1'+i))).Ready().Obj())
 	}
 	d := computeDesiredEndpoints(svc, pods, nodes, corev1.IPv4Protocol)
-	applyHints(svc, d, nodes)
+	applyHints(svc, d, zoneRatios(nodes))
 	perZone := map[string]int{}
 	for _, v := range view(d) {
 		if len(v.HintZones) != 1 {
@@ -188,7 +190,7 @@ func TestTopologyAutoHints(t *testing.T) {
 
 	// Fewer endpoints than zones: no hints at all.
 	d = computeDesiredEndpoints(svc, pods[:2], nodes, corev1.IPv4Protocol)
-	applyHints(svc, d, nodes)
+	applyHints(svc, d, zoneRatios(nodes))
 	for _, v := range view(d) {
 		if v.HintZones != nil {
 			t.Errorf("endpoint %s has hints %v with fewer endpoints than zones", v.Pod, v.HintZones)

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package endpointslice
 
 import (
@@ -15,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,11 +35,16 @@ import (
 const (
 	// ControllerName is the controller's name in --controllers.
 	ControllerName = "endpointslice"
+	// ReportingController names this controller in Events.
+	ReportingController = "svcnet.io/endpointslice"
 
 	// DefaultMaxEndpointsPerSlice is upstream's default.
 	DefaultMaxEndpointsPerSlice = 100
 	// MaxMaxEndpointsPerSlice is the largest value the API allows in a slice.
 	MaxMaxEndpointsPerSlice = 1000
+	// DefaultWorkers is kube-controller-manager's
+	// --concurrent-service-endpoint-syncs.
+	DefaultWorkers = 5
 
 	// staleCacheRetry is how soon a sync that found its own writes missing
 	// from the cache tries again (the slice events usually come first).
@@ -54,21 +62,23 @@ type Options struct {
 	Workers int
 }
 
-// Validate reports an option out of range as an *OptionError.
+// Validate reports every option out of range, each as an *OptionError
+// (joined with errors.Join when there are several).
 func (o Options) Validate() error {
+	var errs []error
 	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > MaxMaxEndpointsPerSlice {
-		return &OptionError{Field: "MaxEndpointsPerSlice", Flag: "--max-endpoints-per-slice",
-			Problem: fmt.Sprintf("must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)}
+		errs = append(errs, &OptionError{Field: "MaxEndpointsPerSlice", Flag: "--max-endpoints-per-slice",
+			Problem: fmt.Sprintf("must be between 1 and %d, got %d", MaxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice)})
 	}
 	if o.BatchPeriod < 0 {
-		return &OptionError{Field: "BatchPeriod", Flag: "--endpoint-updates-batch-period",
-			Problem: fmt.Sprintf("must not be negative, got %s", o.BatchPeriod)}
+		errs = append(errs, &OptionError{Field: "BatchPeriod", Flag: "--endpointslice-updates-batch-period",
+			Problem: fmt.Sprintf("must not be negative, got %s", o.BatchPeriod)})
 	}
 	if o.Workers < 1 {
-		return &OptionError{Field: "Workers", Flag: "--concurrent-service-endpoint-syncs",
-			Problem: fmt.Sprintf("must be at least 1, got %d", o.Workers)}
+		errs = append(errs, &OptionError{Field: "Workers", Flag: "--concurrent-service-endpoint-syncs",
+			Problem: fmt.Sprintf("must be at least 1, got %d", o.Workers)})
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // OptionError is an option out of range: it names the Go field and the
@@ -86,11 +96,12 @@ func (e *OptionError) Error() string { return e.Field + " (" + e.Flag + ") " + e
 
 // DefaultOptions are upstream's defaults.
 func DefaultOptions() Options {
-	return Options{MaxEndpointsPerSlice: DefaultMaxEndpointsPerSlice, Workers: 5}
+	return Options{MaxEndpointsPerSlice: DefaultMaxEndpointsPerSlice, Workers: DefaultWorkers}
 }
 
 // +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler keeps the EndpointSlices of one Service per request.
 type Reconciler struct {
@@ -103,6 +114,8 @@ type Reconciler struct {
 	changes   *changeTracker
 	selectors *selectorIndex
 	nodes     *nodeInfoMap
+	hints     *hintTracker
+	recorder  events.EventRecorder
 
 	statsMu sync.Mutex
 	stats   map[types.NamespacedName]serviceStats
@@ -118,6 +131,13 @@ type Option func(*Reconciler)
 // WithClock replaces the wall clock (tests).
 func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
 
+// WithEventRecorder records the topology-aware routing Events
+// (TopologyAwareHintsEnabled / TopologyAwareHintsDisabled) through rec;
+// without it there are none.
+func WithEventRecorder(rec events.EventRecorder) Option {
+	return func(r *Reconciler) { r.recorder = rec }
+}
+
 // New returns a Reconciler that reads from c's cache, confirms deletions
 // with apiReader and writes through c.
 func New(c client.Client, apiReader client.Reader, opts Options, options ...Option) *Reconciler {
@@ -130,6 +150,7 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		changes:   newChangeTracker(),
 		selectors: newSelectorIndex(),
 		nodes:     &nodeInfoMap{m: map[string]nodeInfo{}},
+		hints:     newHintTracker(),
 		stats:     map[types.NamespacedName]serviceStats{},
 	}
 	for _, o := range options {
@@ -210,15 +231,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{}, err
 		}
 		r.slices.Repaired(key)
+		r.hints.forget(key)
 		r.recordStats(key, 0, 0)
 		return ctrl.Result{}, nil
 	}
 	r.slices.Attribute(ctx, r.apiReader, key)
-	plans, endpoints, sliceCount, err := r.planSlices(ctx, svc, ours)
+	sp, err := r.planSlices(ctx, svc, ours)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wrote, err := r.apply(ctx, svc, plans, change, hadChange)
+	wrote, err := r.apply(ctx, svc, sp.plans, change, hadChange)
+	// As upstream, the hint Events are recorded whether or not the writes
+	// went through.
+	r.recordHintEvents(svc, sp.hintEvents)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -227,8 +252,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			repairs.Report(ctrl.LoggerFrom(ctx), c)
 		}
 	}
-	r.recordStats(key, endpoints, sliceCount)
+	r.recordStats(key, sp.endpoints, sp.slices)
 	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) recordHintEvents(svc *corev1.Service, evs []hintEvent) {
+	if r.recorder == nil {
+		return
+	}
+	for _, ev := range evs {
+		r.recorder.Eventf(svc, nil, ev.eventType, ev.reason, "TopologyHints", "%s", ev.message)
+	}
 }
 
 // Owns reports whether the labels of a slice make it this controller's.
@@ -275,24 +309,38 @@ func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedNam
 	return ours, nil
 }
 
+// slicePlan is what planSlices decides for one Service.
+type slicePlan struct {
+	plans []plan
+	// endpoints and slices count what the Service will have.
+	endpoints, slices int
+	// hintEvents are the topology-aware routing Events to record.
+	hintEvents []hintEvent
+}
+
 // planSlices computes the plan of every address family from the selected
-// Pods, plus the deletion of slices of dropped families. It returns the
-// endpoints and slices the Service will have.
-func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours []*discoveryv1.EndpointSlice) (plans []plan, endpoints, sliceCount int, err error) {
+// Pods, plus the deletion of slices of dropped families.
+func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours []*discoveryv1.EndpointSlice) (slicePlan, error) {
 	key := client.ObjectKeyFromObject(svc)
 	pods, err := r.selectedPods(ctx, svc)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("listing Pods of %s: %w", key, err)
+		return slicePlan{}, fmt.Errorf("listing Pods of %s: %w", key, err)
 	}
-	nodes, err := r.nodeInfos(ctx, pods, isTopologyAuto(svc))
+	auto := hintModeOf(svc) == hintsAuto
+	nodes, err := r.nodeInfos(ctx, pods, auto)
 	if err != nil {
-		return nil, 0, 0, err
+		return slicePlan{}, err
 	}
+	var ratios map[string]float64
+	if auto {
+		ratios = zoneRatios(nodes)
+	}
+	var sp slicePlan
 	families := ipfamily.OfService(svc)
 	for _, family := range families {
 		addressType := discoveryv1.AddressType(family)
 		desired := computeDesiredEndpoints(svc, pods, nodes, family)
-		applyHints(svc, desired, nodes)
+		sp.hintEvents = append(sp.hintEvents, r.hints.observe(key, addressType, applyHints(svc, desired, ratios))...)
 		var existing []*discoveryv1.EndpointSlice
 		for _, s := range ours {
 			if s.AddressType == addressType {
@@ -300,9 +348,9 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours [
 			}
 		}
 		p := computeDesiredSlices(newSliceMeta(svc, addressType), desired, existing, r.opts.MaxEndpointsPerSlice)
-		plans = append(plans, p)
-		endpoints += desired.count()
-		sliceCount += len(existing) + len(p.create) - len(p.delete)
+		sp.plans = append(sp.plans, p)
+		sp.endpoints += desired.count()
+		sp.slices += len(existing) + len(p.create) - len(p.delete)
 	}
 	var dropped plan
 	for _, s := range ours {
@@ -311,7 +359,8 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours [
 			dropped.removed += len(s.Endpoints)
 		}
 	}
-	return append(plans, dropped), endpoints, sliceCount, nil
+	sp.plans = append(sp.plans, dropped)
+	return sp, nil
 }
 
 // podLabelIndex indexes Pods by each of their "key=value" label pairs, so
@@ -376,6 +425,7 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 		}
 	}
 	r.slices.Forget(key)
+	r.hints.forget(key)
 	r.recordStats(key, 0, 0)
 	return nil
 }
@@ -599,6 +649,9 @@ func (n *nodeInfoMap) remove(name string) {
 
 func nodeInfoOf(n *corev1.Node) nodeInfo {
 	info := nodeInfo{zone: n.Labels[LabelZone]}
+	_, controlPlane := n.Labels[labelControlPlane]
+	_, master := n.Labels[labelMaster]
+	info.excluded = controlPlane || master
 	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
 		info.cpu = q.MilliValue()
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package endpointslicemirroring mirrors hand-written Endpoints into
 // EndpointSlices, with kube-controller-manager's
 // endpointslice-mirroring-controller behaviour: the classic way to put
@@ -12,9 +14,11 @@
 // annotation. Each group of addresses with the same ports and address type
 // becomes one slice of at most MaxEndpointsPerSubset endpoints (ready and
 // not-ready addresses, ready first); the rest are skipped with a Warning
-// Event on the Endpoints and its endpoints.kubernetes.io/over-capacity
-// annotation set to "truncated", and addresses that are not IPs with a
-// Warning Event. Slices carry
+// Event on the Endpoints, and addresses that are not IPs with a Warning
+// Event. Like kube-controller-manager's mirroring controller it never
+// writes to the Endpoints themselves (no endpoints.kubernetes.io/over-capacity
+// annotation: that is the Endpoints controller's, on the Endpoints it
+// manages). Slices carry
 // the Endpoints' labels and annotations (except the trigger-time and
 // last-applied ones), kubernetes.io/service-name and
 // endpointslice.kubernetes.io/managed-by of kube-controller-manager's

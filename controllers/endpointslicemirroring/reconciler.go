@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package endpointslicemirroring
 
 import (
@@ -48,23 +50,38 @@ const (
 	// controller's own writes is retried.
 	staleCacheRetry = 100 * time.Millisecond
 
-	// overCapacityTruncated is the endpoints.kubernetes.io/over-capacity
-	// value of an Endpoints object not mirrored in full.
-	overCapacityTruncated = "truncated"
-
 	// DefaultMaxEndpointsPerSubset is kube-controller-manager's
 	// --mirroring-max-endpoints-per-subset.
 	DefaultMaxEndpointsPerSubset = 1000
+	// MaxMaxEndpointsPerSubset is kube-controller-manager's upper bound
+	// for --mirroring-max-endpoints-per-subset.
+	MaxMaxEndpointsPerSubset = 1000
+	// DefaultWorkers is kube-controller-manager's
+	// --mirroring-concurrent-service-endpoint-syncs.
+	DefaultWorkers = 5
 )
 
 // Options configure the controller.
 type Options struct {
 	// MaxEndpointsPerSubset is the most addresses mirrored from one subset
-	// (--mirroring-max-endpoints-per-subset); 0 means the default, 1,000.
+	// (--mirroring-max-endpoints-per-subset); 0 means
+	// DefaultMaxEndpointsPerSubset.
 	MaxEndpointsPerSubset int
 	// Workers is the number of Endpoints synced in parallel
-	// (--mirroring-concurrent-service-endpoint-syncs); 0 means 5.
+	// (--mirroring-concurrent-service-endpoint-syncs); 0 means
+	// DefaultWorkers.
 	Workers int
+	// BatchPeriod delays the sync that a change to a mirrored
+	// EndpointSlice causes, so that changes arriving together are handled
+	// together (--mirroring-endpointslice-updates-batch-period); 0, the
+	// default, syncs at once. Changes to Endpoints and Services are
+	// synced at once, as upstream.
+	BatchPeriod time.Duration
+}
+
+// DefaultOptions are kube-controller-manager's defaults.
+func DefaultOptions() Options {
+	return Options{MaxEndpointsPerSubset: DefaultMaxEndpointsPerSubset, Workers: DefaultWorkers}
 }
 
 // Reconciler mirrors one Endpoints object (by namespace/name, the Service's)
@@ -82,17 +99,17 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // New returns a Reconciler that reads from c's cache, confirms with
 // apiReader that a slice it wrote is gone, and writes through c.
 func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts Options) *Reconciler {
+	d := DefaultOptions()
 	if opts.MaxEndpointsPerSubset <= 0 {
-		opts.MaxEndpointsPerSubset = DefaultMaxEndpointsPerSubset
+		opts.MaxEndpointsPerSubset = d.MaxEndpointsPerSubset
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 5
+		opts.Workers = d.Workers
 	}
 	return &Reconciler{client: c, apiReader: apiReader, recorder: recorder, opts: opts, slices: slicetracker.New(Owns)}
 }
 
 // +kubebuilder:rbac:groups="",resources=endpoints;services,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=endpoints,verbs=patch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -104,7 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&corev1.Endpoints{}).
 		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
-		Watches(&discoveryv1.EndpointSlice{}, r.slices.Handler()).
+		Watches(&discoveryv1.EndpointSlice{}, batched(r.slices.Handler(), r.opts.BatchPeriod)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
 		Complete(r)
 }
@@ -144,10 +161,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	m := computeDesiredMirror(ep, r.opts.MaxEndpointsPerSubset)
+	// Like kube-controller-manager's mirroring controller, truncation is
+	// said in an Event only: the Endpoints are the user's (or their GitOps
+	// tool's) and this controller never writes to them.
 	r.report(ep, m)
-	if err := r.markOverCapacity(ctx, ep, m.skipped > m.invalid); err != nil {
-		return ctrl.Result{}, err
-	}
 	r.slices.Attribute(ctx, r.apiReader, key)
 	p := planMirror(newSliceMeta(ep), m, ours)
 	if err := r.apply(ctx, key, p); err != nil {
@@ -202,27 +219,6 @@ func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedNam
 		}
 	}
 	return ours, nil
-}
-
-// markOverCapacity sets the Endpoints' over-capacity annotation to
-// "truncated" while addresses are left out for the per-subset limit, and
-// removes the value it set once none are.
-func (r *Reconciler) markOverCapacity(ctx context.Context, ep *corev1.Endpoints, truncated bool) error {
-	have, annotated := ep.Annotations[corev1.EndpointsOverCapacity]
-	switch {
-	case truncated && have != overCapacityTruncated:
-		patch := client.MergeFrom(ep.DeepCopy())
-		if ep.Annotations == nil {
-			ep.Annotations = map[string]string{}
-		}
-		ep.Annotations[corev1.EndpointsOverCapacity] = overCapacityTruncated
-		return r.client.Patch(ctx, ep, patch)
-	case !truncated && annotated && have == overCapacityTruncated:
-		patch := client.MergeFrom(ep.DeepCopy())
-		delete(ep.Annotations, corev1.EndpointsOverCapacity)
-		return r.client.Patch(ctx, ep, patch)
-	}
-	return nil
 }
 
 // report records Warning Events for the addresses that were not mirrored.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package endpointslicemirroring_test
 
 import (
@@ -129,7 +131,7 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 		Eventually(mirrored(ctx, ns, "db")).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
 	})
 
-	It("mirrors at most the limit per subset, and says so in an Event and the over-capacity annotation", func(ctx SpecContext) {
+	It("mirrors at most the limit per subset, says so in an Event, and never writes to the Endpoints", func(ctx SpecContext) {
 		ns := newNS(ctx)
 		selectorless(ctx, ns, "big")
 		var ips []string
@@ -138,6 +140,7 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 		}
 		ep := endpoints(ns, "big", ips, nil, 5432)
 		Expect(env.Client.Create(ctx, ep)).To(Succeed())
+		created := ep.ResourceVersion
 		Eventually(func() ([]string, error) {
 			ss, err := mirrored(ctx, ns, "big")()
 			return addresses(ss), err
@@ -151,23 +154,14 @@ var _ = Describe("mirroring Endpoints of a Service without a selector", func() {
 			return notes, err
 		}).WithTimeout(timeout).WithPolling(interval).Should(ContainElement(
 			"A max of 50 addresses can be mirrored to EndpointSlices per Endpoints subset. 10 addresses were skipped"))
-		overCapacity := func() (string, error) {
-			var got corev1.Endpoints
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), &got)
-			return got.Annotations[corev1.EndpointsOverCapacity], err
-		}
-		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(Equal("truncated"))
 
-		By("back under the limit, the annotation goes")
-		Eventually(func() error {
-			var cur corev1.Endpoints
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ep), &cur); err != nil {
-				return err
-			}
-			cur.Subsets[0].Addresses = cur.Subsets[0].Addresses[:40]
-			return env.Client.Update(ctx, &cur)
-		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-		Eventually(overCapacity).WithTimeout(timeout).WithPolling(interval).Should(BeEmpty())
+		By("the hand-written Endpoints stay as written: no over-capacity annotation, no write at all")
+		Consistently(func(g Gomega) {
+			var got corev1.Endpoints
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ep), &got)).To(Succeed())
+			g.Expect(got.Annotations).NotTo(HaveKey(corev1.EndpointsOverCapacity))
+			g.Expect(got.ResourceVersion).To(Equal(created))
+		}).WithTimeout(2 * time.Second).WithPolling(interval).Should(Succeed())
 	})
 
 	DescribeTable("adopts the mirrored slices kube-controller-manager or an older svcnet wrote, in place",

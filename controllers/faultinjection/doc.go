@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package faultinjection holds a test suite, and no code of svcnet's: every
 // svcnet controller runs against a real API server (envtest) while Services
 // and Pods churn and a seeded disruptor deletes, edits and replaces the

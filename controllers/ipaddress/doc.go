@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package ipaddress is the `ipaddress` controller: an event-driven audit of
 // Services against the IPAddress objects that back their ClusterIPs, with
 // kube-apiserver's repair-loop rules and Event reasons:

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package loadbalancer gives LoadBalancer Services addresses from
 // LoadBalancerIPPools on clusters without a cloud load balancer. An address
 // is committed by creating the networking.k8s.io/v1 IPAddress object named by

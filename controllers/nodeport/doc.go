@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package nodeport is the `nodeport` controller: an event-driven audit of
 // the nodePorts Services hold, with kube-apiserver's Event reasons where it
 // has them:

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package servicecidr is the `servicecidr` controller, a replacement for
 // kube-controller-manager's service-cidr-controller: it puts the
 // networking.k8s.io/service-cidr-finalizer on every ServiceCIDR, reports

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -14,8 +17,11 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -23,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -31,6 +38,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/platform/informersync"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/nfacct"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/internal/platform/tombstone"
 )
@@ -109,6 +117,9 @@ type Agent struct {
 	// afterFirstSync runs once, after the first sync that applied
 	// everything.
 	afterFirstSync func(ctx context.Context)
+	// accounting reads the node's nfacct counters for the metrics; nil
+	// outside iptables mode or where the kernel has no nfacct.
+	accounting *nfacct.Client
 }
 
 // serviceState is what the agent keeps of one Service between syncs,
@@ -127,10 +138,12 @@ type healthPort struct {
 }
 
 type udpPort struct {
-	dests     []netip.Addr // cluster, external and load-balancer IPs
-	port      int32        // the service port on those addresses
-	nodePort  int32
-	endpoints map[netip.Addr]bool
+	dests    []netip.Addr // cluster, external and load-balancer IPs
+	port     int32        // the service port on those addresses
+	nodePort int32
+	// endpoints are the serving endpoints' addresses and target ports:
+	// a target port that changes on the same Pod makes its flows stale.
+	endpoints map[netip.AddrPort]bool
 }
 
 // sliceServiceIndex indexes EndpointSlices by "namespace/service", so that
@@ -144,23 +157,50 @@ func sliceServiceKey(obj client.Object) []string {
 	return nil
 }
 
+// notHeadlessSlices selects the EndpointSlices the agent watches: not
+// those labelled service.kubernetes.io/headless, as kube-proxy's
+// informer does. The EndpointSlice controller copies the label from a
+// Service to its slices, so a Service carrying it has no endpoints here
+// (upstream's e2e "should implement service.kubernetes.io/headless").
+func notHeadlessSlices() labels.Selector {
+	req, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err) // a constant key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// cacheOptions are what the agent's informers watch: its own Node only,
+// and the EndpointSlices kube-proxy watches.
+func cacheOptions(nodeName string) cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}:               {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&discoveryv1.EndpointSlice{}: {Label: notHeadlessSlices()},
+		},
+	}
+}
+
 // Run starts the agent and blocks until ctx ends.
 func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logger) error {
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.UserAgent = "svcnet-agent"
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return fmt.Errorf("creating agent client: %w", err)
+	}
+	if cfg, err = prepareNode(ctx, direct, cfg, log); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress, ExtraHandlers: map[string]http.Handler{"/proxyMode": proxyModeHandler(cfg.Mode)}},
 		HealthProbeBindAddress: "0", // the agent serves its own, as kube-proxy's
 		PprofBindAddress:       cfg.PprofBindAddress,
 		Scheme:                 scheme.New(),
 		NewCache:               informersync.NewCache,
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-			},
-		},
+		Cache:                  cacheOptions(cfg.NodeName),
 	})
 	if err != nil {
 		return fmt.Errorf("creating agent manager: %w", err)
@@ -172,7 +212,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}} {
+	for _, obj := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &networkingv1.ServiceCIDR{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -200,57 +240,95 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		return err
 	}
 	registerMetrics()
+	if a.accounting != nil {
+		defer exportAccounting(ctrlmetrics.Registry, a.accounting, log)()
+	}
+	if !cfg.Announce.Enabled {
+		if err := exitOnNodeDeletion(ctx, mgr, cfg.NodeName); err != nil {
+			return err
+		}
+	}
 	log.Info("Starting svcnet agent", "node", cfg.NodeName, "mode", cfg.Mode, "netns", cfg.NetNS)
 	return mgr.Start(ctx)
+}
+
+// errNodeDeleted ends the agent when its Node is deleted.
+var errNodeDeleted = errors.New("the node's Node object was deleted")
+
+// exitOnNodeDeletion ends the agent, with an error, when its Node is
+// deleted, as kube-proxy exits then. Only without the speaker: an agent
+// that announces LoadBalancer addresses keeps running to hand them over
+// (/healthz answers 503 while its Node is missing, docs/operations.md).
+func exitOnNodeDeletion(ctx context.Context, mgr manager.Manager, nodeName string) error {
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return err
+	}
+	deleted := make(chan struct{})
+	var once sync.Once
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if n, ok := obj.(*corev1.Node); ok && n.Name == nodeName {
+			once.Do(func() { close(deleted) })
+		}
+	}}); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deleted:
+			return fmt.Errorf("%w (%s), exiting as kube-proxy does", errNodeDeleted, nodeName)
+		}
+	}))
 }
 
 // New builds an agent that reads the world from reader and programs the
 // node with the backends of cfg.Mode.
 func New(reader client.Reader, cfg Config, log logr.Logger) (*Agent, error) {
-	backends, err := newBackends(cfg, log)
+	if cfg.LocalhostNodePorts {
+		// kube-proxy exits here; the agent runs with what it was given
+		// instead (a DaemonSet that is not privileged mounts /proc/sys
+		// read-only) and keeps loopback out of its NodePort rules, which
+		// would not work without the sysctl.
+		if err := enableRouteLocalnet(cfg, log); err != nil {
+			log.Error(err, "Localhost NodePorts are off: route_localnet cannot be set; run the agent privileged, or set --nodeport-addresses or --iptables-localhost-nodeports=false to silence this")
+			cfg.LocalhostNodePorts = false
+		}
+	}
+	acct := openAccounting(cfg, log)
+	backends, err := newBackends(cfg, acct, log)
 	if err != nil {
 		return nil, err
 	}
 	a := newAgent(reader, cfg, log, clock.RealClock{}, backends)
+	a.accounting = acct
 	// The other mode's rules go only once this mode's serve: a node moving
 	// between modes is never without rules.
 	a.afterFirstSync = func(ctx context.Context) { removeOtherModes(ctx, cfg, log) }
 	return a, nil
 }
 
-// Cleanup removes what the backends of cfg.Mode own from the node.
-func Cleanup(ctx context.Context, cfg Config, log logr.Logger) error {
-	backends, err := newBackends(cfg, log)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, b := range backends {
-		if err := b.Cleanup(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("removing %s %s rules: %w", b.Mode(), b.Family(), err))
-			continue
-		}
-		log.Info("Removed rules", "mode", b.Mode(), "family", b.Family())
-	}
-	return errors.Join(errs...)
-}
-
 // newAgent builds an agent on the given backends, one per IP family. Its
 // first sync, of everything, is queued from now.
 func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithTicker, backends []dataplane.Backend) *Agent {
-	return &Agent{
+	a := &Agent{
 		cfg:      cfg,
 		reader:   reader,
 		log:      log,
 		clock:    clk,
 		backends: backends,
-		health:   newHealthServers(cfg.NetNS, log),
 		trigger:  make(chan struct{}, 1),
 		dirty:    map[string]bool{},
 		allDirty: true,
 		queuedAt: clk.Now(),
 		services: map[string]*serviceState{},
 	}
+	a.health = newHealthServers(cfg.NetNS, log, func() bool { return a.Health().Healthy })
+	return a
 }
 
 // handler queues what each event touches. The objects of the informers'
@@ -296,10 +374,14 @@ func (a *Agent) changed(old, obj any) {
 			}
 		}
 	case *corev1.Node:
-		// The zone decides topology filtering for every Service.
-		if prev, ok := old.(*corev1.Node); !ok || prev.Labels[corev1.LabelTopologyZone] != o.Labels[corev1.LabelTopologyZone] {
+		// The zone decides topology filtering for every Service, the
+		// node's IPs which source ranges let the node's own traffic in.
+		if prev, ok := old.(*corev1.Node); !ok || prev.Labels[corev1.LabelTopologyZone] != o.Labels[corev1.LabelTopologyZone] ||
+			!slices.Equal(nodeIPs(prev), nodeIPs(o)) {
 			a.allDirty = true
 		}
+	case *networkingv1.ServiceCIDR:
+		// Read by every sync (serviceCIDRs); no Service changes.
 	default:
 		a.allDirty = true
 	}
@@ -334,6 +416,7 @@ func (a *Agent) Loop(ctx context.Context) error {
 	var retry <-chan time.Time
 	backoff := retryMin
 	last := time.Time{}
+	go a.watchFlushes(ctx)
 	a.Trigger()
 	for {
 		var step <-chan struct{}
@@ -483,6 +566,7 @@ func (a *Agent) failed(p pending, reason string, err error) error {
 // SyncOnce re-renders the Services that changed and applies the rules of
 // every family once.
 func (a *Agent) SyncOnce(ctx context.Context) error {
+	ctx = logr.NewContext(ctx, a.log) // the backends log through it
 	start := a.clock.Now()
 	work := a.takePending()
 	node, err := a.nodeModel(ctx)
@@ -496,8 +580,12 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	if err != nil {
 		return a.failed(work, ReasonNodeAddresses, err)
 	}
+	serviceCIDRs, err := a.serviceCIDRs(ctx)
+	if err != nil {
+		return a.failed(work, ReasonRender, err)
+	}
 	rendered := a.clock.Now()
-	res, err := a.apply(ctx, nodePortIPs)
+	res, err := a.apply(ctx, nodePortIPs, serviceCIDRs)
 	a.health.update(a.healthEntries())
 	if err != nil {
 		// The rendered state is kept in the backends, whose next sync is
@@ -525,13 +613,73 @@ func (a *Agent) nodeModel(ctx context.Context) (model.Node, error) {
 		return node, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
 	default:
 		node.Zone = n.Labels[corev1.LabelTopologyZone]
+		node.IPs = primaryIPs(&n, a.cfg.BindAddress)
 	}
 	return node, nil
 }
 
+// nodeIPs are a Node's primary addresses as kube-proxy picks them: the
+// first InternalIP, else the first ExternalIP, and then the first address
+// of the other family in the same order.
+func nodeIPs(n *corev1.Node) []netip.Addr {
+	if n == nil {
+		return nil
+	}
+	var all []netip.Addr
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, ad := range n.Status.Addresses {
+			if ad.Type != typ {
+				continue
+			}
+			if ip, err := netip.ParseAddr(strings.TrimSpace(ad.Address)); err == nil {
+				all = append(all, ip.Unmap())
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	out := all[:1:1]
+	for _, ip := range all[1:] {
+		if ip.Is4() != out[0].Is4() {
+			return append(out, ip)
+		}
+	}
+	return out
+}
+
+// serviceCIDRs are the ranges of every ServiceCIDR object, whatever its
+// state, as kube-proxy collects them.
+func (a *Agent) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
+	var list networkingv1.ServiceCIDRList
+	if err := a.reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	var out []netip.Prefix
+	for _, sc := range list.Items {
+		for _, c := range sc.Spec.CIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				a.log.Error(err, "Ignoring a range of a ServiceCIDR", "serviceCIDR", sc.Name, "cidr", c)
+				continue
+			}
+			if !slices.Contains(out, p.Masked()) {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y netip.Prefix) int {
+		if c := x.Addr().Compare(y.Addr()); c != 0 {
+			return c
+		}
+		return x.Bits() - y.Bits()
+	})
+	return out, nil
+}
+
 // apply syncs every backend; a failed one does not keep the others from
 // applying their rules.
-func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr) (dataplane.SyncResult, error) {
+func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDRs []netip.Prefix) (dataplane.SyncResult, error) {
 	var total dataplane.SyncResult
 	var errs []error
 	for _, b := range a.backends {
@@ -539,6 +687,11 @@ func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr) (dataplane.
 		for _, ip := range nodePortIPs {
 			if ipfamily.Of(ip) == b.Family() {
 				node.NodePortIPs = append(node.NodePortIPs, ip)
+			}
+		}
+		for _, p := range serviceCIDRs {
+			if ipfamily.OfPrefix(p) == b.Family() {
+				node.ServiceCIDRs = append(node.ServiceCIDRs, p)
 			}
 		}
 		res, err := b.Sync(ctx, node)
@@ -562,7 +715,12 @@ func (a *Agent) healthEntries() map[int32]healthEntry {
 		for _, h := range a.services[k].health {
 			e := health[h.port]
 			e.namespace, e.name = h.entry.namespace, h.entry.name
-			e.local += h.entry.local
+			if e.local == nil {
+				e.local = map[corev1.IPFamily]int{}
+			}
+			for f, n := range h.entry.local {
+				e.local[f] += n
+			}
 			health[h.port] = e
 		}
 	}
@@ -641,7 +799,11 @@ func (a *Agent) render(ctx context.Context, node model.Node, work pending) error
 // and the versions of the Service and its slices.
 func inputsOf(node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) string {
 	var b strings.Builder
-	b.WriteString(node.Zone + "/" + svc.ResourceVersion)
+	b.WriteString(node.Zone)
+	for _, ip := range node.IPs {
+		b.WriteString("," + ip.String())
+	}
+	b.WriteString("/" + svc.ResourceVersion)
 	names := make([]string, 0, len(endpointSlices))
 	for _, s := range endpointSlices {
 		names = append(names, s.Name+"@"+s.ResourceVersion)
@@ -753,19 +915,21 @@ func (a *Agent) forgetService(key string) {
 // up for them: health check node ports and UDP endpoints.
 func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
 	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices)}
+	if bad := model.InvalidSourceRanges(svc.Spec.LoadBalancerSourceRanges); len(bad) > 0 {
+		a.log.Error(nil, "Invalid loadBalancerSourceRanges ignored", "service", key, "ranges", bad)
+	}
+	health := healthCounter{}
 	for _, b := range a.backends {
 		ports := model.BuildService(b.Family(), node, svc, endpointSlices, model.Options{ProxyName: a.cfg.ProxyName})
 		b.SetService(key, ports)
 		for _, p := range ports {
-			if p.HealthCheckNodePort != 0 {
-				st.health = append(st.health, healthPort{port: p.HealthCheckNodePort,
-					entry: healthEntry{namespace: p.Namespace, name: p.Service, local: len(p.LocalEndpoints)}})
-			}
+			health.add(b.Family(), p)
 			if p.Protocol == corev1.ProtocolUDP {
 				st.udp[p.Name+"/"+string(b.Family())] = udpPortOf(p)
 			}
 		}
 	}
+	st.health = health.ports()
 	a.udpChanged = a.udpChanged || len(st.udp) > 0
 	if old := a.services[key]; old != nil {
 		a.udpChanged = a.udpChanged || len(old.udp) > 0
@@ -776,24 +940,59 @@ func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, 
 	a.withHealth = setMember(a.withHealth, key, len(st.health) > 0)
 }
 
+// healthCounter gathers a Service's health check node port from its
+// ports: kube-proxy's count of local ready endpoints, which are distinct
+// addresses (an endpoint serving two ports is one), per IP family.
+type healthCounter struct {
+	port            int32
+	namespace, name string
+	ready           map[corev1.IPFamily]map[netip.Addr]bool
+}
+
+func (c *healthCounter) add(family corev1.IPFamily, p *model.ServicePort) {
+	if p.HealthCheckNodePort == 0 {
+		return
+	}
+	c.port, c.namespace, c.name = p.HealthCheckNodePort, p.Namespace, p.Service
+	if c.ready == nil {
+		c.ready = map[corev1.IPFamily]map[netip.Addr]bool{}
+	}
+	if c.ready[family] == nil {
+		c.ready[family] = map[netip.Addr]bool{}
+	}
+	for _, ep := range p.LocalEndpoints {
+		// A terminating endpoint still gets traffic while no ready one
+		// exists, but the node is reported unhealthy so that load
+		// balancers drain it.
+		if ep.Ready {
+			c.ready[family][ep.IP] = true
+		}
+	}
+}
+
+func (c *healthCounter) ports() []healthPort {
+	if c.port == 0 {
+		return nil
+	}
+	e := healthEntry{namespace: c.namespace, name: c.name, local: map[corev1.IPFamily]int{}}
+	for f, ips := range c.ready {
+		e.local[f] = len(ips)
+	}
+	return []healthPort{{port: c.port, entry: e}}
+}
+
 // udpPortOf is what conntrack cleanup needs of a UDP service port: its
-// addresses and the endpoints its rules send traffic to. Local endpoints
-// count only where a Local policy uses them: under the Cluster policy a
-// terminating local endpoint is in LocalEndpoints but gets no traffic.
+// addresses and its serving endpoints. Every serving endpoint counts,
+// wherever it runs and whatever the traffic policies and topology pick,
+// as with kube-proxy: a flow to a terminating endpoint that still serves
+// is kept, as its TCP connections would be.
 func udpPortOf(p *model.ServicePort) udpPort {
-	u := udpPort{port: p.Port, nodePort: p.NodePort, endpoints: map[netip.Addr]bool{}}
+	u := udpPort{port: p.Port, nodePort: p.NodePort, endpoints: map[netip.AddrPort]bool{}}
 	u.dests = append(u.dests, p.ClusterIP)
 	u.dests = append(u.dests, p.ExternalIPs...)
 	u.dests = append(u.dests, p.LoadBalancerIPs...)
-	if p.UsesClusterChain() {
-		for _, ep := range p.ClusterEndpoints {
-			u.endpoints[ep.IP] = true
-		}
-	}
-	if p.UsesLocalChain() {
-		for _, ep := range p.LocalEndpoints {
-			u.endpoints[ep.IP] = true
-		}
+	for _, ep := range p.ServingEndpoints {
+		u.endpoints[netip.AddrPortFrom(ep.IP, uint16(ep.Port))] = true
 	}
 	return u
 }

@@ -1,9 +1,12 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +17,9 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -464,7 +469,7 @@ func TestHealthEntriesFollowRenders(t *testing.T) {
 	must(t, c.Create(ctx, lb))
 	must(t, c.Create(ctx, epSlice("lb", "lb-1", "10.244.1.3", "10.244.1.4")))
 	must(t, a.SyncOnce(ctx))
-	if got, want := a.healthEntries(), map[int32]healthEntry{30100: {namespace: "ns", name: "lb", local: 2}}; !cmp.Equal(got, want, cmp.AllowUnexported(healthEntry{})) {
+	if got, want := a.healthEntries(), map[int32]healthEntry{30100: {namespace: "ns", name: "lb", local: map[corev1.IPFamily]int{corev1.IPv4Protocol: 2}}}; !cmp.Equal(got, want, cmp.AllowUnexported(healthEntry{})) {
 		t.Fatalf("health check node ports %v, want %v", got, want)
 	}
 
@@ -486,5 +491,132 @@ func TestHealthEntriesFollowRenders(t *testing.T) {
 	must(t, a.SyncOnce(ctx))
 	if got := a.healthEntries(); len(got) != 0 || len(a.withHealth) != 0 {
 		t.Fatalf("health check node ports after the Service went: %v (%v), want none", got, a.withHealth)
+	}
+}
+
+// recordingBackend keeps what the last sync and renders were given.
+type recordingBackend struct {
+	dataplane.Backend
+	node  dataplane.Node
+	ports map[string][]*model.ServicePort
+}
+
+func (r *recordingBackend) SetService(key string, ports []*model.ServicePort) {
+	r.ports[key] = ports
+	r.Backend.SetService(key, ports)
+}
+
+func (r *recordingBackend) Sync(ctx context.Context, node dataplane.Node) (dataplane.SyncResult, error) {
+	r.node = node
+	return r.Backend.Sync(ctx, node)
+}
+
+// TestServiceCIDRsAndNodeIPsReachTheRules checks the agent's inputs beyond
+// Services and slices: every ServiceCIDR's ranges of the backend's family
+// reach each sync (nftables mode drops traffic to their unallocated
+// addresses), and the Node's InternalIP decides whether its own traffic
+// passes loadBalancerSourceRanges, re-rendered when it changes.
+func TestServiceCIDRsAndNodeIPsReachTheRules(t *testing.T) {
+	ctx := context.Background()
+	c := newFakeClient()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.7"}, {Type: corev1.NodeInternalIP, Address: "192.168.0.10"}}}}
+	kubernetes := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "fd00:96::/112"}}}
+	lb := svc("lb", "10.96.0.20", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.LoadBalancerSourceRanges = []string{" 192.168.0.0/24 "}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	})
+	for _, o := range []client.Object{node, kubernetes, lb, epSlice("lb", "lb-1", "10.244.1.2")} {
+		must(t, c.Create(ctx, o))
+	}
+	rec := &recordingBackend{Backend: iptables.NewBackend(corev1.IPv4Protocol, iptables.NewFake(), iptables.Config{}), ports: map[string][]*model.ServicePort{}}
+	a := newAgent(c, testConfig(t), logr.Discard(), clock.RealClock{}, []dataplane.Backend{rec})
+	must(t, a.SyncOnce(ctx))
+	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	if diff := cmp.Diff(want, rec.node.ServiceCIDRs, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("ServiceCIDRs of the IPv4 sync (-want +got):\n%s", diff)
+	}
+	if p := rec.ports["ns/lb"]; len(p) != 1 || !p[0].AllowFromNode {
+		t.Errorf("the node's InternalIP 192.168.0.10 is in 192.168.0.0/24, but the port does not allow the node: %+v", p)
+	}
+
+	extra := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.100.0.0/24"}}}
+	must(t, c.Create(ctx, extra))
+	a.changed(nil, extra)
+	must(t, a.SyncOnce(ctx))
+	want = append(want, netip.MustParsePrefix("10.100.0.0/24"))
+	if diff := cmp.Diff(want, rec.node.ServiceCIDRs, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("ServiceCIDRs after one was added (-want +got):\n%s", diff)
+	}
+
+	old := node.DeepCopy()
+	node.Status.Addresses[1].Address = "192.168.1.10"
+	must(t, c.Status().Update(ctx, node))
+	a.changed(old, node)
+	must(t, a.SyncOnce(ctx))
+	if p := rec.ports["ns/lb"]; len(p) != 1 || p[0].AllowFromNode {
+		t.Errorf("the node's InternalIP moved out of the ranges, but the port still allows the node: %+v", p)
+	}
+}
+
+func TestNodeIPsAsKubeProxyPicksThem(t *testing.T) {
+	addrs := func(a ...corev1.NodeAddress) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Addresses: a}}
+	}
+	internal := func(ip string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+	}
+	external := func(ip string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip}
+	}
+	for name, tc := range map[string]struct {
+		node *corev1.Node
+		want []string
+	}{
+		"InternalIP before ExternalIP":   {addrs(external("203.0.113.1"), internal("10.0.0.1")), []string{"10.0.0.1"}},
+		"dual-stack, first family first": {addrs(internal("fd00::1"), internal("10.0.0.1"), internal("10.0.0.2")), []string{"fd00::1", "10.0.0.1"}},
+		"ExternalIP alone":               {addrs(external("203.0.113.1")), []string{"203.0.113.1"}},
+		"none":                           {addrs(corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n"}), nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, ip := range nodeIPs(tc.node) {
+				got = append(got, ip.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nodeIPs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestInformersSkipHeadlessSlices checks that the agent's cache, like
+// kube-proxy's informer, does not watch EndpointSlices labelled
+// service.kubernetes.io/headless (upstream's e2e "should implement
+// service.kubernetes.io/headless"), and watches every other slice.
+func TestInformersSkipHeadlessSlices(t *testing.T) {
+	var sel labels.Selector
+	for obj, by := range cacheOptions("node-a").ByObject {
+		if _, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			sel = by.Label
+		}
+	}
+	if sel == nil {
+		t.Fatal("the EndpointSlice informer has no label selector")
+	}
+	for _, tc := range []struct {
+		labels  map[string]string
+		watched bool
+	}{
+		{map[string]string{discoveryv1.LabelServiceName: "web"}, true},
+		{map[string]string{discoveryv1.LabelServiceName: "web", corev1.IsHeadlessService: ""}, false},
+		{map[string]string{corev1.IsHeadlessService: "anything"}, false},
+		{nil, true},
+	} {
+		if got := sel.Matches(labels.Set(tc.labels)); got != tc.watched {
+			t.Errorf("a slice labelled %v watched = %v, want %v", tc.labels, got, tc.watched)
+		}
 	}
 }

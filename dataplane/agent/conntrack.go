@@ -1,10 +1,14 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
@@ -13,11 +17,11 @@ import (
 // its new state (nil when the Service is gone) no longer has.
 func (a *Agent) forgetUDP(old, cur *serviceState) {
 	for key, o := range old.udp {
-		var now map[netip.Addr]bool
+		var now map[netip.AddrPort]bool
 		if cur != nil {
 			now = cur.udp[key].endpoints
 		}
-		gone := udpPort{dests: o.dests, nodePort: o.nodePort, endpoints: map[netip.Addr]bool{}}
+		gone := udpPort{dests: o.dests, port: o.port, nodePort: o.nodePort, endpoints: map[netip.AddrPort]bool{}}
 		for ep := range o.endpoints {
 			if !now[ep] {
 				gone.endpoints[ep] = true
@@ -29,38 +33,45 @@ func (a *Agent) forgetUDP(old, cur *serviceState) {
 	}
 }
 
-// clearStaleUDP deletes the conntrack entries that still send UDP traffic
-// of a service port somewhere its rules no longer do; without this, a
-// client reusing its source port keeps talking to a gone Pod, or, for a
-// flow that began before the Service's rules existed, to nothing. Two
-// kinds go, as with kube-proxy: flows DNATed to an endpoint a render
-// removed (to a service address or a node port), and flows to a service
-// address and port whose reply does not come from one of the port's
-// current endpoints (not DNATed, or DNATed to an endpoint gone while the
-// agent was down). TCP needs nothing: its connections fail and are
-// retried. The entries go over netlink in one table dump per family
-// instead of one conntrack process per entry, and only after a sync that
-// touched a UDP service port.
+// conntrackFamilies maps the IP families to the kernel's.
+var conntrackFamilies = map[corev1.IPFamily]netlink.InetFamily{
+	corev1.IPv4Protocol: unix.AF_INET,
+	corev1.IPv6Protocol: unix.AF_INET6,
+}
+
+// clearStaleUDP reconciles the UDP conntrack entries with the rules, as
+// kube-proxy's conntrack reconciler does: a flow to a UDP service port (a
+// service address and port, or a node port) whose reply does not come
+// from one of the port's serving endpoints (address and target port) is
+// deleted. Without this, a client reusing its source port keeps talking
+// to a gone Pod, to a port its Pod no longer serves on, or, for a flow
+// that began before the Service's rules existed, to nothing. Beyond
+// kube-proxy, the flows of a deleted Service to its former endpoints go
+// too. TCP needs nothing: its connections fail and are retried. The
+// entries go over netlink, in one table dump per family, after a sync
+// that touched a UDP service port.
 func (a *Agent) clearStaleUDP() {
 	if len(a.staleUDP) == 0 && !a.udpChanged {
 		return
 	}
 	match := newStaleUDPFlows(a.staleUDP, a.currentUDP())
 	a.staleUDP, a.udpChanged = nil, false
-	err := netns.Do(a.cfg.NetNS, func() error {
-		for _, family := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
-			n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family, match)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				a.log.V(2).Info("Cleared stale UDP conntrack entries", "count", n)
-			}
+	for _, b := range a.backends {
+		family := b.Family()
+		start := time.Now()
+		var n uint
+		err := netns.Do(a.cfg.NetNS, func() error {
+			var err error
+			n, err = netlink.ConntrackDeleteFilters(netlink.ConntrackTable, conntrackFamilies[family], match)
+			return err
+		})
+		metricConntrackReconcileDuration.WithLabelValues(string(family)).Observe(time.Since(start).Seconds())
+		metricConntrackDeleted.WithLabelValues(string(family)).Add(float64(n))
+		if err != nil {
+			a.log.Error(err, "Clearing stale UDP conntrack entries failed", "ipFamily", family, "deleted", n)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		a.log.V(2).Info("Clearing conntrack entries failed", "err", err.Error())
+		a.log.V(4).Info("Finished reconciling conntrack entries", "ipFamily", family, "deleted", n, "took", time.Since(start))
 	}
 }
 
@@ -77,37 +88,47 @@ func (a *Agent) currentUDP() []udpPort {
 
 // staleUDPFlows matches the conntrack entries clearStaleUDP deletes.
 type staleUDPFlows struct {
-	// byDest holds (service address, removed endpoint) pairs.
-	byDest map[[2]netip.Addr]bool
-	// byNodePort holds (node port, removed endpoint) pairs.
-	byNodePort map[nodePortEndpoint]bool
-	// current maps each programmed service address and port to the
-	// endpoints its rules send traffic to.
-	current map[netip.AddrPort]map[netip.Addr]bool
+	// gone holds (service address and port, removed endpoint) pairs, and
+	// goneNodePort (node port, removed endpoint) pairs: they catch the
+	// flows of Services deleted since the last cleanup.
+	gone         map[[2]netip.AddrPort]bool
+	goneNodePort map[nodePortEndpoint]bool
+	// current maps each programmed service address and port to its
+	// serving endpoints; currentNodePort each node port, while it has
+	// serving endpoints (a node port is matched by number alone, so one
+	// without endpoints would catch every UDP flow to that port).
+	current         map[netip.AddrPort]map[netip.AddrPort]bool
+	currentNodePort map[uint16]map[netip.AddrPort]bool
 }
 
 type nodePortEndpoint struct {
 	port     uint16
-	endpoint netip.Addr
+	endpoint netip.AddrPort
 }
 
 var _ netlink.CustomConntrackFilter = staleUDPFlows{}
 
 func newStaleUDPFlows(stale, current []udpPort) staleUDPFlows {
-	m := staleUDPFlows{byDest: map[[2]netip.Addr]bool{}, byNodePort: map[nodePortEndpoint]bool{}, current: map[netip.AddrPort]map[netip.Addr]bool{}}
+	m := staleUDPFlows{
+		gone: map[[2]netip.AddrPort]bool{}, goneNodePort: map[nodePortEndpoint]bool{},
+		current: map[netip.AddrPort]map[netip.AddrPort]bool{}, currentNodePort: map[uint16]map[netip.AddrPort]bool{},
+	}
 	for _, u := range stale {
 		for ep := range u.endpoints {
 			for _, dst := range u.dests {
-				m.byDest[[2]netip.Addr{dst, ep}] = true
+				m.gone[[2]netip.AddrPort{netip.AddrPortFrom(dst, uint16(u.port)), ep}] = true
 			}
 			if u.nodePort != 0 {
-				m.byNodePort[nodePortEndpoint{uint16(u.nodePort), ep}] = true
+				m.goneNodePort[nodePortEndpoint{uint16(u.nodePort), ep}] = true
 			}
 		}
 	}
 	for _, u := range current {
 		for _, dst := range u.dests {
 			m.current[netip.AddrPortFrom(dst, uint16(u.port))] = u.endpoints
+		}
+		if u.nodePort != 0 && len(u.endpoints) > 0 {
+			m.currentNodePort[uint16(u.nodePort)] = u.endpoints
 		}
 	}
 	return m
@@ -118,19 +139,24 @@ func (m staleUDPFlows) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 	if flow.Forward.Protocol != unix.IPPROTO_UDP {
 		return false
 	}
-	replySrc, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
+	replySrcIP, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
 	if !ok {
 		return false
 	}
-	replySrc = replySrc.Unmap()
-	dst, ok := netip.AddrFromSlice(flow.Forward.DstIP)
+	dstIP, ok := netip.AddrFromSlice(flow.Forward.DstIP)
 	if !ok {
 		return false
 	}
-	dst = dst.Unmap()
-	if m.byDest[[2]netip.Addr{dst, replySrc}] || m.byNodePort[nodePortEndpoint{flow.Forward.DstPort, replySrc}] {
+	replySrc := netip.AddrPortFrom(replySrcIP.Unmap(), flow.Reverse.SrcPort)
+	dst := netip.AddrPortFrom(dstIP.Unmap(), flow.Forward.DstPort)
+	if m.gone[[2]netip.AddrPort{dst, replySrc}] || m.goneNodePort[nodePortEndpoint{dst.Port(), replySrc}] {
 		return true
 	}
-	endpoints, programmed := m.current[netip.AddrPortFrom(dst, flow.Forward.DstPort)]
-	return programmed && !endpoints[replySrc]
+	if endpoints, programmed := m.current[dst]; programmed {
+		return !endpoints[replySrc]
+	}
+	if endpoints, programmed := m.currentNodePort[dst.Port()]; programmed {
+		return !endpoints[replySrc]
+	}
+	return false
 }

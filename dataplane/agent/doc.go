@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package agent is svcnet's node agent: it watches Services,
 // EndpointSlices and its own Node, builds each Service's ports
 // (dataplane/model) for every IP family, and hands them to the node's

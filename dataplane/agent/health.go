@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
@@ -7,8 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
@@ -16,24 +20,57 @@ import (
 // healthEntry is what one health check node port reports.
 type healthEntry struct {
 	namespace, name string
-	local           int
+	// local counts this node's ready endpoints by IP family: distinct
+	// addresses, over every port of the Service. A family is present when
+	// the Service has rules in it, with 0 when no local endpoint is ready.
+	local map[corev1.IPFamily]int
+}
+
+// localFor is the count a request that arrived over family f reads, as
+// from kube-proxy's health server of that family; a single-stack Service
+// answers with its one family's count on both.
+func (e healthEntry) localFor(f corev1.IPFamily) int {
+	if n, ok := e.local[f]; ok {
+		return n
+	}
+	total := 0
+	for _, n := range e.local {
+		total += n
+	}
+	return total
+}
+
+// serviceHealth is the body of a health check node port's answer, with
+// kube-proxy's fields in kube-proxy's order.
+type serviceHealth struct {
+	Service struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"service"`
+	LocalEndpoints      int  `json:"localEndpoints"`
+	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
 }
 
 // healthServers serves the healthCheckNodePort of every
 // externalTrafficPolicy: Local LoadBalancer Service, the way kube-proxy
-// does: 200 with the local endpoint count when this node has one, else 503,
-// so that load balancers send traffic only to nodes that can serve it.
+// does: 200 while this node has a ready endpoint of the Service and the
+// proxy itself is healthy, else 503, so that load balancers send traffic
+// only to nodes that can serve it and drain a node whose Pods are all
+// terminating or whose rules have gone stale.
 type healthServers struct {
 	netns string
 	log   logr.Logger
+	// proxyHealthy is the agent's own health (its /livez): a node whose
+	// rules lag behind fails every health check node port too.
+	proxyHealthy func() bool
 
 	mu      sync.Mutex
 	entries map[int32]healthEntry
 	servers map[int32]*http.Server
 }
 
-func newHealthServers(ns string, log logr.Logger) *healthServers {
-	return &healthServers{netns: ns, log: log, entries: map[int32]healthEntry{}, servers: map[int32]*http.Server{}}
+func newHealthServers(ns string, log logr.Logger, proxyHealthy func() bool) *healthServers {
+	return &healthServers{netns: ns, log: log, proxyHealthy: proxyHealthy, entries: map[int32]healthEntry{}, servers: map[int32]*http.Server{}}
 }
 
 // update opens listeners for new ports, closes the ones no longer used,
@@ -57,36 +94,49 @@ func (h *healthServers) update(entries map[int32]healthEntry) {
 			h.log.Error(err, "Cannot serve health check node port", "port", port)
 			continue
 		}
-		srv := &http.Server{Handler: h.handler(port)}
+		srv := &http.Server{Handler: h.handler(port), ReadHeaderTimeout: 10 * time.Second}
 		h.servers[port] = srv
 		go func() { _ = srv.Serve(l) }()
 	}
 }
 
 func (h *healthServers) handler(port int32) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		e, ok := h.entries[port]
 		h.mu.Unlock()
 		if !ok {
-			http.NotFound(w, nil)
+			http.NotFound(w, r)
 			return
 		}
+		var body serviceHealth
+		body.Service.Namespace, body.Service.Name = e.namespace, e.name
+		body.LocalEndpoints = e.localFor(requestFamily(r))
+		body.ServiceProxyHealthy = h.proxyHealthy()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(e.local))
-		if e.local == 0 {
+		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(body.LocalEndpoints))
+		if body.LocalEndpoints == 0 || !body.ServiceProxyHealthy {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		body := map[string]any{
-			"service":             map[string]string{"namespace": e.namespace, "name": e.name},
-			"localEndpoints":      e.local,
-			"serviceProxyHealthy": true,
+		// Indented with tabs and without a final newline, as kube-proxy
+		// writes it.
+		out, err := json.MarshalIndent(body, "", "\t")
+		if err == nil {
+			_, err = w.Write(out)
 		}
-		if err := json.NewEncoder(w).Encode(body); err != nil {
+		if err != nil {
 			h.log.V(4).Info("Writing health check answer", "err", err.Error())
 		}
 	})
+}
+
+// requestFamily is the IP family of the address a request arrived on.
+func requestFamily(r *http.Request) corev1.IPFamily {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && a.IP.To4() == nil {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
 }
 
 func (h *healthServers) closeAll() {

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Why a sync failed: the step that failed, in the /healthz body and the
@@ -54,10 +57,24 @@ type Health struct {
 	// OldestQueuedChange is when the oldest change still waiting was
 	// queued; absent when none waits.
 	OldestQueuedChange *time.Time `json:"oldestQueuedChange,omitempty"`
+	// NodeEligible, in /healthz answers only, tells whether the node
+	// should get load balancer traffic (NodeEligible); /healthz fails
+	// when it is false.
+	NodeEligible *bool `json:"nodeEligible,omitempty"`
+	// Status is the health of each IP family's rules, as kube-proxy's
+	// per-family proxiers report it. The agent syncs every family at
+	// once, so they agree.
+	Status map[corev1.IPFamily]FamilyHealth `json:"status,omitempty"`
 	// Reason and Error say why the last sync failed (the Reason*
 	// constants), while no sync has succeeded since.
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// FamilyHealth is the health of one IP family's rules.
+type FamilyHealth struct {
+	LastUpdated time.Time `json:"lastUpdated"`
+	Healthy     bool      `json:"healthy"`
 }
 
 // Health reports the agent's health now.
@@ -78,12 +95,18 @@ func (a *Agent) Health() Health {
 		h.Reason, h.Error = a.failure.reason, a.failure.err.Error()
 	}
 	h.Ready = h.Healthy && !a.lastSuccess.IsZero()
+	h.Status = map[corev1.IPFamily]FamilyHealth{}
+	for _, b := range a.backends {
+		h.Status[b.Family()] = FamilyHealth{LastUpdated: a.lastSuccess, Healthy: h.Healthy}
+	}
 	return h
 }
 
 // healthzServer serves the agent's /healthz and /livez (kube-proxy's, on
 // its --healthz-bind-address) and /readyz, answering with the Health as
-// JSON: 200 when healthy (ready for /readyz), else 503.
+// JSON: /livez 200 while healthy (nothing has waited past the timeout),
+// /healthz 200 while healthy and the node eligible for load balancer
+// traffic, /readyz 200 once ready; else 503.
 type healthzServer struct {
 	addr  string
 	agent *Agent
@@ -92,12 +115,18 @@ type healthzServer struct {
 
 func (s *healthzServer) handler() http.Handler {
 	mux := http.NewServeMux()
-	serve := func(ok func(Health) bool) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
+	serve := func(check func(r *http.Request, h *Health) bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			h := s.agent.Health()
+			ok := check(r, &h)
+			if ok && h.Healthy {
+				// kube-proxy's compatibility rule: a healthy answer's
+				// lastUpdated is now, as when it meant the last sync loop.
+				h.LastUpdated = h.CurrentTime
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
-			if !ok(h) {
+			if !ok {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 			if err := json.NewEncoder(w).Encode(h); err != nil {
@@ -105,10 +134,13 @@ func (s *healthzServer) handler() http.Handler {
 			}
 		}
 	}
-	healthy := func(h Health) bool { return h.Healthy }
-	mux.Handle("/healthz", serve(healthy))
-	mux.Handle("/livez", serve(healthy))
-	mux.Handle("/readyz", serve(func(h Health) bool { return h.Ready }))
+	mux.Handle("/healthz", serve(func(r *http.Request, h *Health) bool {
+		eligible := s.agent.NodeEligible(r.Context())
+		h.NodeEligible = &eligible
+		return h.Healthy && eligible
+	}))
+	mux.Handle("/livez", serve(func(_ *http.Request, h *Health) bool { return h.Healthy }))
+	mux.Handle("/readyz", serve(func(_ *http.Request, h *Health) bool { return h.Ready }))
 	return mux
 }
 

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +34,7 @@ import (
 // clock, whose steps can be made to fail.
 type healthWorld struct {
 	agent              *Agent
+	client             client.Client
 	clock              *clocktesting.FakeClock
 	kernel             *iptables.Fake
 	failNode, failList bool
@@ -57,6 +61,8 @@ func newHealthWorld(t *testing.T) *healthWorld {
 			},
 		}).Build()
 	ctx := context.Background()
+	w.client = c
+	must(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}))
 	must(t, c.Create(ctx, svc("web", "10.96.0.10", nil)))
 	must(t, c.Create(ctx, epSlice("web", "web-1", "10.244.1.2")))
 	backend := iptables.NewBackend(corev1.IPv4Protocol, w.kernel, iptables.Config{})
@@ -75,7 +81,7 @@ func (w *healthWorld) body(t *testing.T, path string) (int, Health) {
 }
 
 // TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause checks, for
-// each step of a sync that can fail, that /healthz stays healthy while
+// each step of a sync that can fail, that /livez stays healthy while
 // the first change has waited at most the health timeout, fails after
 // it with the step in the body and the metric, and recovers with the
 // next successful sync.
@@ -115,13 +121,13 @@ func TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause(t *testing.T) {
 			}
 			timeout := w.agent.cfg.HealthTimeout
 			w.clock.Step(timeout)
-			if code, h := w.body(t, "/healthz"); code != http.StatusOK || !h.Healthy || h.Reason != tc.reason || h.Ready {
+			if code, h := w.body(t, "/livez"); code != http.StatusOK || !h.Healthy || h.Reason != tc.reason || h.Ready {
 				t.Fatalf("after waiting exactly the timeout: %d %+v; want 200, healthy, not ready, reason %q", code, h, tc.reason)
 			}
 			// A change arriving later does not make the wait look shorter.
 			w.agent.changed(nil, svc("web", "10.96.0.10", nil))
 			w.clock.Step(time.Second)
-			code, h := w.body(t, "/healthz")
+			code, h := w.body(t, "/livez")
 			if code != http.StatusServiceUnavailable || h.Healthy || h.Reason != tc.reason || h.Error == "" {
 				t.Fatalf("after waiting longer than the timeout: %d %+v; want 503 with reason %q and the error", code, h, tc.reason)
 			}
@@ -134,7 +140,7 @@ func TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause(t *testing.T) {
 
 			tc.fix(w)
 			must(t, w.agent.SyncOnce(ctx))
-			code, h = w.body(t, "/healthz")
+			code, h = w.body(t, "/livez")
 			if code != http.StatusOK || !h.Healthy || h.Reason != "" || h.OldestQueuedChange != nil || !h.LastUpdated.Equal(w.clock.Now()) {
 				t.Fatalf("after a successful sync: %d %+v; want 200, healthy, nothing waiting, updated now", code, h)
 			}
@@ -234,5 +240,88 @@ func TestHealthServerFailsOnABadAddress(t *testing.T) {
 	err := (&healthzServer{addr: "192.0.2.1:10256", agent: w.agent, log: logr.Discard()}).Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "192.0.2.1:10256") {
 		t.Fatalf("Start on an address not on this host = %v, want an error naming it", err)
+	}
+}
+
+// TestHealthzFailsOnANodeLeavingTheCluster checks /healthz against
+// kube-proxy's node eligibility: 503 with nodeEligible false while the
+// Node is missing, being deleted, or tainted by the cluster autoscaler,
+// while /livez, which reports staleness alone, stays 200.
+func TestHealthzFailsOnANodeLeavingTheCluster(t *testing.T) {
+	cases := map[string]struct {
+		change   func(*corev1.Node)
+		missing  bool
+		eligible bool
+	}{
+		"a plain Node": {change: func(*corev1.Node) {}, eligible: true},
+		"another taint": {change: func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+		}, eligible: true},
+		"tainted ToBeDeletedByClusterAutoscaler": {change: func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: TaintToBeDeleted, Value: "1700000000", Effect: corev1.TaintEffectNoSchedule}}
+		}},
+		"being deleted": {change: func(n *corev1.Node) {
+			n.Finalizers = []string{"example.com/hold"}
+		}},
+		"missing": {missing: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newHealthWorld(t)
+			must(t, w.agent.SyncOnce(ctx))
+			var n corev1.Node
+			must(t, w.client.Get(ctx, client.ObjectKey{Name: "node-a"}, &n))
+			switch {
+			case tc.missing:
+				must(t, w.client.Delete(ctx, &n))
+			default:
+				tc.change(&n)
+				must(t, w.client.Update(ctx, &n))
+				if name == "being deleted" {
+					must(t, w.client.Delete(ctx, &n))
+				}
+			}
+			code, h := w.body(t, "/healthz")
+			wantCode := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tc.eligible]
+			if code != wantCode || h.NodeEligible == nil || *h.NodeEligible != tc.eligible || !h.Healthy {
+				t.Errorf("/healthz: %d %+v; want %d, nodeEligible %t, healthy", code, h, wantCode, tc.eligible)
+			}
+			if code, h := w.body(t, "/livez"); code != http.StatusOK || h.NodeEligible != nil {
+				t.Errorf("/livez: %d %+v; want 200 without nodeEligible", code, h)
+			}
+		})
+	}
+}
+
+// TestHealthzBodyHasKubeProxysFields checks the field names operators'
+// probes and scripts read from kube-proxy's /healthz.
+func TestHealthzBodyHasKubeProxysFields(t *testing.T) {
+	w := newHealthWorld(t)
+	must(t, w.agent.SyncOnce(context.Background()))
+	rec := httptest.NewRecorder()
+	(&healthzServer{agent: w.agent, log: logr.Discard()}).handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	var body map[string]any
+	must(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	for _, field := range []string{"lastUpdated", "currentTime", "nodeEligible", "healthy", "status"} {
+		if _, ok := body[field]; !ok {
+			t.Errorf("/healthz body %s has no %q", rec.Body.String(), field)
+		}
+	}
+	status, _ := body["status"].(map[string]any)
+	if _, ok := status["IPv4"].(map[string]any)["healthy"]; !ok {
+		t.Errorf("/healthz status %v has no IPv4 health", status)
+	}
+}
+
+// TestProxyMode checks /proxyMode as kube-proxy's metrics server answers
+// it: the mode alone, as plain text.
+func TestProxyMode(t *testing.T) {
+	for _, mode := range []string{ModeIPTables, ModeNFTables} {
+		rec := httptest.NewRecorder()
+		proxyModeHandler(mode).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/proxyMode", nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != mode || rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Errorf("/proxyMode in %s mode: %d %q %q", mode, rec.Code, rec.Body.String(), rec.Header().Get("Content-Type"))
+		}
 	}
 }

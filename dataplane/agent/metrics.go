@@ -1,6 +1,10 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
+	"io"
+	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +34,21 @@ var (
 		Name: "svcnet_agent_unseen_changes_total",
 		Help: "Services the periodic recheck found changed in the cache since their last render without an event having said so; each is re-rendered.",
 	})
+	// The conntrack reconciler's figures carry kube-proxy's names, labels
+	// and buckets, so that its dashboards and alerts read them.
+	metricConntrackReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kubeproxy_conntrack_reconciler_sync_duration_seconds",
+		Help:    "Time one pass of the UDP conntrack cleanup took, in seconds, by IP family.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+	}, []string{"ip_family"})
+	metricConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubeproxy_conntrack_reconciler_deleted_entries_total",
+		Help: "UDP conntrack entries the cleanup deleted because no serving endpoint answers them any more, by IP family.",
+	}, []string{"ip_family"})
+	metricFlushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svcnet_agent_rules_flushed_total",
+		Help: "Times the canary found a backend's rules removed by another program (iptables -F, a firewalld reload), each followed at once by a full sync, by IP family.",
+	}, []string{"ip_family"})
 	metricProgrammingLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "svcnet_agent_network_programming_duration_seconds",
 		Help:    "Time from an EndpointSlice's last-change-trigger-time to the rules that reflect it being applied.",
@@ -41,6 +60,18 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricUnseenChanges, metricProgrammingLatency)
+		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricUnseenChanges, metricProgrammingLatency,
+			metricConntrackReconcileDuration, metricConntrackDeleted, metricFlushes)
+	})
+}
+
+// proxyModeHandler answers /proxyMode on the metrics address with the
+// dataplane mode as plain text, as kube-proxy's metrics server does:
+// tools and upstream's e2e ask it which mode a node runs.
+func proxyModeHandler(mode string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = io.WriteString(w, mode)
 	})
 }

@@ -1,9 +1,14 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,16 +17,105 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/nfacct"
 )
 
 var families = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 
+// kube-proxy's modes that svcnet does not implement: naming one is an
+// error at start-up, never a silent fall back to another mode.
+const (
+	modeIPVS        = "ipvs"
+	modeKernelspace = "kernelspace"
+)
+
+// ProxyMode is the value of --proxy-mode (and svcnet's --mode): a
+// pflag.Value over the option's string, as kube-proxy's ProxyMode is.
+// Set accepts any word; Complete says which are supported, naming the
+// flag, so that every bad flag is reported at once.
+type ProxyMode string
+
+// String implements pflag.Value.
+func (m *ProxyMode) String() string { return string(*m) }
+
+// Set implements pflag.Value.
+func (m *ProxyMode) Set(s string) error {
+	*m = ProxyMode(strings.ToLower(strings.TrimSpace(s)))
+	return nil
+}
+
+// Type implements pflag.Value.
+func (m *ProxyMode) Type() string { return "ProxyMode" }
+
+// checkMode tells what is wrong with a mode, or nil; empty is kube-proxy's
+// default on Linux, iptables.
+func checkMode(mode string) (string, error) {
+	switch mode {
+	case "":
+		return ModeIPTables, nil
+	case ModeIPTables, ModeNFTables:
+		return mode, nil
+	case modeIPVS, modeKernelspace:
+		return "", fmt.Errorf("%q is a kube-proxy mode that svcnet does not implement; use %s", mode, strings.Join(Modes, " or "))
+	default:
+		return "", fmt.Errorf("%q is not a proxy mode; valid modes: %s", mode, strings.Join(Modes, ", "))
+	}
+}
+
+// kube-proxy's ways of telling traffic from local Pods (--detect-local-mode).
+const (
+	LocalModeClusterCIDR         = "ClusterCIDR"
+	LocalModeNodeCIDR            = "NodeCIDR"
+	LocalModeBridgeInterface     = "BridgeInterface"
+	LocalModeInterfaceNamePrefix = "InterfaceNamePrefix"
+)
+
+// LocalMode is the value of --detect-local-mode, a pflag.Value like
+// ProxyMode.
+type LocalMode string
+
+// String implements pflag.Value.
+func (m *LocalMode) String() string { return string(*m) }
+
+// Set implements pflag.Value.
+func (m *LocalMode) Set(s string) error {
+	*m = LocalMode(strings.TrimSpace(s))
+	return nil
+}
+
+// Type implements pflag.Value.
+func (m *LocalMode) Type() string { return "LocalMode" }
+
+// checkLocalMode tells whether svcnet implements a local traffic
+// detection mode; empty is kube-proxy's default, ClusterCIDR.
+func checkLocalMode(mode string) (string, error) {
+	switch mode {
+	case "":
+		return LocalModeClusterCIDR, nil
+	case LocalModeClusterCIDR, LocalModeNodeCIDR:
+		return mode, nil
+	case LocalModeBridgeInterface, LocalModeInterfaceNamePrefix:
+		return "", fmt.Errorf("%q is a kube-proxy mode that svcnet does not implement (its rules match Pod traffic by source address); use %s or %s",
+			mode, LocalModeClusterCIDR, LocalModeNodeCIDR)
+	default:
+		return "", fmt.Errorf("%q is not a local traffic detection mode; valid modes: %s, %s", mode, LocalModeClusterCIDR, LocalModeNodeCIDR)
+	}
+}
+
 // newBackends builds the backends of cfg.Mode: IPv4, and IPv6 too when
-// the node can program it.
-func newBackends(cfg Config, log logr.Logger) ([]dataplane.Backend, error) {
+// the node can program it. In iptables mode, a non-nil acct counts
+// packets as kube-proxy does.
+func newBackends(cfg Config, acct *nfacct.Client, log logr.Logger) ([]dataplane.Backend, error) {
+	var variant iptables.Variant
+	liberal := false
+	if cfg.Mode == ModeIPTables {
+		variant = detectVariant(cfg, log)
+		liberal = conntrackTCPLiberal(procSysctl{root: "/proc/sys", netns: cfg.NetNS}, log)
+	}
 	var backends []dataplane.Backend
 	for _, f := range families {
-		b, err := newBackend(cfg, f)
+		b, err := newBackend(cfg, f, variant, liberal, acct)
 		if err != nil && f == corev1.IPv6Protocol {
 			log.Info("IPv6 rules disabled", "mode", cfg.Mode, "err", err.Error())
 			continue
@@ -34,7 +128,19 @@ func newBackends(cfg Config, log logr.Logger) ([]dataplane.Backend, error) {
 	return backends, nil
 }
 
-func newBackend(cfg Config, f corev1.IPFamily) (dataplane.Backend, error) {
+// conntrackTCPLiberal reads the node's nf_conntrack_tcp_be_liberal, as
+// kube-proxy's iptables mode does at start (after --conntrack-tcp-be-
+// liberal set it): when it is on, no INVALID drop rule is written.
+func conntrackTCPLiberal(sys sysctl, log logr.Logger) bool {
+	v, err := sys.Get("net.netfilter.nf_conntrack_tcp_be_liberal")
+	if err != nil || v == 0 {
+		return false
+	}
+	log.Info("nf_conntrack_tcp_be_liberal is set: no DROP rule for INVALID packets")
+	return true
+}
+
+func newBackend(cfg Config, f corev1.IPFamily, variant iptables.Variant, liberal bool, acct *nfacct.Client) (dataplane.Backend, error) {
 	cidrs := cfg.ClusterCIDRs[f]
 	switch cfg.Mode {
 	case ModeNFTables:
@@ -44,13 +150,18 @@ func newBackend(cfg Config, f corev1.IPFamily) (dataplane.Backend, error) {
 		}
 		return nftables.NewBackend(f, nft, nftables.Config{ClusterCIDRs: cidrs, MasqueradeAll: cfg.MasqueradeAll}), nil
 	default:
-		ipt := iptables.NewExec(f, cfg.NetNS)
+		ipt := iptables.NewExecVariant(f, cfg.NetNS, variant)
 		if f == corev1.IPv6Protocol {
 			if _, err := ipt.Save(context.Background(), "filter"); err != nil {
 				return nil, fmt.Errorf("ip6tables is not usable: %w", err)
 			}
 		}
-		return iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs, MasqueradeAll: cfg.MasqueradeAll}), nil
+		var opts []iptables.Option
+		if acct != nil {
+			opts = append(opts, iptables.WithAccounting(acct))
+		}
+		return iptables.NewBackend(f, ipt, iptables.Config{ClusterCIDRs: cidrs, MasqueradeAll: cfg.MasqueradeAll,
+			NoLocalhostNodePorts: !cfg.LocalhostNodePorts, ConntrackTCPLiberal: liberal}, opts...), nil
 	}
 }
 
@@ -63,13 +174,17 @@ func newBackend(cfg Config, f corev1.IPFamily) (dataplane.Backend, error) {
 func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	var variant iptables.Variant
+	if cfg.Mode == ModeNFTables {
+		variant = detectVariant(cfg, log)
+	}
 	for _, f := range families {
 		var err error
 		var what string
 		switch cfg.Mode {
 		case ModeNFTables:
 			what = "iptables chains"
-			err = iptables.Cleanup(ctx, iptables.NewExec(f, cfg.NetNS))
+			err = iptables.Cleanup(ctx, iptables.NewExecVariant(f, cfg.NetNS, variant))
 		default:
 			what = "nftables tables"
 			err = removeTables(ctx, f, cfg.NetNS, nftables.TableName, nftables.KubeProxyTableName)
@@ -102,4 +217,86 @@ func removeTables(ctx context.Context, f corev1.IPFamily, netns string, tables .
 		}
 	}
 	return nil
+}
+
+// Cleanup removes every mode's rules from the node, whatever cfg.Mode
+// says, as kube-proxy's --cleanup does: the iptables chains (svcnet's
+// iptables mode and kube-proxy's share their names) and svcnet's and
+// kube-proxy's nftables tables, in each IP family. A family or tool the
+// node does not have has nothing to remove and is skipped, said in the log.
+func Cleanup(ctx context.Context, cfg Config, log logr.Logger) error {
+	cfg.LogIgnored(log)
+	var errs []error
+	variant := detectVariant(cfg, log)
+	for _, f := range families {
+		if err := cleanupIPTables(ctx, f, cfg.NetNS, variant, log); err != nil {
+			errs = append(errs, err)
+		}
+		if err := cleanupNFTables(ctx, f, cfg.NetNS, log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func cleanupIPTables(ctx context.Context, f corev1.IPFamily, netns string, variant iptables.Variant, log logr.Logger) error {
+	ipt := iptables.NewExecVariant(f, netns, variant)
+	if _, err := ipt.Save(ctx, "filter"); err != nil {
+		log.Info("Skipped iptables cleanup: iptables is not usable", "family", f, "err", err.Error())
+		return nil
+	}
+	if err := iptables.Cleanup(ctx, ipt); err != nil {
+		return fmt.Errorf("removing %s iptables rules: %w", f, err)
+	}
+	log.Info("Removed rules", "mode", ModeIPTables, "family", f)
+	return nil
+}
+
+func cleanupNFTables(ctx context.Context, f corev1.IPFamily, netns string, log logr.Logger) error {
+	if _, err := nftables.Tables(f, netns); err != nil {
+		log.Info("Skipped nftables cleanup: nftables is not usable", "family", f, "err", err.Error())
+		return nil
+	}
+	if err := removeTables(ctx, f, netns, nftables.TableName, nftables.KubeProxyTableName); err != nil {
+		return fmt.Errorf("removing %s nftables tables: %w", f, err)
+	}
+	log.Info("Removed rules", "mode", ModeNFTables, "family", f, "tables", []string{nftables.TableName, nftables.KubeProxyTableName})
+	return nil
+}
+
+// detectVariant picks iptables-nft or iptables-legacy for this node, as
+// kube-proxy's image wrapper does (iptables.DetectVariant), and says
+// which and why: rules written with the other variant would sit beside
+// the node's own, unseen by them.
+func detectVariant(cfg Config, log logr.Logger) iptables.Variant {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := iptables.DetectVariant(ctx, cfg.NetNS)
+	log.Info("Using iptables-"+string(d.Variant), "reason", d.Reason, "nftRules", d.NFTRules, "legacyRules", d.LegacyRules)
+	return d.Variant
+}
+
+// routeLocalnet is the sysctl that lets the kernel route packets for
+// 127.0.0.0/8 that were DNATed elsewhere: localhost NodePorts need it.
+const routeLocalnet = "/proc/sys/net/ipv4/conf/all/route_localnet"
+
+// enableRouteLocalnet sets route_localnet=1 in the node's network
+// namespace (cfg.NetNS, or the agent's own), as kube-proxy does when
+// localhost NodePorts are on; the KUBE-FIREWALL rule the iptables backend
+// writes closes the hole it opens (kubernetes issue 90259).
+func enableRouteLocalnet(cfg Config, log logr.Logger) error {
+	return netns.Do(cfg.NetNS, func() error {
+		cur, err := os.ReadFile(routeLocalnet)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", routeLocalnet, err)
+		}
+		if strings.TrimSpace(string(cur)) == "1" {
+			return nil
+		}
+		log.Info("Setting route_localnet=1 to allow node-ports on localhost; to change this either disable --iptables-localhost-nodeports or set --nodeport-addresses to filter loopback addresses")
+		if err := os.WriteFile(routeLocalnet, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("setting %s to 1 for localhost NodePorts: %w", routeLocalnet, err)
+		}
+		return nil
+	})
 }

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package announce is the node agent's speaker: it makes the network send
 // LoadBalancer addresses to the nodes. From the Services, their
 // EndpointSlices, the pools, the Nodes and the accepted

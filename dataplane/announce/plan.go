@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package announce
 
 import (
@@ -10,15 +12,15 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 // world is what the plan is made from, as the agent's caches hold it.
 type world struct {
 	node          string
 	nodes         []*corev1.Node
-	announcements []*lbannounce.Announcement // accepted ones only
-	pools         []lbannounce.Pool
+	announcements []*announcementpolicy.Announcement // accepted ones only
+	pools         []announcementpolicy.Pool
 	services      []*corev1.Service
 	// slices are the EndpointSlices of each Service, by "namespace/name".
 	slices map[string][]*discoveryv1.EndpointSlice
@@ -37,7 +39,7 @@ type addrPlan struct {
 	// services are the "namespace/name" of the Services holding it.
 	services []string
 	// announcement covers the address and selects this node.
-	announcement *lbannounce.Announcement
+	announcement *announcementpolicy.Announcement
 	// candidates are the nodes that may announce it: selected by the
 	// announcement and, under Local, with a usable endpoint of every
 	// Local Service on the address.
@@ -55,7 +57,7 @@ type plan struct {
 	// bgp are the addresses this node should advertise.
 	bgp []addrPlan
 	// peers are the BGP peers of the announcements selecting this node.
-	peers []lbannounce.Peer
+	peers []announcementpolicy.Peer
 }
 
 // makePlan decides what this node may announce. Pure.
@@ -69,7 +71,7 @@ func makePlan(w world) plan {
 	if self == nil {
 		return p // a node without its Node object announces nothing
 	}
-	mine := map[svcnetv1alpha1.AnnouncementMode][]*lbannounce.Announcement{}
+	mine := map[svcnetv1alpha1.AnnouncementMode][]*announcementpolicy.Announcement{}
 	for _, a := range w.announcements {
 		if a.SelectsNode(self) {
 			mine[a.Mode] = append(mine[a.Mode], a)
@@ -154,8 +156,8 @@ func addresses(w world) []addrPlan {
 
 // firstCovering is the first (by name) of anns that covers the address of
 // every one of its Services.
-func firstCovering(anns []*lbannounce.Announcement, ap addrPlan, w world) *lbannounce.Announcement {
-	var best *lbannounce.Announcement
+func firstCovering(anns []*announcementpolicy.Announcement, ap addrPlan, w world) *announcementpolicy.Announcement {
+	var best *announcementpolicy.Announcement
 	for _, a := range anns {
 		covers := true
 		for _, key := range ap.services {
@@ -175,7 +177,7 @@ func firstCovering(anns []*lbannounce.Announcement, ap addrPlan, w world) *lbann
 // candidates are the nodes a selects that have, for each Local Service on
 // the address, an endpoint kube-proxy would use (ready, else serving and
 // terminating), sorted.
-func candidates(w world, a *lbannounce.Announcement, services []string) []string {
+func candidates(w world, a *announcementpolicy.Announcement, services []string) []string {
 	var out []string
 	for _, n := range w.nodes {
 		if !a.SelectsNode(n) {

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package announce
 
 import (
@@ -10,10 +12,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
-func compiled(t *testing.T, name string, mode svcnetv1alpha1.AnnouncementMode, nodeLabel string) *lbannounce.Announcement {
+func compiled(t *testing.T, name string, mode svcnetv1alpha1.AnnouncementMode, nodeLabel string) *announcementpolicy.Announcement {
 	t.Helper()
 	a := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: mode}}
 	if nodeLabel != "" {
@@ -22,7 +24,7 @@ func compiled(t *testing.T, name string, mode svcnetv1alpha1.AnnouncementMode, n
 	if mode == svcnetv1alpha1.AnnouncementModeBGP {
 		a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: "172.30.0.254", ASN: 64500}}}
 	}
-	c, err := lbannounce.Compile(a)
+	c, err := announcementpolicy.Compile(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestMakePlan(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"edge": "yes"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "n3"}},
 	}
-	pools := lbannounce.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}})
+	pools := announcementpolicy.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}})
 	services := []*corev1.Service{
 		lbSvc("cluster", "192.168.240.1", false),
 		lbSvc("local", "192.168.240.2", true),
@@ -78,11 +80,11 @@ func TestMakePlan(t *testing.T) {
 	}
 	tests := map[string]struct {
 		node string
-		anns []*lbannounce.Announcement
+		anns []*announcementpolicy.Announcement
 		want got
 	}{
 		"L2 everywhere, from n1: Local candidates are nodes with a ready or serving-terminating endpoint": {
-			node: "n1", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", "")},
+			node: "n1", anns: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", "")},
 			want: got{
 				L2:         map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}, "192.168.240.2": {"n2", "n3"}},
 				BGP:        map[string][]string{},
@@ -90,19 +92,19 @@ func TestMakePlan(t *testing.T) {
 			},
 		},
 		"L2 on edge nodes seen from n3, which is not selected: nothing": {
-			node: "n3", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", "edge")},
+			node: "n3", anns: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", "edge")},
 			want: got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: map[string][]string{}},
 		},
 		"BGP from n1: advertises only what it should attract": {
-			node: "n1", anns: []*lbannounce.Announcement{compiled(t, "bgp", "BGP", "")},
+			node: "n1", anns: []*announcementpolicy.Announcement{compiled(t, "bgp", "BGP", "")},
 			want: got{L2: map[string][]string{}, BGP: map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}}, Interfaces: map[string][]string{}, Peers: 1},
 		},
 		"BGP from n2: the Local Service too": {
-			node: "n2", anns: []*lbannounce.Announcement{compiled(t, "bgp", "BGP", "")},
+			node: "n2", anns: []*announcementpolicy.Announcement{compiled(t, "bgp", "BGP", "")},
 			want: got{L2: map[string][]string{}, BGP: map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}, "192.168.240.2": {"n2", "n3"}}, Interfaces: map[string][]string{}, Peers: 1},
 		},
 		"a node without its Node object announces nothing": {
-			node: "gone", anns: []*lbannounce.Announcement{compiled(t, "l2", "L2", ""), compiled(t, "bgp", "BGP", "")},
+			node: "gone", anns: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", ""), compiled(t, "bgp", "BGP", "")},
 			want: got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: map[string][]string{}},
 		},
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package announce
 
 import (
@@ -23,7 +25,7 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/announce/bgp"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 // resyncPeriod bounds how long a change the speaker missed (an interface
@@ -236,7 +238,7 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 	}
 	for i := range anns.Items {
 		if anns.Items[i].Accepted() {
-			if a, err := lbannounce.Compile(&anns.Items[i]); err == nil {
+			if a, err := announcementpolicy.Compile(&anns.Items[i]); err == nil {
 				w.announcements = append(w.announcements, a)
 			}
 		}
@@ -245,7 +247,7 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 	for i := range pools.Items {
 		poolPtrs = append(poolPtrs, &pools.Items[i])
 	}
-	w.pools = lbannounce.Pools(poolPtrs)
+	w.pools = announcementpolicy.Pools(poolPtrs)
 	if len(w.announcements) == 0 {
 		return w, nil // nothing to announce: the Services are not read
 	}

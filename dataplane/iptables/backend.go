@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -22,20 +24,32 @@ type Backend struct {
 	cfg    Config
 	syncer *Syncer
 	ipt    Interface
+	// acct creates the nfacct counters the rules count into; nil: none.
+	acct Accounting
 
 	mu    sync.Mutex
 	frags map[string]*Fragment
 	order []string // keys of frags, sorted
+	// counted are the counters the last full sync found or created.
+	counted Counters
 }
 
 var _ dataplane.Backend = (*Backend)(nil)
 
 // NewBackend returns a backend that programs ipt. cfg's ClusterCIDRs and
-// MasqueradeAll shape every Service's rules; its NodePortIPs are ignored
-// (each Sync passes the node's current ones).
-func NewBackend(family corev1.IPFamily, ipt Interface, cfg Config) *Backend {
+// MasqueradeAll shape every Service's rules; its NodePortIPs and Counters
+// are ignored (each Sync passes the node's current ones).
+func NewBackend(family corev1.IPFamily, ipt Interface, cfg Config, opts ...Option) *Backend {
 	cfg.NodePortIPs = nil
-	return &Backend{family: family, cfg: cfg, syncer: NewSyncer(ipt), ipt: ipt, frags: map[string]*Fragment{}}
+	cfg.Counters = Counters{}
+	cfg.Family = family
+	syncer := NewSyncer(ipt)
+	syncer.localnetFirewall = family == corev1.IPv4Protocol && !cfg.NoLocalhostNodePorts
+	b := &Backend{family: family, cfg: cfg, syncer: syncer, ipt: ipt, frags: map[string]*Fragment{}}
+	for _, opt := range opts {
+		opt(b)
+	}
+	return b
 }
 
 // Mode implements dataplane.Backend.
@@ -72,8 +86,29 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	b.mu.Unlock()
 	cfg := b.cfg
 	cfg.NodePortIPs = node.NodePortIPs
+	cfg.Counters = b.counters(ctx)
 	res, err := b.syncer.Sync(ctx, Assemble(frags, cfg))
 	return dataplane.SyncResult{Full: res.Full, Rules: res.Rules}, err
+}
+
+// counters are those the rules of this sync count into: ensured before
+// a full sync, as kube-proxy does (a counter deleted while the rules
+// were flushed comes back with them), and those of the last full sync
+// otherwise.
+func (b *Backend) counters(ctx context.Context) Counters {
+	if b.acct == nil {
+		return Counters{}
+	}
+	if b.syncer.nextIsFull() {
+		c := b.ensureCounters(ctx)
+		b.mu.Lock()
+		b.counted = c
+		b.mu.Unlock()
+		return c
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.counted
 }
 
 // ForceFull implements dataplane.Backend.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -99,6 +101,9 @@ type discard struct{}
 
 func (discard) Restore(context.Context, []byte) error        { return nil }
 func (discard) Save(context.Context, string) ([]byte, error) { return nil, nil }
+func (discard) ChainRules(context.Context, string, string) ([]string, bool, error) {
+	return nil, false, nil
+}
 
 // flipEndpoint moves a slice's first endpoint between two addresses.
 func flipEndpoint(s *discoveryv1.EndpointSlice, second bool) {

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -16,7 +18,7 @@ var fixedChains = []string{
 // isOwnedChain tells whether a chain belongs to this dataplane (and so to
 // kube-proxy's iptables mode, whose names it shares).
 func isOwnedChain(name string) bool {
-	return isServiceChain(name) || slices.Contains(fixedChains, name)
+	return isServiceChain(name) || slices.Contains(fixedChains, name) || name == ChainCanary
 }
 
 // Cleanup removes every chain this dataplane owns from the filter and nat
@@ -35,12 +37,21 @@ func Cleanup(ctx context.Context, ipt Interface) error {
 		}
 		*t.plan = planCleanup(live)
 	}
-	if filter.empty() && nat.empty() {
+	// The mangle table holds the canary alone; it is not dumped, which
+	// with iptables-legacy would create the table.
+	_, mangleCanary, err := ipt.ChainRules(ctx, "mangle", ChainCanary)
+	if err != nil {
+		return err
+	}
+	if filter.empty() && nat.empty() && !mangleCanary {
 		return nil
 	}
 	var b strings.Builder
 	filter.write(&b, "filter")
 	nat.write(&b, "nat")
+	if mangleCanary {
+		b.WriteString("*mangle\n:" + ChainCanary + " - [0:0]\n-X " + ChainCanary + "\nCOMMIT\n")
+	}
 	if err := ipt.Restore(ctx, []byte(b.String())); err != nil {
 		return fmt.Errorf("removing %d chains: %w", len(filter.chains)+len(nat.chains), err)
 	}

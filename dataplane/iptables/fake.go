@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -31,6 +33,7 @@ type Fake struct {
 var builtinChains = map[string][]string{
 	"filter": {"INPUT", "FORWARD", "OUTPUT"},
 	"nat":    {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	"mangle": {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
 }
 
 // NewFake returns an empty Fake with the built-in chains.
@@ -176,6 +179,30 @@ func (f *Fake) Save(_ context.Context, table string) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(f.dumpLocked(table)), nil
+}
+
+// ChainRules implements Interface.
+func (f *Fake) ChainRules(_ context.Context, table, chain string) ([]string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rules, ok := f.tables[table][chain]
+	if !ok {
+		return nil, false, nil
+	}
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, "-A "+chain+" "+r)
+	}
+	return out, true, nil
+}
+
+// Flush empties every chain of a table, as `iptables -t TABLE -F` does.
+func (f *Fake) Flush(table string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.tables[table] {
+		f.tables[table][c] = nil
+	}
 }
 
 // Dump returns both tables as iptables-save would print them.

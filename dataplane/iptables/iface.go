@@ -1,8 +1,11 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -20,6 +23,9 @@ type Interface interface {
 	Restore(ctx context.Context, data []byte) error
 	// Save returns iptables-save output of one table ("filter" or "nat").
 	Save(ctx context.Context, table string) ([]byte, error)
+	// ChainRules returns the rules of one chain (iptables -S: each
+	// "-A CHAIN ..." line); exists is false when the chain is not there.
+	ChainRules(ctx context.Context, table, chain string) (rules []string, exists bool, err error)
 }
 
 // Exec runs the iptables-restore / iptables-save binaries (ip6tables-* for
@@ -29,6 +35,9 @@ type Exec struct {
 	// netns is the network namespace the commands run in; empty: the
 	// caller's.
 	netns string
+	// variant picks iptables-nft or iptables-legacy; empty: whichever
+	// the system's iptables is.
+	variant Variant
 }
 
 // NewExec returns the real implementation for a family. A non-empty netns
@@ -40,11 +49,21 @@ func NewExec(family corev1.IPFamily, netns string) *Exec {
 	return &Exec{family: family, netns: netns}
 }
 
+// binary names a command: base is "tables", "tables-save" or
+// "tables-restore", after "ip" or "ip6" and before the variant.
 func (e *Exec) binary(base string) string {
+	prefix := "ip"
 	if e.family == corev1.IPv6Protocol {
-		return "ip6" + base
+		prefix = "ip6"
 	}
-	return "ip" + base
+	if e.variant == "" {
+		return prefix + base
+	}
+	tables, rest, _ := strings.Cut(base, "-")
+	if rest != "" {
+		rest = "-" + rest
+	}
+	return prefix + tables + "-" + string(e.variant) + rest
 }
 
 // Restore implements Interface.
@@ -57,6 +76,30 @@ func (e *Exec) Restore(ctx context.Context, data []byte) error {
 		return fmt.Errorf("%s: %w: %s", e.binary("tables-restore"), err, strings.TrimSpace(out.String()))
 	}
 	return nil
+}
+
+// ChainRules implements Interface.
+func (e *Exec) ChainRules(ctx context.Context, table, chain string) ([]string, bool, error) {
+	cmd := exec.CommandContext(ctx, e.binary("tables"), "-w", "5", "-t", table, "-S", chain)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := netns.Run(e.netns, cmd)
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		// "No chain/target/match by that name", or a table that does
+		// not exist (iptables-nft): the chain is not there.
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("%s -t %s -S %s: %w: %s", e.binary("tables"), table, chain, err, strings.TrimSpace(stderr.String()))
+	}
+	var rules []string
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.HasPrefix(line, "-A ") {
+			rules = append(rules, line)
+		}
+	}
+	return rules, true, nil
 }
 
 // Save implements Interface.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -21,10 +23,42 @@ type Config struct {
 	// NodePortIPs are the addresses that accept NodePort traffic; empty
 	// means every local address (kube-proxy's default).
 	NodePortIPs []netip.Addr
+	// Family is the IP family of the rules (Render takes the model's);
+	// IPv6 loopback never accepts NodePort traffic.
+	Family corev1.IPFamily
+	// NoLocalhostNodePorts keeps NodePort traffic to 127.0.0.0/8 out, as
+	// kube-proxy does when --iptables-localhost-nodeports is false or
+	// --nodeport-addresses leaves out loopback. The zero value is
+	// kube-proxy's default: localhost NodePorts work, which needs
+	// net.ipv4.conf.all.route_localnet=1 (the agent sets it).
+	NoLocalhostNodePorts bool
+	// Counters are the nfacct counters the node has: the INVALID drop
+	// and the localhost NodePort rules count into them, as kube-proxy's
+	// do, only while they exist. Backend.Sync ensures them.
+	Counters Counters
+	// ConntrackTCPLiberal: the node's nf_conntrack_tcp_be_liberal is set,
+	// so conntrack marks only out-of-window RSTs INVALID, and the INVALID
+	// drop rule is left out, as kube-proxy leaves it out then.
+	ConntrackTCPLiberal bool
+}
+
+// loopbackExcluded is the loopback range that must not accept NodePort
+// traffic, if any.
+func (cfg Config) loopbackExcluded() string {
+	switch {
+	case cfg.Family == corev1.IPv6Protocol:
+		return "::1/128"
+	case cfg.NoLocalhostNodePorts:
+		return "127.0.0.0/8"
+	}
+	return ""
 }
 
 // Render computes the ruleset of a model. It is a pure function.
 func Render(m *model.Model, cfg Config) *Ruleset {
+	if cfg.Family == "" {
+		cfg.Family = m.Family
+	}
 	return Assemble([]*Fragment{RenderService(m.Ports, cfg)}, cfg)
 }
 
@@ -34,13 +68,19 @@ func Render(m *model.Model, cfg Config) *Ruleset {
 // Services that changed.
 type Fragment struct {
 	filter, nat *table
+	// localhostCounted are the indexes, among the fragment's rules of the
+	// nat table's KUBE-NODEPORTS, of kube-proxy's rules that count
+	// localhost NodePort packets. They are rendered whatever the node's
+	// counters, and Assemble leaves them out while the counter does not
+	// exist: no Service is re-rendered when it comes or goes.
+	localhostCounted []int
 }
 
 // RenderService renders the ports of one Service (or any list of ports).
 func RenderService(ports []*model.ServicePort, cfg Config) *Fragment {
 	f := &Fragment{filter: newTable(), nat: newTable()}
 	for _, p := range ports {
-		renderPort(f.filter, f.nat, p, cfg)
+		renderPort(f, p, cfg)
 	}
 	for _, c := range f.nat.chains {
 		if isServiceChain(c.Name) {
@@ -58,7 +98,13 @@ func Assemble(frags []*Fragment, cfg Config) *Ruleset {
 	nat := newTable(ChainNodePorts, ChainServices, ChainMarkMasq, ChainPostrouting)
 
 	fwd := filter.chain(ChainForward)
-	fwd.add("-m conntrack --ctstate INVALID -j DROP")
+	if !cfg.ConntrackTCPLiberal {
+		invalid := "-m conntrack --ctstate INVALID"
+		if cfg.Counters.InvalidDropped {
+			invalid += " " + nfacctMatch(CounterInvalidDropped)
+		}
+		fwd.add(invalid, "-j DROP")
+	}
 	fwd.add(comment("kubernetes forwarding rules"), "-m mark --mark "+MasqueradeMark+"/"+MasqueradeMark, "-j ACCEPT")
 	fwd.add(comment("kubernetes forwarding conntrack rule"), "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
 	nat.chain(ChainMarkMasq).add("-j MARK --or-mark " + MasqueradeMark)
@@ -78,29 +124,58 @@ func Assemble(frags []*Fragment, cfg Config) *Ruleset {
 				continue
 			}
 			top := nat.chain(c.Name)
+			if c.Name == ChainNodePorts && !cfg.Counters.LocalhostNodePorts && len(f.localhostCounted) > 0 {
+				top.Rules = appendExcept(top.Rules, c.Rules, f.localhostCounted)
+				continue
+			}
 			top.Rules = append(top.Rules, c.Rules...)
 		}
 	}
 
 	svcs := nat.chain(ChainServices)
 	const last = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
+	excluded := cfg.loopbackExcluded()
 	if len(cfg.NodePortIPs) == 0 {
-		svcs.add(comment(last), "-m addrtype --dst-type LOCAL -j "+ChainNodePorts)
+		dst := "-m addrtype --dst-type LOCAL"
+		if excluded != "" {
+			dst += " ! -d " + excluded
+		}
+		svcs.add(comment(last), dst, "-j "+ChainNodePorts)
 	} else {
 		for _, ip := range cfg.NodePortIPs {
+			if ip.IsLoopback() && excluded != "" {
+				continue
+			}
 			svcs.add(comment(last), "-d "+ip.String(), "-j "+ChainNodePorts)
 		}
 	}
 	return &Ruleset{Filter: filter.chains, NAT: nat.chains}
 }
 
-func renderPort(filter, nat *table, p *model.ServicePort, cfg Config) {
-	r := newPortRenderer(filter, nat, p, cfg)
+// appendExcept appends the rules of src but those at the indexes skip
+// (ascending).
+func appendExcept(dst, src []string, skip []int) []string {
+	for i, rule := range src {
+		if len(skip) > 0 && skip[0] == i {
+			skip = skip[1:]
+			continue
+		}
+		dst = append(dst, rule)
+	}
+	return dst
+}
+
+func renderPort(f *Fragment, p *model.ServicePort, cfg Config) {
+	r := newPortRenderer(f, p, cfg)
 	r.clusterIP()
 	if p.ExternallyAccessible() {
 		r.externalDestinations()
 		r.nodePort()
-		if r.hasExternal {
+		// The external chain is written whenever the port has endpoints
+		// anywhere, even with none that external traffic may use: under
+		// the Local policy, Pods and the node itself still reach the
+		// cluster's endpoints through it (kube-proxy's short-circuit).
+		if p.HasEndpoints {
 			r.externalChain()
 			r.firewallChain()
 		}
@@ -112,6 +187,7 @@ func renderPort(filter, nat *table, p *model.ServicePort, cfg Config) {
 // portRenderer renders one service port: the rules in the top-level
 // chains that lead to it, and its own chains (KUBE-SVC/SVL/EXT/FW/SEP).
 type portRenderer struct {
+	frag        *Fragment
 	filter, nat *table
 	p           *model.ServicePort
 	cfg         Config
@@ -120,7 +196,10 @@ type portRenderer struct {
 	pm, dst, dport string
 	// The port's chains; internalChain is where cluster-IP traffic goes.
 	svc, svl, ext, fw, internalChain string
-	hasInternal, hasExternal         bool
+	// hasInternal and hasExternal tell whether cluster-IP and external
+	// traffic have endpoints to go to; usesFirewall whether load balancer
+	// traffic goes through the KUBE-FW chain (source ranges).
+	hasInternal, hasExternal, usesFirewall bool
 
 	// seps are the endpoint chains the policy chains jump to, in first-use
 	// order.
@@ -128,17 +207,18 @@ type portRenderer struct {
 	sepOrder []string
 }
 
-func newPortRenderer(filter, nat *table, p *model.ServicePort, cfg Config) *portRenderer {
+func newPortRenderer(f *Fragment, p *model.ServicePort, cfg Config) *portRenderer {
 	name, proto := p.Name, p.Protocol
 	r := &portRenderer{
-		filter: filter, nat: nat, p: p, cfg: cfg,
+		frag: f, filter: f.filter, nat: f.nat, p: p, cfg: cfg,
 		pm:    protoMatch(proto),
 		dst:   "-d " + p.ClusterIP.String(),
 		dport: "--dport " + strconv.Itoa(int(p.Port)),
 		svc:   svcChain(name, proto), svl: svlChain(name, proto), ext: extChain(name, proto), fw: fwChain(name, proto),
-		hasInternal: len(p.InternalEndpoints()) > 0,
-		hasExternal: len(p.ExternalEndpoints()) > 0,
-		seps:        map[string]model.Endpoint{},
+		hasInternal:  len(p.InternalEndpoints()) > 0,
+		hasExternal:  len(p.ExternalEndpoints()) > 0,
+		usesFirewall: p.HasEndpoints && len(p.LoadBalancerIPs) > 0 && len(p.LoadBalancerSources) > 0,
+		seps:         map[string]model.Endpoint{},
 	}
 	r.internalChain = r.svc
 	if p.InternalPolicyLocal {
@@ -169,7 +249,8 @@ func (r *portRenderer) clusterIP() {
 
 // externalDestinations sends traffic to externalIPs and LoadBalancer IPs
 // to the external chain (through the firewall chain where source ranges
-// apply), or rejects or drops it.
+// apply); what the external chain does not send on is rejected (no
+// endpoints) or dropped (none for external traffic) in the filter table.
 func (r *portRenderer) externalDestinations() {
 	p := r.p
 	for _, ip := range p.ExternalIPs {
@@ -177,31 +258,51 @@ func (r *portRenderer) externalDestinations() {
 	}
 	for _, ip := range p.LoadBalancerIPs {
 		target := r.ext
-		if len(p.LoadBalancerSources) > 0 {
+		if r.usesFirewall {
 			target = r.fw
+		}
+		if p.HasEndpoints {
+			r.nat.chain(ChainServices).add(comment(p.Name+" loadbalancer IP"), r.pm, "-d "+ip.String(), r.dport, "-j "+target)
+		}
+		if r.usesFirewall {
 			r.filter.chain(ChainProxyFirewall).add(comment(p.Name+" traffic not accepted by "+r.fw), r.pm, "-d "+ip.String(), r.dport, "-j DROP")
 		}
-		r.toExternal(p.Name+" loadbalancer IP", "-d "+ip.String(), target)
+	}
+	if !r.hasExternal {
+		c, verdict := r.noEndpoints()
+		for _, ip := range p.LoadBalancerIPs {
+			r.filter.chain(ChainExternalServices).add(comment(c), r.pm, "-d "+ip.String(), r.dport, verdict)
+		}
 	}
 }
 
 func (r *portRenderer) toExternal(what, dst, target string) {
-	if r.hasExternal {
+	if r.p.HasEndpoints {
 		r.nat.chain(ChainServices).add(comment(what), r.pm, dst, r.dport, "-j "+target)
-		return
 	}
-	c, verdict := r.noEndpoints()
-	r.filter.chain(ChainExternalServices).add(comment(c), r.pm, dst, r.dport, verdict)
+	if !r.hasExternal {
+		c, verdict := r.noEndpoints()
+		r.filter.chain(ChainExternalServices).add(comment(c), r.pm, dst, r.dport, verdict)
+	}
 }
 
 // nodePort handles the node port and opens the health check node port.
+// Where NodePorts answer on 127.0.0.0/8, a rule before the node port's
+// own sends that traffic the same way and counts it (kube-proxy's
+// localhost NodePort counter; see Fragment.localhostCounted).
 func (r *portRenderer) nodePort() {
 	p := r.p
 	if p.NodePort != 0 {
 		np := "--dport " + strconv.Itoa(int(p.NodePort))
-		if r.hasExternal {
-			r.nat.chain(ChainNodePorts).add(comment(p.Name), r.pm, np, "-j "+r.ext)
-		} else {
+		if p.HasEndpoints {
+			nodePorts := r.nat.chain(ChainNodePorts)
+			if r.cfg.loopbackExcluded() == "" {
+				r.frag.localhostCounted = append(r.frag.localhostCounted, len(nodePorts.Rules))
+				nodePorts.add(comment(p.Name), r.pm, "-d 127.0.0.0/8", np, nfacctMatch(CounterLocalhostNodePorts), "-j "+r.ext)
+			}
+			nodePorts.add(comment(p.Name), r.pm, np, "-j "+r.ext)
+		}
+		if !r.hasExternal {
 			c, verdict := r.noEndpoints()
 			r.filter.chain(ChainExternalServices).add(comment(c), "-m addrtype --dst-type LOCAL", r.pm, np, verdict)
 		}
@@ -213,7 +314,9 @@ func (r *portRenderer) nodePort() {
 
 // externalChain (KUBE-EXT) masquerades external traffic and picks the
 // policy chain; under the Local policy, traffic from Pods and from the node
-// itself still goes to any endpoint.
+// itself still goes to any endpoint, and the rest to a local one, if there
+// is one: otherwise it leaves the chain without DNAT and the filter
+// table's KUBE-EXTERNAL-SERVICES drops it.
 func (r *portRenderer) externalChain() {
 	name := r.p.Name
 	e := r.nat.chain(r.ext)
@@ -227,19 +330,28 @@ func (r *portRenderer) externalChain() {
 	}
 	e.add(comment("masquerade LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+ChainMarkMasq)
 	e.add(comment("route LOCAL traffic for "+name+" external destinations"), "-m addrtype --src-type LOCAL -j "+r.svc)
-	e.add("-j " + r.svl)
+	if r.hasExternal {
+		e.add("-j " + r.svl)
+	}
 }
 
 // firewallChain (KUBE-FW) lets loadBalancerSourceRanges through to the
-// external chain; KUBE-PROXY-FIREWALL drops the rest.
+// external chain, and the node's own traffic to its load balancer IPs
+// (sent from those IPs) when the node's IP is in the ranges;
+// KUBE-PROXY-FIREWALL drops the rest.
 func (r *portRenderer) firewallChain() {
 	p := r.p
-	if len(p.LoadBalancerSources) == 0 || len(p.LoadBalancerIPs) == 0 {
+	if !r.usesFirewall {
 		return
 	}
 	f := r.nat.chain(r.fw)
 	for _, src := range p.LoadBalancerSources {
 		f.add(comment(p.Name+" loadbalancer IP"), "-s "+src.String(), "-j "+r.ext)
+	}
+	if p.AllowFromNode {
+		for _, ip := range p.LoadBalancerIPs {
+			f.add(comment(p.Name+" loadbalancer IP"), "-s "+ip.String(), "-j "+r.ext)
+		}
 	}
 	f.add(comment("other traffic to " + p.Name + " will be dropped by KUBE-PROXY-FIREWALL"))
 }

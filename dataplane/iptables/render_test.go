@@ -1,7 +1,11 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,10 +57,15 @@ COMMIT
 	}
 }
 
+// TestRenderGolden renders every case as on a node with kube-proxy's
+// nfacct counters, as most have (TestCountersOnlyAddTheirMatches covers
+// the others). Node port addresses without loopback turn localhost
+// NodePorts off, as the agent's options (and kube-proxy) do.
 func TestRenderGolden(t *testing.T) {
 	for name, tc := range goldencases.Cases() {
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{ClusterCIDRs: tc.ClusterCIDRs, MasqueradeAll: tc.MasqueradeAll, NodePortIPs: tc.NodePortIPs}
+			cfg := Config{ClusterCIDRs: tc.ClusterCIDRs, MasqueradeAll: tc.MasqueradeAll, NodePortIPs: tc.NodePortIPs, Counters: allCounters,
+				NoLocalhostNodePorts: len(tc.NodePortIPs) > 0 && !slices.ContainsFunc(tc.NodePortIPs, netip.Addr.IsLoopback)}
 			goldencases.Check(t, name, string(Render(tc.Model(), cfg).RestoreText(nil, nil)), "dataplane/iptables")
 		})
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package iptables
 
 import (
@@ -64,6 +66,9 @@ type Syncer struct {
 	written  [2]map[string]*writtenChain // filter, nat: chain -> what was written
 	gen      uint64
 	needFull bool
+	// localnetFirewall: full syncs write KUBE-FIREWALL, which makes
+	// route_localnet safe for localhost NodePorts (IPv4).
+	localnetFirewall bool
 }
 
 // writtenChain is a chain's content as last written, and the sync that
@@ -87,12 +92,22 @@ func (s *Syncer) ForceFull() {
 	s.mu.Unlock()
 }
 
+// nextIsFull tells whether the next Sync will be full.
+func (s *Syncer) nextIsFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fullLocked()
+}
+
+// fullLocked tells whether a sync now is full; s.mu is held.
+func (s *Syncer) fullLocked() bool { return s.needFull || s.written[0] == nil }
+
 // Sync applies rs.
 func (s *Syncer) Sync(ctx context.Context, rs *Ruleset) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen++
-	full := s.needFull || s.written[0] == nil
+	full := s.fullLocked()
 	tables := [2][]*Chain{rs.Filter, rs.NAT}
 	var ch changes
 	if full {
@@ -107,7 +122,18 @@ func (s *Syncer) Sync(ctx context.Context, rs *Ruleset) (Result, error) {
 	if res.Chains == 0 && res.Deleted == 0 && len(ch.extra) == 0 {
 		return res, nil
 	}
-	data := restoreText(ch.write[0], ch.write[1], ch.extra, ch.del[0], ch.del[1])
+	write := ch.write
+	var data []byte
+	if full {
+		// The canary goes in with the rules, in the same transaction per
+		// table: it disappears with them.
+		write = withCanary(write)
+		data = mangleCanaryText()
+		if s.localnetFirewall {
+			write[0] = append(write[0], localnetFirewallChain())
+		}
+	}
+	data = append(data, restoreText(write[0], write[1], ch.extra, ch.del[0], ch.del[1])...)
 	if err := s.ipt.Restore(ctx, data); err != nil {
 		s.needFull = true
 		return res, fmt.Errorf("applying %d chains: %w", res.Chains, err)
@@ -165,6 +191,10 @@ func (s *Syncer) fullChanges(ctx context.Context, tables [2][]*Chain) (changes, 
 			if j.table == name && !hasRule(rules[j.chain], j) {
 				ch.extra[name] = append(ch.extra[name], "-I "+j.chain+" 1 "+j.text())
 			}
+		}
+		if s.localnetFirewall && name == "filter" {
+			// Inserted last, so first in INPUT and OUTPUT, as kubelet's.
+			ch.extra[name] = append(ch.extra[name], missingFirewallJumps(rules)...)
 		}
 		ch.write[t] = tables[t]
 	}

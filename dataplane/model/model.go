@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package model turns Services and EndpointSlices into what one node's
 // proxy must implement: a list of service ports, each with the endpoints it
 // may send traffic to, already filtered the way kube-proxy filters them
@@ -10,9 +12,11 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
@@ -41,9 +45,18 @@ type ServicePort struct {
 	Port      int32
 	NodePort  int32
 	// ExternalIPs and LoadBalancerIPs of this family.
-	ExternalIPs         []netip.Addr
-	LoadBalancerIPs     []netip.Addr
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr
+	// LoadBalancerSources are the loadBalancerSourceRanges of this
+	// family, read as kube-proxy reads them: padding trimmed, legacy forms
+	// (leading zeros, host bits) accepted, an unparseable range ignored,
+	// and none at all when one is 0.0.0.0/0 or ::/0 (allow any).
 	LoadBalancerSources []netip.Prefix
+	// AllowFromNode tells whether the node's own IP of this family is in
+	// LoadBalancerSources: traffic the node sends to its own load balancer
+	// IP (which leaves with that IP as source) is then let through too,
+	// kube-proxy's allowFromNode.
+	AllowFromNode bool
 	// AffinitySeconds is the ClientIP session affinity timeout; 0 = none.
 	AffinitySeconds     int32
 	ExternalPolicyLocal bool
@@ -58,6 +71,12 @@ type ServicePort struct {
 	// HasEndpoints tells whether the port has any usable endpoint at all,
 	// which decides between REJECT (none anywhere) and DROP (none local).
 	HasEndpoints bool
+	// ServingEndpoints are every endpoint of the port that serves (ready,
+	// or terminating and still serving), on any node, before policy and
+	// topology: the flows to them are kept when conntrack is cleaned, as
+	// kube-proxy keeps them, so that a change of policy or a rollout
+	// treats UDP flows as it treats TCP connections.
+	ServingEndpoints []Endpoint
 }
 
 // ExternallyAccessible tells whether traffic can arrive from outside the
@@ -102,6 +121,10 @@ type Endpoint struct {
 	Port int32
 	// Local tells whether the endpoint runs on this node.
 	Local bool
+	// Ready is the endpoint's ready condition: false for a terminating
+	// endpoint that is used only because no ready one exists. The health
+	// check node port counts ready local endpoints alone.
+	Ready bool
 }
 
 // String is "ip:port", the text kube-proxy hashes into KUBE-SEP names.
@@ -113,6 +136,25 @@ func (e Endpoint) String() string {
 type Node struct {
 	Name string
 	Zone string
+	// IPs are the node's primary address of each family, as kube-proxy
+	// chooses them (the first InternalIP of the family, else the first
+	// ExternalIP); a family without one is taken as its loopback address,
+	// as kube-proxy does.
+	IPs []netip.Addr
+}
+
+// IP is the node's primary address of family, or the loopback address of
+// the family when it has none.
+func (n Node) IP(family corev1.IPFamily) netip.Addr {
+	for _, ip := range n.IPs {
+		if ipfamily.Of(ip) == family {
+			return ip
+		}
+	}
+	if family == corev1.IPv6Protocol {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // Options are the proxy's own settings that change the model.
@@ -178,11 +220,9 @@ func BuildService(family corev1.IPFamily, node Node, svc *corev1.Service, svcSli
 				}
 			}
 			p.LoadBalancerIPs = addrsOf(ips, family)
-			for _, r := range svc.Spec.LoadBalancerSourceRanges {
-				if pr, err := netip.ParsePrefix(r); err == nil && ipfamily.OfPrefix(pr) == family {
-					p.LoadBalancerSources = append(p.LoadBalancerSources, pr.Masked())
-				}
-			}
+			p.LoadBalancerSources = SourceRanges(svc.Spec.LoadBalancerSourceRanges, family)
+			nodeIP := node.IP(family)
+			p.AllowFromNode = slices.ContainsFunc(p.LoadBalancerSources, func(r netip.Prefix) bool { return r.Contains(nodeIP) })
 		}
 		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 			p.AffinitySeconds = corev1.DefaultClientIPServiceAffinitySeconds
@@ -197,6 +237,57 @@ func BuildService(family corev1.IPFamily, node Node, svc *corev1.Service, svcSli
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return ports
+}
+
+// SourceRanges reads loadBalancerSourceRanges as kube-proxy does: each
+// range trimmed of the padding API validation lets through, parsed
+// leniently (leading zeros and host bits, which the API accepts in
+// objects written before strict validation), masked; ranges of another
+// family and those that do not parse (which the API never accepts) are
+// left out. A range of length 0 (0.0.0.0/0, ::/0) allows every source,
+// which is no ranges at all.
+func SourceRanges(ranges []string, family corev1.IPFamily) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range ranges {
+		pr, ok := parsePrefixSloppy(strings.TrimSpace(r))
+		if !ok || ipfamily.OfPrefix(pr) != family {
+			continue
+		}
+		if pr.Bits() == 0 {
+			return nil
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// InvalidSourceRanges lists the loadBalancerSourceRanges SourceRanges
+// leaves out because they do not parse, for the agent to report.
+func InvalidSourceRanges(ranges []string) []string {
+	var out []string
+	for _, r := range ranges {
+		if t := strings.TrimSpace(r); t != "" {
+			if _, ok := parsePrefixSloppy(t); !ok {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// parsePrefixSloppy parses a CIDR as kube-proxy does (netutils'
+// ParseCIDRSloppy: IPv4 octets with leading zeros are decimal), masked.
+func parsePrefixSloppy(s string) (netip.Prefix, bool) {
+	_, ipn, err := netutils.ParseCIDRSloppy(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	addr, ok := netip.AddrFromSlice(ipn.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := ipn.Mask.Size()
+	return netip.PrefixFrom(addr, ones).Masked(), true
 }
 
 func handled(svc *corev1.Service, opts Options) bool {
@@ -260,6 +351,11 @@ type candidate struct {
 func fillEndpoints(p *ServicePort, sp *corev1.ServicePort, svcSlices []*discoveryv1.EndpointSlice, family corev1.IPFamily, node Node) {
 	all := candidatesOf(p, sp, svcSlices, family, node)
 	p.HasEndpoints = len(usable(all, func(candidate) bool { return true })) > 0
+	for _, c := range all {
+		if c.serving {
+			p.ServingEndpoints = append(p.ServingEndpoints, c.Endpoint)
+		}
+	}
 	p.LocalEndpoints = usable(all, func(c candidate) bool { return c.Local })
 	p.ClusterEndpoints = usable(all, topologyFilter(all, node))
 }
@@ -314,7 +410,7 @@ func candidateOf(ep discoveryv1.Endpoint, port int32, node Node) (candidate, boo
 	}
 	ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 	c := candidate{
-		Endpoint:    Endpoint{IP: ip, Port: port, Local: ep.NodeName != nil && *ep.NodeName == node.Name},
+		Endpoint:    Endpoint{IP: ip, Port: port, Local: ep.NodeName != nil && *ep.NodeName == node.Name, Ready: ready},
 		ready:       ready,
 		serving:     ep.Conditions.Serving == nil && ready || ep.Conditions.Serving != nil && *ep.Conditions.Serving,
 		terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,

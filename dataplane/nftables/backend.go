@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -85,7 +87,7 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.st.set(nodeOwner, nodeFragment(node.NodePortIPs))
-	desired := b.desired(node.NodePortIPs)
+	desired := b.desired(node)
 	full := b.needFull
 	var n int
 	var err error
@@ -127,9 +129,9 @@ func nodeFragment(nodePortIPs []netip.Addr) *Fragment {
 }
 
 // desired is every object the table should have, by name.
-func (b *Backend) desired(nodePortIPs []netip.Addr) map[string]*object {
+func (b *Backend) desired(node dataplane.Node) map[string]*object {
 	out := map[string]*object{}
-	for _, o := range layout(b.fam, b.cfg, nodePortIPs, b.st.countsByPick()) {
+	for _, o := range layout(b.fam, b.cfg, node, b.st.countsByPick()) {
 		out[o.name] = o
 	}
 	for name, ref := range b.st.objects {

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package nftables is the node agent's nftables dataplane (`svcnet agent
 // --mode=nftables`): one table per IP family ("ip svcnet", "ip6 svcnet")
 // that nothing else writes to.

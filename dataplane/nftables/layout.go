@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -6,6 +8,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet-io/svcnet/dataplane"
 )
 
 // Config is the node's own settings that shape the table.
@@ -21,10 +25,12 @@ type Config struct {
 // kernel, the dispatch chains, the sets that classify destinations, and for
 // each way of picking an endpoint, its chain with a rule per endpoint count
 // and protocol in use (counts, in order) and the maps of those counts.
-func layout(fam family, cfg Config, nodePortIPs []netip.Addr, counts map[pick][]count) []*object {
+func layout(fam family, cfg Config, node dataplane.Node, counts map[pick][]count) []*object {
+	nodePortIPs := node.NodePortIPs
 	var objs []*object
 	objs = append(objs, layoutSets(fam)...)
 	objs = append(objs, layoutFilter(fam, nodePortIPs)...)
+	objs = append(objs, clusterIPsCheck(fam, node.ServiceCIDRs))
 	objs = append(objs, layoutNAT(fam, cfg, nodePortIPs)...)
 	for _, p := range picks {
 		objs = append(objs, layoutPick(fam, p, counts[p])...)
@@ -56,6 +62,7 @@ func layoutSets(fam family) []*object {
 		newSet(setHairpin, fam.ip+" saddr . "+fam.ip+" daddr", "endpoints reaching themselves through a service: masqueraded").
 			withFields([]field{fieldAddr, fieldAddr}),
 		newSet(setNodePortIPs, fam.ip+" daddr", "addresses accepting node port traffic (--nodeport-addresses)").withFields([]field{fieldAddr}),
+		newSet(setClusterIPAddrs, fam.ip+" daddr", "every cluster IP").withFields([]field{fieldAddr}),
 	}
 }
 
@@ -77,9 +84,11 @@ func layoutFilter(fam family, nodePortIPs []netip.Addr) []*object {
 			add("ct state new jump", chainNodePortsCheck).
 			add("ct state new jump", chainEndpointsCheck),
 		newBaseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, filterPrio).
-			add("ct state new jump", chainEndpointsCheck),
+			add("ct state new jump", chainEndpointsCheck).
+			add("ct state new jump", chainClusterIPsCheck),
 		newBaseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, filterPrio).
-			add("ct state new jump", chainEndpointsCheck),
+			add("ct state new jump", chainEndpointsCheck).
+			add("ct state new jump", chainClusterIPsCheck),
 		newBaseChain(chainFilterOutputPreDNAT, knftables.FilterType, knftables.OutputHook, preDNATPrio).
 			add("ct state new jump", chainFirewallCheck),
 		newChain(chainFirewallCheck).
@@ -91,6 +100,20 @@ func layoutFilter(fam family, nodePortIPs []netip.Addr) []*object {
 			add(nodePortDst, port, "@"+setNoEndpointNodePorts, "reject").
 			add(nodePortDst, port, "@"+setNoLocalEndpointNodePts, "drop"),
 	}
+}
+
+// clusterIPsCheck catches new connections to a cluster IP that DNAT left
+// alone: to a port the Service does not define, rejected; to an address of
+// a ServiceCIDR that no Service has, dropped. kube-proxy's nftables mode
+// does both (its cluster-ips set and ServiceCIDR watch); its iptables mode
+// neither.
+func clusterIPsCheck(fam family, serviceCIDRs []netip.Prefix) *object {
+	c := newChain(chainClusterIPsCheck).
+		addWithComment("reject traffic to undefined ports of cluster IPs", fam.ip, "daddr @"+setClusterIPAddrs, "reject")
+	if len(serviceCIDRs) > 0 {
+		c.addWithComment("drop traffic to unallocated cluster IPs", fam.ip, "daddr", cidrSet(serviceCIDRs), "drop")
+	}
+	return c
 }
 
 // layoutNAT sends cluster IPs, external IPs and node ports to the chains

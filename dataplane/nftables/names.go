@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -47,6 +49,7 @@ const (
 	chainFirewallCheck       = "firewall-check"
 	chainEndpointsCheck      = "service-endpoints-check"
 	chainNodePortsCheck      = "nodeport-endpoints-check"
+	chainClusterIPsCheck     = "cluster-ips-check"
 )
 
 // Fixed sets, keyed by destination (address . protocol . port) unless
@@ -62,9 +65,10 @@ const (
 	setNoEndpointNodePorts    = "no-endpoint-nodeports"       // protocol . port
 	setNoLocalEndpointNodePts = "no-local-endpoint-nodeports" // protocol . port
 	setFirewallIPs            = "firewall-ips"
-	setFirewallAllow          = "firewall-allow" // destination . source range
-	setHairpin                = "hairpin"        // endpoint . endpoint
-	setNodePortIPs            = "nodeport-ips"   // address
+	setFirewallAllow          = "firewall-allow"       // destination . source range
+	setHairpin                = "hairpin"              // endpoint . endpoint
+	setNodePortIPs            = "nodeport-ips"         // address
+	setClusterIPAddrs         = "cluster-ip-addresses" // address
 )
 
 // pick is one way of choosing an endpoint: its chain, the key its maps are

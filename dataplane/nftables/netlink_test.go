@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -167,7 +169,7 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 	if f.runs != 1 || strings.Contains(f.Dump(), "add element") {
 		t.Fatalf("cold sync: %d knftables transactions, want 1 without data elements:\n%s", f.runs, f.Dump())
 	}
-	want := [][]string{{"add cluster-ips 2", "add endpoints-tcp-2 2", "add endpoints-tcp-3 3", "add hairpin 5"}}
+	want := [][]string{{"add cluster-ip-addresses 2", "add cluster-ips 2", "add endpoints-tcp-2 2", "add endpoints-tcp-3 3", "add hairpin 5"}}
 	if diff := cmp.Diff(want, f.takeBatches()); diff != "" {
 		t.Errorf("cold sync's netlink transactions (-want +got):\n%s", diff)
 	}
@@ -200,7 +202,7 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 	// Each set the table held is emptied and refilled in the same
 	// transaction (the sets no element is wanted in any more emptied
 	// only); endpoints-tcp-1 was not in the table.
-	want = [][]string{{"flush cluster-ips", "add cluster-ips 1", "add endpoints-tcp-1 1", "flush external-ips",
+	want = [][]string{{"flush cluster-ip-addresses", "add cluster-ip-addresses 1", "flush cluster-ips", "add cluster-ips 1", "add endpoints-tcp-1 1", "flush external-ips",
 		"flush external-ips-local", "flush firewall-allow", "flush firewall-ips", "flush hairpin", "add hairpin 1",
 		"flush no-endpoint-nodeports", "flush no-endpoint-services", "flush no-local-endpoint-nodeports",
 		"flush no-local-endpoint-services", "flush nodeport-ips", "flush service-nodeports", "flush service-nodeports-local"}}

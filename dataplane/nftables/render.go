@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -52,6 +54,7 @@ func (r *portRenderer) render() {
 	p := r.p
 	cluster := r.dest(p.ClusterIP, p.Port)
 	r.elem(setClusterIPs, cluster, "")
+	r.elem(setClusterIPAddrs, p.ClusterIP.String(), "")
 	r.endpoints(pickEndpoints, cluster, p.InternalEndpoints(), p.InternalPolicyLocal, setNoEndpoints, setNoLocalEndpoints)
 	if !p.ExternallyAccessible() {
 		r.hairpins()
@@ -80,11 +83,13 @@ func (r *portRenderer) render() {
 }
 
 // external adds the endpoints of an external destination: its external
-// ones, and under the Local policy all of them for Pods and the node.
+// ones, and under the Local policy all of them for Pods and the node,
+// whether or not this node has a local endpoint (kube-proxy's
+// short-circuit: only outside traffic is dropped when it has none).
 func (r *portRenderer) external(own, cluster pick, key, noEndpoints, noLocal string) {
 	p := r.p
 	r.endpoints(own, key, p.ExternalEndpoints(), p.ExternalPolicyLocal, noEndpoints, noLocal)
-	if p.ExternalPolicyLocal && len(p.ExternalEndpoints()) > 0 {
+	if p.ExternalPolicyLocal && p.HasEndpoints {
 		r.endpoints(cluster, key, p.ClusterEndpoints, false, "", "")
 	}
 }
@@ -130,8 +135,11 @@ func (r *portRenderer) affinityChain(eps []model.Endpoint, local bool) string {
 			r.seen[sets[i]] = true
 			r.f.objects = append(r.f.objects, newTypedSet(sets[i], fam.addrType, timeout, knftables.DynamicFlag, knftables.TimeoutFlag).freeze())
 		}
+		// A returning client's entry is updated, not only looked up: its
+		// timeout runs from its last connection, as iptables' recent
+		// --rcheck --seconds and kube-proxy's nftables "update" have it.
 		c.addWithComment(p.Name+" -> "+ap.String()+", affinity "+timeout.String(),
-			"meta l4proto", r.proto, fam.ip, "saddr @"+sets[i], "dnat", fam.ip, "to", hostPort(ep.IP, ep.Port))
+			"meta l4proto", r.proto, fam.ip, "saddr @"+sets[i], "update @"+sets[i], "{", fam.ip, "saddr }", "dnat", fam.ip, "to", hostPort(ep.IP, ep.Port))
 	}
 	for i, ep := range eps {
 		parts := []string{"meta l4proto", r.proto}
@@ -156,6 +164,14 @@ func (r *portRenderer) firewall() {
 		r.elem(setFirewallIPs, d, "")
 		for _, src := range p.LoadBalancerSources {
 			r.elem(setFirewallAllow, d+" . "+src.String(), "")
+		}
+		// The node's own traffic to its load balancer IPs leaves with one
+		// of them as source: let it through when the node's IP is in the
+		// ranges (kube-proxy's allowFromNode).
+		if p.AllowFromNode {
+			for _, own := range p.LoadBalancerIPs {
+				r.elem(setFirewallAllow, d+" . "+own.String(), "")
+			}
 		}
 	}
 }

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nftables
 
 import (
@@ -31,7 +33,7 @@ func TestRenderGolden(t *testing.T) {
 				}
 				b.SetService(key, ports)
 			}
-			if _, err := b.Sync(context.Background(), dataplane.Node{NodePortIPs: tc.NodePortIPs}); err != nil {
+			if _, err := b.Sync(context.Background(), dataplane.Node{NodePortIPs: tc.NodePortIPs, ServiceCIDRs: tc.ServiceCIDRs}); err != nil {
 				t.Fatal(err)
 			}
 			goldencases.Check(t, name, fake.Dump(), "dataplane/nftables")

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package operator stands for another project's operator: its envtest
 // suite gets EndpointSlices, and svcnet's ClusterIP and nodePort
 // allocation, from svcnet's controllers (see the README's "Use in your

@@ -1,8 +1,11 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command coredns is CoreDNS built from its Go module with the plugins a
-// cluster's default Corefile uses (kubeadm's and the coredns add-on's),
-// in the order CoreDNS itself runs them. forward is left out: nothing
-// outside a `svcnet up` cluster is reachable, so names outside the
-// cluster domain are answered SERVFAIL by CoreDNS itself.
+// cluster's default Corefile uses (kubeadm's and the coredns add-on's)
+// and those upstream's e2e tests give the CoreDNS of agnhost's image
+// (hosts, forward), in the order CoreDNS itself runs them. svcnet up's
+// add-on forwards nothing: nothing outside its cluster is reachable, so
+// names outside the cluster domain are answered SERVFAIL by CoreDNS.
 package main
 
 import (
@@ -12,7 +15,9 @@ import (
 	// The plugins register themselves with CoreDNS when imported.
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
@@ -33,8 +38,10 @@ var directives = []string{
 	"log",
 	"loadbalance",
 	"cache",
-	"loop",
+	"hosts",
 	"kubernetes",
+	"loop",
+	"forward",
 }
 
 func init() { dnsserver.Directives = directives }

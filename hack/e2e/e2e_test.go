@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package e2e is upstream Kubernetes' end-to-end suite as svcnet runs it:
 // the framework, the [sig-network] tests (test/e2e/network and the
 // Networking tests of test/e2e/common/network) and nothing svcnet does not

@@ -4,7 +4,7 @@
 # (default bin/frr): `apt-get download` and `dpkg-deb -x`, so no
 # maintainer script runs, no service is started and nothing is installed on
 # this machine. The daemons run from there with LD_LIBRARY_PATH set to the
-# unpacked libraries (internal/localcluster/frr). Only the libraries this
+# unpacked libraries (localcluster/frr). Only the libraries this
 # machine lacks are unpacked beside FRR. A stamp skips a second run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command images builds svcnet's container images as OCI archives without
 // a Docker daemon: `make images` (build.sh) runs it on the svcnet binary
 // and the roots that root.sh assembles. The same inputs give the same

@@ -24,7 +24,7 @@ out=$(cd "$out" && pwd)
 stamp=$out/.stamp
 k8s_mod=$repo/hack/k8s-bins
 coredns_mod=$repo/hack/coredns
-images=(agnhost serve-hostname busybox nginx httpd pause curl dnsutils)
+images=(agnhost serve-hostname busybox nginx httpd pause curl dnsutils distroless-iptables boom-server)
 
 # inputs is everything the images are made from, bar the Debian archive's
 # contents (the packages' versions are apt's candidates at build time).
@@ -402,6 +402,33 @@ build_dnsutils() {
     registry.k8s.io/e2e-test-images/glibc-dns-testing registry.k8s.io/dns/dnsutils \
     gcr.io/kubernetes-e2e-test-images/dnsutils)" \
     "null" "$(json_list bash)" "$(json_list "PATH=$default_path")" "" "" "" "$(host_dirs /etc/ssl)"
+}
+
+# distroless-iptables is the build image Kubernetes ships iptables and
+# conntrack in; upstream's KubeProxy CLOSE_WAIT test runs it privileged on
+# a node's network to read that node's conntrack table.
+build_distroless-iptables() {
+  local dir=$work/distroless-iptables root=$work/distroless-iptables/rootfs
+  base_root "$root"
+  unpack "$root" iptables conntrack netbase
+  merge_usr "$root"
+  image_json "$dir" "$(json_list registry.k8s.io/build-image/distroless-iptables)" \
+    "null" "null" "$(json_list "PATH=$default_path")" "" "" "" "$(host_dirs)"
+}
+
+# boom-server is upstream's regression-issue-74839 program: a TCP server
+# that also sends its clients an out-of-window packet through a raw socket,
+# for the e2e test of the invalid conntrack state bug.
+build_boom-server() {
+  local dir=$work/boom-server root=$work/boom-server/rootfs src version
+  base_root "$root"
+  src=$(cd "$k8s_mod" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/regression-issue-74839
+  version=$(cat "$src/VERSION")
+  echo "node-images: building regression-issue-74839 $version"
+  (cd "$k8s_mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+    -o "$root/regression-issue-74839" k8s.io/kubernetes/test/images/regression-issue-74839)
+  image_json "$dir" "$(json_list registry.k8s.io/e2e-test-images/regression-issue-74839)" \
+    "$(json_list /regression-issue-74839)" "null" "$(json_list "PATH=$default_path")" "" "" "" "[]"
 }
 
 apt_lists

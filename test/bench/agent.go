@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -25,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -68,7 +70,7 @@ func agentImpls() []agentImpl {
 	svcnet := func(mode string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
 			return []string{filepath.Join(root, "bin/svcnet"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
-				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--v=2",
+				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2",
 				"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
 		}
 	}

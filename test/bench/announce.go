@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -28,9 +30,9 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
-	"github.com/svcnet-io/svcnet/internal/localcluster/frr"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/frr"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -184,7 +186,7 @@ func (c *annCluster) addClient() error {
 func (c *annCluster) startAgent(n *netlab.Node) error {
 	p, err := startProc(filepath.Join(c.dir, n.Name+".log"), "ip", "netns", "exec", n.NetNS, filepath.Join(c.root, "bin/svcnet"), "agent",
 		"--kubeconfig="+c.kubeconfig, "--node-name="+n.Name, "--mode=nftables", "--cluster-cidr=10.244.0.0/16",
-		"--healthz-bind-address=0", "--metrics-bind-address=0", "--v=2")
+		"--conntrack-max-per-core=0", "--healthz-bind-address=0", "--metrics-bind-address=0", "--v=2")
 	if err != nil {
 		return err
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -22,8 +24,8 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // The datapath benchmark (m): what a new connection costs through each
@@ -258,6 +260,10 @@ func (c *capturedRestore) Restore(_ context.Context, data []byte) error {
 
 func (c *capturedRestore) Save(_ context.Context, table string) ([]byte, error) {
 	return []byte("*" + table + "\nCOMMIT\n"), nil
+}
+
+func (c *capturedRestore) ChainRules(context.Context, string, string) ([]string, bool, error) {
+	return nil, false, nil
 }
 
 // iptablesRestoreFile renders the world's Services with svcnet's iptables

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -67,7 +69,7 @@ func esImpls(root string) []esImpl {
 			argv: func(kc string) []string {
 				return []string{filepath.Join(root, "bin/svcnet"), "manager", "--kubeconfig=" + kc, "--controllers=endpointslice",
 					"--metrics-bind-address=0", "--health-probe-bind-address=0",
-					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpoint-updates-batch-period=" + esBatchPeriod,
+					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpointslice-updates-batch-period=" + esBatchPeriod,
 					"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
 			},
 		},
@@ -76,7 +78,7 @@ func esImpls(root string) []esImpl {
 			argv: func(kc string) []string {
 				return []string{filepath.Join(root, "bin/k8s/kube-controller-manager"), "--kubeconfig=" + kc,
 					"--controllers=endpointslice-controller", "--leader-elect=false", "--secure-port=0",
-					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpoint-updates-batch-period=" + esBatchPeriod}
+					"--kube-api-qps=" + esQPS, "--kube-api-burst=" + esBurst, "--endpointslice-updates-batch-period=" + esBatchPeriod}
 			},
 		},
 	}
@@ -316,7 +318,7 @@ func esReport(ctx context.Context, root string, scale int, only string) (string,
 	var b strings.Builder
 	fmt.Fprintf(&b, "## EndpointSlice controller: svcnet vs kube-controller-manager\n\n")
 	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s, v1.37.1), "+
-		"with --kube-api-qps=%s --kube-api-burst=%s --endpoint-updates-batch-period=%s, %d Nodes. "+
+		"with --kube-api-qps=%s --kube-api-burst=%s --endpointslice-updates-batch-period=%s, %d Nodes. "+
 		"For (a) and (b) the objects exist before the controller starts and the time is from process start to every Service's slices "+
 		"holding exactly its ready Pods; for (c) and (d) the time and writes are those of the change, after the initial sync. "+
 		"Writes are EndpointSlice creates, updates and deletes seen by a watch. CPU is the process's user+system time for the whole run; RSS its peak. "+

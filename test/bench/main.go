@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command bench runs svcnet and the upstream component it replaces side by
 // side on this machine and writes the results to docs/BENCHMARKS.md. It is
 // what `make bench` runs; see that file for how to read the numbers.

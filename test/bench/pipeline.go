@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The end-to-end benchmark (j): `svcnet up --nodes 3` with svcnet's
@@ -29,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // ruleMonitor follows a node's nf_tables changes as the kernel announces

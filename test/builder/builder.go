@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package builder makes the Kubernetes objects tests need, readably:
 //
 //	builder.Service("web", ns).Port("http", 80, intstr.FromString("http")).Selector("app", "web").Obj()

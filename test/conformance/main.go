@@ -1,7 +1,12 @@
-// Command conformance runs upstream Kubernetes' [sig-network] conformance
-// tests against `svcnet up`: `make conformance` builds bin/svcnet, the
-// upstream binaries and e2e.test (hack/e2e), then runs this program, which
-// builds nothing itself.
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Command conformance runs upstream Kubernetes' [sig-network] e2e tests
+// against `svcnet up`: `make conformance` builds bin/svcnet, the upstream
+// binaries and e2e.test (hack/e2e), then runs this program, which builds
+// nothing itself. Its -suite chooses the tests (suite.go): the 47
+// [sig-network] conformance tests, or upstream's [sig-network] suite as
+// its kind-based network CI selects it, with the nodes and zones those
+// tests need and the list of tests a simulated node cannot pass.
 //
 // It enters fresh network and mount namespaces (test/harness/privatens),
 // starts `svcnet up` there with a data dir of its own, waits for its tour,
@@ -34,6 +39,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -41,13 +47,11 @@ import (
 	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 
-// defaultFocus selects the [sig-network] conformance tests.
-const defaultFocus = `\[sig-network\].*\[Conformance\]`
-
 // options are the command line.
 type options struct {
 	svcnet, e2eBinDir, kubectl string
 	out                        string
+	suite                      string
 	focus, skip                string
 	procs, nodes               int
 	timeout, upTimeout         time.Duration
@@ -60,10 +64,11 @@ func parseFlags() options {
 	flag.StringVar(&o.e2eBinDir, "e2e-bin-dir", "bin/e2e", "Folder with e2e.test and ginkgo (make e2e-bins).")
 	flag.StringVar(&o.kubectl, "kubectl", "bin/k8s/kubectl", "The kubectl the tests run (make k8s-bins).")
 	flag.StringVar(&o.out, "out", "", "Output folder; empty: _output/conformance/<timestamp>.")
-	flag.StringVar(&o.focus, "focus", defaultFocus, "Ginkgo --focus: the tests to run.")
-	flag.StringVar(&o.skip, "skip", "", "Ginkgo --skip: tests to leave out.")
+	flag.StringVar(&o.suite, "suite", suiteConformance, "The selection of tests: conformance (the 47 [sig-network] conformance tests) or network (upstream's [sig-network] suite as its kind-based network CI selects it).")
+	flag.StringVar(&o.focus, "focus", "", "Ginkgo --focus: the tests to run, instead of the suite's.")
+	flag.StringVar(&o.skip, "skip", "", "Ginkgo --skip: tests to leave out, beside those the suite leaves out.")
 	flag.IntVar(&o.procs, "procs", defaultProcs, "Ginkgo processes running tests in parallel.")
-	flag.IntVar(&o.nodes, "nodes", 2, "svcnet up --nodes (later svcnet up flags win).")
+	flag.IntVar(&o.nodes, "nodes", 0, "svcnet up --nodes; 0: the suite's (later svcnet up flags win).")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Ginkgo --timeout for the whole suite.")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 10*time.Minute, "How long svcnet up may take to print its tour.")
 	flag.Usage = func() {
@@ -108,6 +113,12 @@ func main() {
 // exit code.
 func run(o options, sigs <-chan os.Signal) (int, error) {
 	start := time.Now()
+	su, err := suiteNamed(o.suite)
+	if err != nil {
+		return 1, err
+	}
+	su = su.forKernel(kernelHasSCTP())
+	o.focus, o.skip = su.selection(o.focus, o.skip)
 	selected, err := prepare(&o, start)
 	if err != nil {
 		return 1, err
@@ -124,9 +135,8 @@ func run(o options, sigs <-chan os.Signal) (int, error) {
 	}()
 
 	dataDir := filepath.Join(o.out, "svcnet-up")
-	// The user's flags last: they win over ours (--nodes).
-	upArgs := append([]string{"up", fmt.Sprintf("--nodes=%d", o.nodes)}, o.upArgs...)
-	results := &runResults{upArgs: upArgs, procs: o.procs, focus: o.focus, skip: o.skip, start: start}
+	upArgs := su.upArgs(o.nodes, o.upArgs)
+	results := &runResults{suite: su, upArgs: upArgs, procs: o.procs, focus: o.focus, skip: o.skip, start: start}
 	results.upErr = runTests(ctx, o, dataDir, upArgs, results)
 	if err := keepLogs(dataDir, o.out); err != nil {
 		results.upErr = errors.Join(results.upErr, err)
@@ -135,7 +145,7 @@ func run(o options, sigs <-chan os.Signal) (int, error) {
 	if err != nil && results.upErr == nil {
 		results.upErr = err
 	}
-	results.tests = judge(report, results.standIns.in, selected)
+	results.tests = judge(report, results.standIns.in, selected, su)
 	results.duration = time.Since(start)
 	if err := writeResults(o.out, results); err != nil {
 		return 1, err
@@ -195,7 +205,7 @@ func runTests(ctx context.Context, o options, dataDir string, upArgs []string, r
 		case <-testCtx.Done():
 		}
 	}()
-	testErr := runGinkgo(testCtx, o, filepath.Join(dataDir, "kubeconfig"))
+	testErr := runGinkgo(testCtx, o, filepath.Join(dataDir, "kubeconfig"), nodeCount(upArgs))
 	stopTests()
 	return errors.Join(testErr, up.stop())
 }
@@ -214,10 +224,12 @@ func writeResults(out string, results *runResults) error {
 	return nil
 }
 
-// runGinkgo runs e2e.test under ginkgo's CLI. A non-zero exit is not an
-// error here (failed tests are read from the report); ginkgo not running
-// at all is.
-func runGinkgo(ctx context.Context, o options, kubeconfig string) error {
+// runGinkgo runs e2e.test under ginkgo's CLI, telling the framework the
+// cluster's node count as kind's e2e-k8s.sh does (-num-nodes: tests that
+// need several nodes skip themselves without it). A non-zero exit is not
+// an error here (failed tests are read from the report); ginkgo not
+// running at all is.
+func runGinkgo(ctx context.Context, o options, kubeconfig string, nodes int) error {
 	reports := filepath.Join(o.out, "ginkgo")
 	args := []string{
 		"-p", fmt.Sprintf("--procs=%d", o.procs),
@@ -235,6 +247,7 @@ func runGinkgo(ctx context.Context, o options, kubeconfig string) error {
 		"-provider", "skeleton",
 		"-minStartupPods", "0",
 		"-allowed-not-ready-nodes", "0",
+		"-num-nodes", strconv.Itoa(nodes),
 		"-disable-log-dump",
 		"-kubectl-path", o.kubectl,
 	)

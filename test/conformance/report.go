@@ -1,9 +1,12 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -99,6 +102,12 @@ const (
 	// resultStandIn is a test ginkgo reports as passed whose Pods ran the
 	// node simulator's stand-in server instead of their images' programs.
 	resultStandIn = "passed on stand-ins"
+	// resultExpectedFailure is a test of the suite's expected failures
+	// that did not pass: no regression.
+	resultExpectedFailure = "expected failure"
+	// resultSkippedAsUpstream is a test that skipped itself for a reason
+	// upstream's jobs meet too (the suite's acceptedSkips).
+	resultSkippedAsUpstream = "skipped, as upstream's jobs"
 )
 
 // testResult is one selected test (or a suite-level node that failed).
@@ -115,6 +124,12 @@ type testResult struct {
 }
 
 func (t testResult) passed() bool { return t.result == resultPassed }
+
+// counts tells whether the test lets the run pass: it passed, it is an
+// expected failure, or it skipped itself as it does on upstream's jobs.
+func (t testResult) counts() bool {
+	return t.passed() || t.result == resultExpectedFailure || t.result == resultSkippedAsUpstream
+}
 
 // vacuousCheck finds, in the log of a test ginkgo reports as passed,
 // whether what it exists to check happened; "" when it did.
@@ -181,12 +196,15 @@ func proxyWithPathAnswered(log string) string {
 // test ran a stand-in (standInsIn returns the stand-in images of a test's
 // namespaces; nil: unknown). selected tells which specs --focus/--skip
 // chose, so that a chosen spec ginkgo never started (an interrupted run)
-// is not mistaken for one left out.
-func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string, selected func(suiteDescription, text string) bool) []testResult {
+// is not mistaken for one left out. A test of su's expected failures that
+// did not pass, and a run-time skip upstream's jobs meet too, are
+// reported as such.
+func judge(reports []ginkgoReport, standInsIn func(namespaces []string) []string, selected func(suiteDescription, text string) bool, su suite) []testResult {
 	var out []testResult
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			if t, keep := judgeSpec(r.SuiteDescription, s, standInsIn, selected); keep {
+				judgeKnown(&t, su)
 				out = append(out, t)
 			}
 		}
@@ -235,6 +253,22 @@ func judgeSpec(suite string, s specReport, standInsIn func(namespaces []string) 
 	return t, true
 }
 
+// judgeKnown turns a failure the suite expects into an expected failure,
+// and a run-time skip upstream's jobs meet too into an accepted skip.
+func judgeKnown(t *testResult, su suite) {
+	switch t.result {
+	case resultPassed, resultNotRun:
+	case resultSkipped:
+		if why := su.acceptedSkip(t.message); why != "" {
+			t.result, t.message = resultSkippedAsUpstream, why+": "+firstLine(t.message)
+		}
+	default:
+		if why, ok := su.expectedFailures[t.name]; ok {
+			t.result, t.message = resultExpectedFailure, why+" (it failed: "+firstLine(t.message)+")"
+		}
+	}
+}
+
 // judgePass lets a pass stand only when its log shows the work done (for
 // a known-vacuous test) and no Pod of the test ran a stand-in.
 func judgePass(t *testResult, s specReport, standInsIn func(namespaces []string) []string) {
@@ -278,6 +312,7 @@ func trimModulePath(p string) string {
 
 // runResults is one run: its settings and what came of it.
 type runResults struct {
+	suite       suite
 	upArgs      []string
 	procs       int
 	focus, skip string
@@ -299,7 +334,7 @@ func (r *runResults) ok() bool {
 		return false
 	}
 	for _, t := range r.tests {
-		if !t.passed() {
+		if !t.counts() {
 			return false
 		}
 	}
@@ -310,6 +345,7 @@ func (r *runResults) ok() bool {
 func (r *runResults) summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Conformance run of %s\n\n", r.start.Format("2006-01-02 15:04"))
+	fmt.Fprintf(&b, "Suite `%s`: %s.\n\n", r.suite.name, r.suite.source)
 	fmt.Fprintf(&b, "`svcnet %s`; ginkgo `-p --procs=%d --focus=%s`", joinArgs(r.upArgs), r.procs, r.focus)
 	if r.skip != "" {
 		fmt.Fprintf(&b, " `--skip=%s`", r.skip)
@@ -320,7 +356,7 @@ func (r *runResults) summary() string {
 		counts[t.result]++
 	}
 	var parts []string
-	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultNotRun, resultVacuous, resultStandIn} {
+	for _, res := range []string{resultPassed, resultFailed, "timedout", "panicked", "interrupted", "aborted", resultSkipped, resultNotRun, resultVacuous, resultStandIn, resultExpectedFailure, resultSkippedAsUpstream} {
 		if counts[res] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[res], res))
 		}
@@ -348,7 +384,31 @@ func (r *runResults) summary() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(t.name), t.result, t.duration.Round(100*time.Millisecond), cell(msg))
 	}
+	r.writeExpectedFailures(&b)
 	return b.String()
+}
+
+// writeExpectedFailures lists the suite's expected failures with their
+// reasons and what became of each in this run.
+func (r *runResults) writeExpectedFailures(b *strings.Builder) {
+	if len(r.suite.expectedFailures) == 0 {
+		return
+	}
+	got := map[string]string{}
+	for _, t := range r.tests {
+		got[t.name] = t.result
+	}
+	b.WriteString("\n## Expected failures\n\nTests a simulated node cannot pass because it is not a real one; their failure is no regression.\n\n| Test | Why | This run |\n|---|---|---|\n")
+	for _, name := range slices.Sorted(maps.Keys(r.suite.expectedFailures)) {
+		res, ok := got[name]
+		switch {
+		case !ok:
+			res = "not selected"
+		case res == resultPassed:
+			res = "passed: take it off the list"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", cell(name), cell(r.suite.expectedFailures[name]), res)
+	}
 }
 
 // maxMessage bounds the failure column.
@@ -445,8 +505,12 @@ func writeJUnit(path string, r *runResults) error {
 		c := junitCase{Name: t.name, Classname: suite.Name, Status: t.result, Time: t.duration.Seconds(), SystemErr: t.log}
 		switch {
 		case t.passed():
-		case t.result == resultSkipped:
+		case t.result == resultSkipped || t.result == resultSkippedAsUpstream:
 			c.Skipped = &junitMessage{Message: "skipped - " + firstLine(t.message), Text: t.message}
+		case t.result == resultExpectedFailure:
+			// No regression: reported as skipped, so that tools reading
+			// the JUnit count only regressions as failures.
+			c.Skipped = &junitMessage{Message: "expected failure - " + firstLine(t.message), Text: t.message}
 		default:
 			text := t.message
 			if t.location != "" {

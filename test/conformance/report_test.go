@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -115,7 +117,7 @@ func TestJudge(t *testing.T) {
 			return []string{"registry.k8s.io/e2e-test-images/agnhost:2.66.1"}
 		}
 		return nil
-	}, selected)
+	}, selected, suites[suiteConformance])
 	type row struct{ Name, Result, Message, Location string }
 	var rows []row
 	for _, r := range got {
@@ -144,11 +146,13 @@ func TestOK(t *testing.T) {
 		r    runResults
 		want bool
 	}{
-		"all passed":         {r: runResults{tests: []testResult{pass}}, want: true},
-		"one failed":         {r: runResults{tests: []testResult{pass, fail}}, want: false},
-		"skipped at runtime": {r: runResults{tests: []testResult{pass, skip}}, want: false},
-		"nothing ran":        {r: runResults{}, want: false},
-		"svcnet up failed":   {r: runResults{tests: []testResult{pass}, upErr: errors.New("exited")}, want: false},
+		"all passed":                 {r: runResults{tests: []testResult{pass}}, want: true},
+		"one failed":                 {r: runResults{tests: []testResult{pass, fail}}, want: false},
+		"skipped at runtime":         {r: runResults{tests: []testResult{pass, skip}}, want: false},
+		"expected failure":           {r: runResults{tests: []testResult{pass, {name: "d", result: resultExpectedFailure}}}, want: true},
+		"skipped as upstream's jobs": {r: runResults{tests: []testResult{pass, {name: "e", result: resultSkippedAsUpstream}}}, want: true},
+		"nothing ran":                {r: runResults{}, want: false},
+		"svcnet up failed":           {r: runResults{tests: []testResult{pass}, upErr: errors.New("exited")}, want: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -161,7 +165,8 @@ func TestOK(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	r := runResults{
-		upArgs: []string{"up", "--nodes=2", "--proxy-mode=iptables"}, procs: 6, focus: defaultFocus,
+		suite:  suites[suiteConformance],
+		upArgs: []string{"up", "--nodes=2", "--proxy-mode=iptables"}, procs: 6, focus: suites[suiteConformance].focus,
 		start: time.Date(2025, 11, 25, 12, 0, 0, 0, time.UTC), duration: 17*time.Minute + 3*time.Second,
 		tests: []testResult{
 			{name: "[sig-network] A [Conformance]", result: resultPassed, duration: 1500 * time.Millisecond},
@@ -169,6 +174,7 @@ func TestSummary(t *testing.T) {
 		},
 	}
 	want := "# Conformance run of 2025-11-25 12:00\n\n" +
+		"Suite `conformance`: the [sig-network] tests of the conformance profile.\n\n" +
 		"`svcnet up --nodes=2 --proxy-mode=iptables`; ginkgo `-p --procs=6 --focus=\\[sig-network\\].*\\[Conformance\\]`; took 17m3s.\n\n" +
 		"**FAIL**: 2 tests: 1 passed, 1 failed.\n\n" +
 		"| Test | Result | Duration | Failure |\n|---|---|---|---|\n" +

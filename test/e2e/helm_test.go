@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -18,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/up"
+	"github.com/svcnet-io/svcnet/localcluster/up"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -28,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/app/manager"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 const (
@@ -217,9 +219,15 @@ func metricsThroughService(t *testing.T, c client.Client, dataDir string) {
 // as a silent retry loop.
 func noForbidden(t *testing.T, logDir string) {
 	// <namespace>_<pod>_<uid>/<container>/<restart>.log, as a kubelet keeps them.
-	files, err := filepath.Glob(filepath.Join(logDir, svcnetSystem+"_*", "*", "*.log"))
+	noForbiddenIn(t, filepath.Join(logDir, svcnetSystem+"_*", "*", "*.log"))
+}
+
+// noForbiddenIn fails on any RBAC refusal in the Pod logs that glob
+// matches, and when it matches none.
+func noForbiddenIn(t *testing.T, glob string) {
+	files, err := filepath.Glob(glob)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no svcnet Pod logs in %s (%v)", logDir, err)
+		t.Fatalf("no Pod logs match %s (%v)", glob, err)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -239,18 +247,25 @@ func noForbidden(t *testing.T, logDir string) {
 // it rather than exiting.
 func noRestarts(t *testing.T, c client.Client, dataDir string) {
 	t.Helper()
+	noRestartsIn(t, c, dataDir, svcnetSystem)
+}
+
+// noRestartsIn checks that no container of the Pods in ns (those opts
+// select) restarted, listing them now.
+func noRestartsIn(t *testing.T, c client.Client, dataDir, ns string, opts ...client.ListOption) {
+	t.Helper()
 	var pods corev1.PodList
-	if err := c.List(context.Background(), &pods, client.InNamespace(svcnetSystem)); err != nil {
+	if err := c.List(context.Background(), &pods, append(opts, client.InNamespace(ns))...); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) == 0 {
-		t.Fatal("no Pods in " + svcnetSystem)
+		t.Fatal("no Pods in " + ns)
 	}
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount != 0 {
 				t.Errorf("Pod %s container %s restarted %d times (last: %+v); the end of its log before:\n%s", p.Name, cs.Name, cs.RestartCount,
-					cs.LastTerminationState.Terminated, previousLog(t, dataDir, p.Name, cs.Name))
+					cs.LastTerminationState.Terminated, previousLog(t, dataDir, ns, p.Name, cs.Name))
 			}
 		}
 	}
@@ -258,10 +273,10 @@ func noRestarts(t *testing.T, c client.Client, dataDir string) {
 
 // previousLog is the end of the log of a container's previous run, as
 // `kubectl logs --previous --tail` shows it.
-func previousLog(t *testing.T, dataDir, pod, container string) string {
+func previousLog(t *testing.T, dataDir, ns, pod, container string) string {
 	t.Helper()
 	tail := int64(30)
-	b, err := clientset(t, dataDir).CoreV1().Pods(svcnetSystem).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: true, TailLines: &tail}).DoRaw(context.Background())
+	b, err := clientset(t, dataDir).CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: true, TailLines: &tail}).DoRaw(context.Background())
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -41,7 +43,8 @@ var (
 	buildErr  error
 )
 
-// svcnet builds the binary once per test run.
+// svcnet builds the binary once per test run, and svcnet-up beside it
+// (`svcnet up` hands over to it).
 func svcnet(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -51,7 +54,7 @@ func svcnet(t *testing.T) string {
 			return
 		}
 		svcnetBin = filepath.Join(dir, "svcnet")
-		out, err := exec.Command("go", "build", "-o", svcnetBin, "github.com/svcnet-io/svcnet/cmd/svcnet").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/svcnet-io/svcnet/cmd/svcnet", "github.com/svcnet-io/svcnet/cmd/svcnet-up").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
@@ -212,7 +215,7 @@ func TestUp(t *testing.T) {
 		t.Fatalf("kubectl get servicecidrs,ipaddresses: %v\n%s", err, out)
 	}
 
-	// The in-process manager publishes slices.
+	// The manager svcnet up runs publishes slices.
 	ctx := context.Background()
 	c := kubeClient(t, dataDir)
 	svc := builder.Service("web", "default").Port("http", 80, intstr.FromInt32(8080)).Selector("app", "web").Obj()

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -26,8 +28,8 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -143,6 +145,7 @@ func (c *cluster) startAgentMode(t *testing.T, n *netlab.Node, mode string) {
 	t.Helper()
 	opts := agent.DefaultOptions()
 	opts.Mode = mode
+	opts.Conntrack.MaxPerCore = 0 // nf_conntrack_max is the host's
 	opts.NodeName = n.Name
 	opts.NetNS = netlab.Path(n.NetNS)
 	opts.ClusterCIDRs = []string{"10.244.0.0/16"}
@@ -444,9 +447,12 @@ func testAgent(t *testing.T, mode string) {
 		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(old.Name))
 
 		replacement := udpPod(c.nodes[1])
-		// The old Pod object goes; its server keeps answering, as a Pod
-		// that is still shutting down would.
-		g.Expect(c.env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.Name}})).To(Succeed())
+		// The old Pod object goes at once (no kubelet ends its grace
+		// period: a terminating Pod that still serves keeps its flows, as
+		// with kube-proxy); its server keeps answering, as a process that
+		// has not exited yet would.
+		g.Expect(c.env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.Name}},
+			client.GracePeriodSeconds(0))).To(Succeed())
 		g.Eventually(func() (string, error) { return conn.ask() }).WithTimeout(converge).WithPolling(poll).Should(Equal(replacement.Name))
 	})
 
@@ -557,6 +563,14 @@ func testAgent(t *testing.T, mode string) {
 		g.Expect(c.env.Client.Update(ctx, svc)).To(Succeed())
 		g.Eventually(func() (string, error) { return netlab.Get(ctx, outside, url) }).
 			WithTimeout(converge).WithPolling(poll).Should(MatchRegexp(`^p\d+ `))
+	})
+
+	t.Run("externalTrafficPolicy Local: a Pod on a node without an endpoint gets through, an outside client is dropped", func(t *testing.T) {
+		testLocalPolicyThroughTheAPI(t, c, newNS, clientPodOn)
+	})
+
+	t.Run("an EndpointSlice labelled service.kubernetes.io/headless is ignored", func(t *testing.T) {
+		testHeadlessLabelledSlice(t, c, newNS, clientPodOn)
 	})
 
 	if c.mode == agent.ModeIPTables { // once, from the iptables suite

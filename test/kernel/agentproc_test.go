@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -12,12 +14,11 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // forwardAPIServer makes the API server, on this namespace's loopback,
@@ -33,12 +34,15 @@ func (c *cluster) forwardAPIServer(t *testing.T, n *netlab.Node) {
 	}
 }
 
-// agentProcessEnv makes this test binary run `svcnet agent` with its
-// arguments instead of the tests: agents that a test can SIGKILL.
+// agentProcessEnv makes this test binary run `svcnet agent` ("1") or
+// `svcnet kube-proxy` (kubeProxyProcess) with its arguments instead of
+// the tests: agents that a test can SIGKILL.
 const agentProcessEnv = "SVCNET_KERNEL_AGENT_PROCESS"
 
-func runAgentProcess(args []string) int {
-	opts := agent.DefaultOptions()
+// kubeProxyProcess is agentProcessEnv's value for `svcnet kube-proxy`.
+const kubeProxyProcess = "kube-proxy"
+
+func runAgentProcess(opts agent.Options, args []string) int {
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	opts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -50,15 +54,10 @@ func runAgentProcess(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(2)))
-	if err := agent.Run(ctx, cfg, agentCfg, log); err != nil {
+	if err := agent.Main(ctx, agentCfg, log); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -69,16 +68,17 @@ func runAgentProcess(args []string) int {
 // namespace, as a DaemonSet Pod with hostNetwork runs (its BGP speaker
 // then dials its peers from the node), reaching the API server through a
 // forwarder (forwardAPIServer); it logs to the cluster's log folder and is
-// killed at cleanup.
-func (c *cluster) startAgentProcess(t *testing.T, n *netlab.Node, kubeconfig string) *exec.Cmd {
+// killed at cleanup. Flags in extra override the defaults.
+func (c *cluster) startAgentProcess(t *testing.T, n *netlab.Node, kubeconfig string, extra ...string) *exec.Cmd {
 	t.Helper()
 	log, err := os.OpenFile(filepath.Join(c.logDir, n.Name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command(os.Args[0], "--kubeconfig", kubeconfig, "--node-name", n.Name, "--mode", c.mode,
-		"--cluster-cidr", "10.244.0.0/16", "--healthz-bind-address", "0", "--metrics-bind-address", "0")
+	args := append([]string{"--kubeconfig", kubeconfig, "--node-name", n.Name, "--mode", c.mode,
+		"--cluster-cidr", "10.244.0.0/16", "--healthz-bind-address", "0", "--metrics-bind-address", "0", "--conntrack-max-per-core=0"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), agentProcessEnv+"=1")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

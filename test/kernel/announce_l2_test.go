@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -15,9 +17,9 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 const (
@@ -203,7 +205,7 @@ func TestL2Announce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			rank := lbannounce.Rank(addr, []string{"node1", "node2", "node3"})
+			rank := announcementpolicy.Rank(addr, []string{"node1", "node2", "node3"})
 			first, second := rank[0], rank[1]
 
 			l.waitServedBy(t, addr, first)

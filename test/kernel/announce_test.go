@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -23,8 +25,8 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/announce"
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // announcePool is the LoadBalancerIPPool of the announcement tests: on the
@@ -143,7 +145,7 @@ func TestAnnounceL2(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		rank := lbannounce.Rank(addr, names)
+		rank := announcementpolicy.Rank(addr, names)
 		served(t, svc, addr, rank[0])
 
 		var node corev1.Node
@@ -174,8 +176,8 @@ func TestAnnounceL2(t *testing.T) {
 		defer w.Close()
 		// The endpoint on the last-ranked node: the rank alone would
 		// never choose it.
-		last := lbannounce.Rank(addr, names)[2]
-		other := lbannounce.Rank(addr, names)[0]
+		last := announcementpolicy.Rank(addr, names)[2]
+		other := announcementpolicy.Rank(addr, names)[0]
 		pods := c.addPods(t, ns, "local", nodeNamed(c, last), 1)
 		served(t, svc, addr, last)
 
@@ -216,7 +218,7 @@ func TestAnnounceL2(t *testing.T) {
 		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, announce.ConditionAnnounced)).To(BeNil())
 		web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
 		addr := lbAddress(g, c, web)
-		served(t, web, addr, lbannounce.Rank(addr, names)[0])
+		served(t, web, addr, announcementpolicy.Rank(addr, names)[0])
 	})
 }
 

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -15,8 +17,8 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/model"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
 
@@ -103,6 +105,7 @@ func TestAgentCleanup(t *testing.T) {
 
 	opts := agent.DefaultOptions()
 	opts.NetNS, opts.NodeName = node, "node-1"
+	opts.Conntrack.MaxPerCore = 0 // nf_conntrack_max is the host's
 	cfg, err := opts.Complete()
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package kernel holds the tests that prove the node agent with real
 // packets: a real API server, svcnet's EndpointSlice controller, agents
 // programming real iptables in simulated nodes (network namespaces), Pods
@@ -12,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 
@@ -21,8 +24,11 @@ var privateNS *privatens.Env
 
 func TestMain(m *testing.M) {
 	// The BGP tests run agents as processes of this binary, to kill them.
-	if os.Getenv(agentProcessEnv) == "1" {
-		os.Exit(runAgentProcess(os.Args[1:]))
+	switch os.Getenv(agentProcessEnv) {
+	case "1":
+		os.Exit(runAgentProcess(agent.DefaultOptions(), os.Args[1:]))
+	case kubeProxyProcess:
+		os.Exit(runAgentProcess(agent.KubeProxyOptions(), os.Args[1:]))
 	}
 	ctrl.SetLogger(logr.Discard())
 	privateNS = privatens.Enter()

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -16,8 +18,8 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/model"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // breakNext adds a rule the kernel refuses to the next transaction.
@@ -121,6 +123,7 @@ func TestNFTablesAgentCleanup(t *testing.T) {
 	}
 	opts := agent.DefaultOptions()
 	opts.NetNS, opts.NodeName, opts.Mode = node, "node-1", agent.ModeNFTables
+	opts.Conntrack.MaxPerCore = 0 // nf_conntrack_max is the host's
 	cfg, err := opts.Complete()
 	if err != nil {
 		t.Fatal(err)

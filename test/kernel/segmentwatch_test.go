@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package kernel
 
 import (
@@ -15,8 +17,8 @@ import (
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
 // segmentWatch is a listener on the nodes' segment: every period it asks

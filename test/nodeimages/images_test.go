@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nodeimages
 
 import (
@@ -288,4 +290,43 @@ func children(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// TestDistrolessIptables runs the tools upstream's KubeProxy CLOSE_WAIT
+// test runs in distroless-iptables: its probe for a conntrack table, the
+// conntrack listing and sleep.
+func TestDistrolessIptables(t *testing.T) {
+	c := assemble(t, "distroless-iptables")
+	for _, argv := range [][]string{
+		{"conntrack", "--version"},
+		{"iptables", "--version"},
+		{"sh", "-c", "which conntrack"},
+		{"sleep", "0"},
+	} {
+		if out, code := c.run(t, argv...); code != 0 {
+			t.Errorf("%q: exit %d: %s", argv, code, out)
+		}
+	}
+}
+
+// TestBoomServer runs regression-issue-74839 with the Pod address the
+// downward API gives it and connects to it: the server sees the
+// handshake on its raw socket ("connection established"), which is when
+// it sends its out-of-window packet.
+func TestBoomServer(t *testing.T) {
+	c := assemble(t, "boom-server")
+	const addr = "127.0.0.1"
+	c.image.Config.Env = append(c.image.Config.Env, "POD_IP="+addr)
+	p := c.start(t, c.argv(nil, nil)...)
+	waitFor(t, "the server to see a connection established", func() bool {
+		conn, err := net.DialTimeout("tcp", addr+":9000", time.Second)
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return strings.Contains(p.err.String(), "connection established")
+	})
+	if log := p.err.String(); !strings.Contains(log, "external ip: "+addr) {
+		t.Errorf("the server did not probe %s:\n%s", addr, log)
+	}
 }

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package nodeimages tests the image filesystems that
 // hack/node-images/build.sh builds into bin/images (make node-images)
 // without the node simulator: each image's root is assembled as the

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package nodeimages
 
 import (
@@ -6,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcnet-io/svcnet/internal/localcluster/nodesim/images"
+	"github.com/svcnet-io/svcnet/localcluster/nodesim/images"
 	"github.com/svcnet-io/svcnet/test/harness/privatens"
 )
 

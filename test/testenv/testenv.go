@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package testenv starts a real etcd + kube-apiserver (envtest) from the
 // binaries `make k8s-bins` builds into bin/k8s, with the Service ranges and
 // feature gates a suite asks for, and runs svcnet's controllers against it

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package slicetracker protects an EndpointSlice-writing controller from its
 // own stale cache and tells its own writes from everyone else's. It
 // remembers the generation and resourceVersion of every slice the

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package bgp is a node's BGP speaker: GoBGP run as a library (no gRPC
 // API listening), one neighbor per peer the node's announcements give it,
 // advertising the LoadBalancer addresses the node should attract as /32
@@ -28,7 +30,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
@@ -53,20 +55,20 @@ type Speaker struct {
 
 	mu      sync.Mutex
 	srv     *server.BgpServer
-	peers   map[netip.Addr]lbannounce.Peer
+	peers   map[netip.Addr]announcementpolicy.Peer
 	paths   map[netip.Addr]bool
 	started bool
 }
 
 // New returns a speaker that starts GoBGP on its first Sync with peers.
 func New(cfg Config) *Speaker {
-	return &Speaker{cfg: cfg, peers: map[netip.Addr]lbannounce.Peer{}, paths: map[netip.Addr]bool{}}
+	return &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]bool{}}
 }
 
 // Sync makes the speaker advertise exactly addrs to exactly peers: new
 // paths first, then peers added, changed (re-created) or removed, then
 // paths withdrawn.
-func (s *Speaker) Sync(ctx context.Context, peers []lbannounce.Peer, addrs []netip.Addr) error {
+func (s *Speaker) Sync(ctx context.Context, peers []announcementpolicy.Peer, addrs []netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
@@ -98,7 +100,7 @@ func (s *Speaker) Sync(ctx context.Context, peers []lbannounce.Peer, addrs []net
 
 // start runs GoBGP: its event loop inside the node's namespace, a
 // listener on port 179 when some peer is passive.
-func (s *Speaker) start(ctx context.Context, peers []lbannounce.Peer) error {
+func (s *Speaker) start(ctx context.Context, peers []announcementpolicy.Peer) error {
 	if s.srv == nil {
 		srv := server.NewBgpServer(server.LoggerOption(&logger{log: s.cfg.Log.WithName("gobgp")}))
 		go func() {
@@ -112,7 +114,7 @@ func (s *Speaker) start(ctx context.Context, peers []lbannounce.Peer) error {
 	listen := int32(-1)
 	for _, p := range peers {
 		if p.Passive || s.cfg.NetNS != "" {
-			listen = int32(lbannounce.DefaultBGPPort)
+			listen = int32(announcementpolicy.DefaultBGPPort)
 		}
 	}
 	err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
@@ -126,8 +128,8 @@ func (s *Speaker) start(ctx context.Context, peers []lbannounce.Peer) error {
 	return nil
 }
 
-func (s *Speaker) syncPeers(ctx context.Context, peers []lbannounce.Peer) error {
-	want := map[netip.Addr]lbannounce.Peer{}
+func (s *Speaker) syncPeers(ctx context.Context, peers []announcementpolicy.Peer) error {
+	want := map[netip.Addr]announcementpolicy.Peer{}
 	for _, p := range peers {
 		if s.cfg.NetNS != "" {
 			p.Passive = true
@@ -161,7 +163,7 @@ func (s *Speaker) syncPeers(ctx context.Context, peers []lbannounce.Peer) error 
 
 // apiPeer is GoBGP's configuration of a peer: the family of its address,
 // graceful restart with the restart and forwarding bits set.
-func apiPeer(p lbannounce.Peer) *api.Peer {
+func apiPeer(p announcementpolicy.Peer) *api.Peer {
 	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	if p.Address.Is6() {
 		family.Afi = api.Family_AFI_IP6

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package bgp
 
 import (
@@ -7,11 +9,11 @@ import (
 
 	api "github.com/osrg/gobgp/v3/api"
 
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 func TestAPIPeerGracefulRestart(t *testing.T) {
-	p := lbannounce.Peer{Address: netip.MustParseAddr("192.0.2.1"), ASN: 64500, LocalASN: 64512, Port: 179,
+	p := announcementpolicy.Peer{Address: netip.MustParseAddr("192.0.2.1"), ASN: 64500, LocalASN: 64512, Port: 179,
 		HoldTime: 3 * time.Second, KeepaliveTime: time.Second, GracefulRestartTime: 120 * time.Second}
 	got := apiPeer(p)
 	gr := got.GetGracefulRestart()

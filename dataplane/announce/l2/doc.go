@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package l2 announces LoadBalancer addresses on a segment: one node
 // answers ARP requests and Neighbor Solicitations for each address, and
 // says so at once by gratuitous ARP and unsolicited Neighbor
@@ -9,7 +11,7 @@
 // announcements it serves there and the addresses it answers for (its
 // claims). decide (pure, in owner.go) turns the wanted addresses, the live
 // peers and their claims into the addresses this node answers for: the
-// first live candidate by lbannounce.Rank answers, it takes an address over
+// first live candidate by announcementpolicy.Rank answers, it takes an address over
 // only once no live peer claims it, and of two claimants the lower-ranked
 // lets go. A Segment (segment.go) runs that on one interface with packet
 // sockets: heartbeats, the ARP and NDP responder, announcements on

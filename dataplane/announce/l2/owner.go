@@ -1,10 +1,12 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 package l2
 
 import (
 	"net/netip"
 	"time"
 
-	"github.com/svcnet-io/svcnet/internal/lbannounce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 // Want is an address this node should answer for on a segment if it wins
@@ -88,7 +90,7 @@ func decide(v view, wants []Want, owned map[netip.Addr]bool) map[netip.Addr]bool
 			if p == nil || !p.claims[w.Addr] {
 				continue
 			}
-			if !owned[w.Addr] || lbannounce.Outranks(w.Addr, name, v.self) {
+			if !owned[w.Addr] || announcementpolicy.Outranks(w.Addr, name, v.self) {
 				blocked = true
 				break
 			}
@@ -108,7 +110,7 @@ func (v *view) firstLive(w Want, taking bool) bool {
 			isCandidate = true
 			continue
 		}
-		if v.live(c, w, taking) && lbannounce.Outranks(w.Addr, c, v.self) {
+		if v.live(c, w, taking) && announcementpolicy.Outranks(w.Addr, c, v.self) {
 			return false
 		}
 	}

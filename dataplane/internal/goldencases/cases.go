@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package goldencases holds the Services and EndpointSlices every dataplane
 // renders in its golden tests, one case per feature, so that the iptables
 // and nftables modes are checked against the same inputs.
@@ -37,6 +39,10 @@ type Case struct {
 	ClusterCIDRs  []netip.Prefix
 	MasqueradeAll bool
 	NodePortIPs   []netip.Addr
+	// NodeIPs are the node's primary addresses (its Node's InternalIPs).
+	NodeIPs []netip.Addr
+	// ServiceCIDRs are the ranges of the cluster's ServiceCIDRs.
+	ServiceCIDRs []netip.Prefix
 }
 
 // Model builds the case's model.
@@ -46,7 +52,7 @@ func (c Case) Model() *model.Model {
 		k := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 		bySvc[k] = append(bySvc[k], s)
 	}
-	return model.Build(c.Family, model.Node{Name: Node, Zone: c.Zone}, c.Services, bySvc, model.Options{})
+	return model.Build(c.Family, model.Node{Name: Node, Zone: c.Zone, IPs: c.NodeIPs}, c.Services, bySvc, model.Options{})
 }
 
 // Check compares got with testdata/<name>.golden, rewriting it under
@@ -142,8 +148,25 @@ func Cases() map[string]Case {
 			s.Spec.HealthCheckNodePort = 32000
 			s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
 		})), Slices: slices(three)},
+		// Pods and the node still reach the endpoints elsewhere through the
+		// load balancer IP and the node port; only outside traffic is
+		// dropped.
 		"loadbalancer-local-no-local-endpoints": {Services: svcs(Web(loadBalancerLocal)),
 			Slices: slices(Slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, Ready("10.244.2.2", "node-b")))},
+		// Padded and legacy ranges are read as kube-proxy reads them; the
+		// node's IP is in one, so its own traffic (from the load balancer
+		// IP) is let through.
+		"loadbalancer-sourceranges-padded-allow-node": {Services: svcs(Web(func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Spec.Ports[0].NodePort = 30080
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+			s.Spec.LoadBalancerSourceRanges = []string{" 203.0.113.0/24 ", "192.168.000.000/16"}
+		})), Slices: slices(three), NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
+		// nftables mode drops traffic to unallocated addresses of the
+		// ServiceCIDRs; iptables mode does nothing with them (kube-proxy's
+		// modes alike).
+		"service-cidrs": {Services: svcs(Web(nil)), Slices: slices(three),
+			ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("10.97.0.0/16")}},
 		"externalips-affinity": {Services: svcs(Web(func(s *corev1.Service) {
 			s.Spec.ExternalIPs = []string{"192.0.2.20"}
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP

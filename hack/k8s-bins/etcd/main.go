@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command etcd is etcd's own server entry point, built from its Go module.
 package main
 

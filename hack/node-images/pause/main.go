@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Command pause is the Pod sandbox's placeholder process of the pause
 // image the simulated nodes run (registry.k8s.io/pause): it does nothing
 // until SIGINT or SIGTERM asks it to stop, then exits 0. As PID 1 of a

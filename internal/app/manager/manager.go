@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package manager builds and runs svcnet's controller-runtime manager from
 // its options. `svcnet manager` and `svcnet up` both go through Run; the
 // envtest suites call controllers.Setup on a manager of their own.
@@ -114,13 +116,36 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
 	fs.DurationVar(&o.APIServerWaitTimeout, "apiserver-wait-timeout", o.APIServerWaitTimeout, "How long to wait at start for the API server to answer its /healthz before giving up (a Pod may start before its node can reach the kubernetes Service).")
+	o.addControllerFlags(fs)
+}
+
+// addControllerFlags binds the flags kube-controller-manager has for the
+// controllers svcnet replaces, under kube-controller-manager's names, and
+// svcnet's earlier spellings as deprecated aliases.
+func (o *Options) addControllerFlags(fs *pflag.FlagSet) {
 	mirror := &o.Controllers.EndpointSliceMirroring
-	fs.IntVar(&mirror.MaxEndpointsPerSubset, "mirroring-max-endpoints-per-subset", mirror.MaxEndpointsPerSubset, "endpointslicemirroring: most addresses mirrored from one Endpoints subset; the rest are skipped with a Warning Event.")
+	fs.IntVar(&mirror.MaxEndpointsPerSubset, "mirroring-max-endpoints-per-subset", mirror.MaxEndpointsPerSubset, "endpointslicemirroring: most addresses mirrored from one Endpoints subset (1..1000); the rest are skipped with a Warning Event.")
 	fs.IntVar(&mirror.Workers, "mirroring-concurrent-service-endpoint-syncs", mirror.Workers, "endpointslicemirroring: Endpoints synced in parallel.")
+	fs.DurationVar(&mirror.BatchPeriod, "mirroring-endpointslice-updates-batch-period", mirror.BatchPeriod, "endpointslicemirroring: wait this long after a change to a mirrored EndpointSlice so that changes arriving together are handled together.")
 	es := &o.Controllers.EndpointSlice
 	fs.IntVar(&es.MaxEndpointsPerSlice, "max-endpoints-per-slice", es.MaxEndpointsPerSlice, "endpointslice: most endpoints in one EndpointSlice (1..1000).")
-	fs.DurationVar(&es.BatchPeriod, "endpoint-updates-batch-period", es.BatchPeriod, "endpointslice: wait this long after a Pod change so that changes arriving together are written together.")
+	fs.DurationVar(&es.BatchPeriod, "endpointslice-updates-batch-period", es.BatchPeriod, "endpointslice: wait this long after a Pod change so that changes arriving together are written together.")
 	fs.IntVar(&es.Workers, "concurrent-service-endpoint-syncs", es.Workers, "endpointslice: Services synced in parallel.")
+	for _, a := range deprecatedAliases {
+		fs.AddFlag(&pflag.Flag{Name: a.old, Value: fs.Lookup(a.current).Value, DefValue: fs.Lookup(a.current).DefValue,
+			Usage: "Deprecated: use --" + a.current + "."})
+		if err := fs.MarkDeprecated(a.old, "use --"+a.current+" (kube-controller-manager's name) instead"); err != nil {
+			panic(err) // only if the alias was not just added
+		}
+	}
+}
+
+// deprecatedAliases are svcnet's earlier flag names that differ from
+// kube-controller-manager's. They still work, with a warning.
+// (kube-controller-manager's own --endpoint-updates-batch-period belongs to
+// its Endpoints controller, which svcnet does not replace.)
+var deprecatedAliases = []struct{ old, current string }{
+	{old: "endpoint-updates-batch-period", current: "endpointslice-updates-batch-period"},
 }
 
 // Validate checks the options before anything starts, naming the bad flag.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package auditevents emits the audit controllers' Warning Events, each at
 // most once per object, reason and message within a quiet period, so that a
 // broken cluster does not flood the API server with Events. With

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package certs makes svcnet's certificates: NewCA and NewServing for any
 // caller (`svcnet up`'s API server credentials among them), and, for the
 // admission webhook, its serving certificate without cert-manager: a CA

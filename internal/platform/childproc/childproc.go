@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package childproc starts child processes that die with their parent.
 //
 // Linux sends a child its parent-death signal (Pdeathsig) when the thread

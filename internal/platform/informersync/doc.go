@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package informersync makes a controller-runtime manager start its
 // controllers the moment their informers are synced, instead of at the next
 // tick of a 100 ms poll.

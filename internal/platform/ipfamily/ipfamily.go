@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package ipfamily answers "which IP family" the one way svcnet's
 // controllers, admission and node agent share: for an address, a string,
 // and a Service.

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package netns runs code inside another network namespace. Sockets keep
 // the namespace they were created in, so a listener or connection made
 // inside Do works from any goroutine afterwards. This is how one process

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package repairs is how svcnet reports that it put back an object it owns
 // after another writer deleted or changed it: a kubectl delete while
 // debugging, a backup restore, GitOps pruning, a second controller that

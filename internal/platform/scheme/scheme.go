@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package scheme registers every type svcnet reads or writes. It depends on
 // no controller, so that a controller's own tests can use it too.
 package scheme

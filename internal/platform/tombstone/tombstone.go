@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package tombstone unwraps the objects of informer delete notifications:
 // when a watch misses a delete, client-go hands the last known state
 // wrapped in a cache.DeletedFinalStateUnknown. Every delete handler in

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package version holds the build's identity, stamped by the Makefile with
 // -ldflags "-X github.com/svcnet-io/svcnet/internal/platform/version.Version=...".
 package version

@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package privatens runs a test binary inside fresh network and mount
 // namespaces, so that the kernel work of kernel, e2e and benchmark suites
 // never reaches the host's own networking. It is test harness code: only

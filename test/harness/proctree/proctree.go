@@ -1,3 +1,5 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
 // Package proctree reads process trees from /proc: the processes below a
 // process, and their stat fields. Tests and benchmarks use it to find
 // every process `svcnet up` started and to sum their CPU time.

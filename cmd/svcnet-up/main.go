@@ -1,0 +1,53 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Command svcnet-up runs a whole Service networking control plane on one
+// machine with no cluster: etcd, kube-apiserver, kube-controller-manager,
+// svcnet's manager and agents (run from the svcnet binary beside it) and
+// simulated nodes in network namespaces. Users type `svcnet up`, which
+// hands over to this program; the production svcnet binary links none of
+// it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/localcluster/up"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "svcnet up:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	cfg := up.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:           "svcnet up",
+		Short:         "Run a whole Service networking control plane on this machine (no cluster needed)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg.Out = cmd.OutOrStdout()
+			cfg.Complete(cmd.Flags())
+			return up.Run(cmd.Context(), cfg)
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	cmd.Flags().IntVarP(&cfg.Verbosity, "v", "v", 0, "Log verbosity of the svcnet manager, the agents and the simulator (logs/svcnet-manager.log, logs/agent-*.log, logs/svcnet-up.log).")
+	return cmd
+}

@@ -1,0 +1,259 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Package announcementpolicy holds the policy of LoadBalancerAnnouncements
+// that the manager and the agents must apply alike: which pools, nodes and
+// Services an announcement covers, which announcements are accepted (valid
+// and not overlapping an accepted one), and the order in which nodes claim
+// an address. It is pure: inputs are API objects, outputs are decisions.
+// The manager's announcement controller writes Judge's verdicts into the
+// status; the agents' speakers use Compile and Rank.
+package announcementpolicy
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/svcnet-io/svcnet/allocator/lbipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+)
+
+// Defaults of a BGP peer's settings.
+const (
+	DefaultBGPPort             = 179
+	DefaultHoldTime            = 90 * time.Second
+	DefaultGracefulRestartTime = 120 * time.Second
+)
+
+// Peer is a BGP peer with its defaults filled in.
+type Peer struct {
+	Address netip.Addr
+	ASN     uint32
+	// LocalASN is the AS the node speaks as to this peer.
+	LocalASN            uint32
+	Port                uint16
+	HoldTime            time.Duration
+	KeepaliveTime       time.Duration
+	GracefulRestartTime time.Duration
+	Passive             bool
+}
+
+// Announcement is a LoadBalancerAnnouncement with its selectors parsed.
+type Announcement struct {
+	Name       string
+	Mode       svcnetv1alpha1.AnnouncementMode
+	Interfaces []string
+	Peers      []Peer
+	// Created orders announcements by seniority.
+	Created metav1.Time
+
+	pools, services, nodes labels.Selector
+}
+
+// Compile parses an announcement's selectors and fills its defaults; the
+// error says what is wrong with it.
+func Compile(a *svcnetv1alpha1.LoadBalancerAnnouncement) (*Announcement, error) {
+	out := &Announcement{Name: a.Name, Mode: a.Spec.Mode, Interfaces: a.Spec.Interfaces, Created: a.CreationTimestamp}
+	var errs []error
+	var err error
+	if out.pools, err = selector(a.Spec.PoolSelector); err != nil {
+		errs = append(errs, fmt.Errorf("poolSelector: %w", err))
+	}
+	if out.services, err = selector(a.Spec.ServiceSelector); err != nil {
+		errs = append(errs, fmt.Errorf("serviceSelector: %w", err))
+	}
+	if out.nodes, err = selector(a.Spec.NodeSelector); err != nil {
+		errs = append(errs, fmt.Errorf("nodeSelector: %w", err))
+	}
+	switch a.Spec.Mode {
+	case svcnetv1alpha1.AnnouncementModeL2:
+		if a.Spec.BGP != nil {
+			errs = append(errs, errors.New("bgp is not allowed in mode L2"))
+		}
+	case svcnetv1alpha1.AnnouncementModeBGP:
+		peers, err := compilePeers(a.Spec.BGP)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out.Peers = peers
+		if len(a.Spec.Interfaces) > 0 {
+			errs = append(errs, errors.New("interfaces apply to mode L2 only"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("mode %q is not L2 or BGP", a.Spec.Mode))
+	}
+	return out, errors.Join(errs...)
+}
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+func compilePeers(b *svcnetv1alpha1.BGPAnnouncement) ([]Peer, error) {
+	if b == nil {
+		return nil, errors.New("mode BGP needs bgp with localASN and peers")
+	}
+	if len(b.Peers) == 0 {
+		return nil, errors.New("bgp.peers must list at least one peer")
+	}
+	if b.LocalASN < 1 || b.LocalASN > 1<<32-1 {
+		return nil, fmt.Errorf("bgp.localASN %d is out of range 1-4294967295", b.LocalASN)
+	}
+	var errs []error
+	var out []Peer
+	seen := map[netip.Addr]bool{}
+	for i, p := range b.Peers {
+		peer, err := compilePeer(p, uint32(b.LocalASN))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bgp.peers[%d]: %w", i, err))
+			continue
+		}
+		if seen[peer.Address] {
+			errs = append(errs, fmt.Errorf("bgp.peers[%d]: peer %s is listed twice", i, peer.Address))
+			continue
+		}
+		seen[peer.Address] = true
+		out = append(out, peer)
+	}
+	return out, errors.Join(errs...)
+}
+
+func compilePeer(p svcnetv1alpha1.BGPPeer, localASN uint32) (Peer, error) {
+	addr, err := netip.ParseAddr(p.Address)
+	if err != nil {
+		return Peer{}, fmt.Errorf("address: %w", err)
+	}
+	if p.ASN < 1 || p.ASN > 1<<32-1 {
+		return Peer{}, fmt.Errorf("asn %d is out of range 1-4294967295", p.ASN)
+	}
+	peer := Peer{
+		Address: addr.Unmap(), ASN: uint32(p.ASN), LocalASN: localASN, Port: DefaultBGPPort,
+		HoldTime: DefaultHoldTime, GracefulRestartTime: DefaultGracefulRestartTime, Passive: p.Passive,
+	}
+	if p.Port != 0 {
+		peer.Port = uint16(p.Port)
+	}
+	if p.HoldTime != nil {
+		peer.HoldTime = p.HoldTime.Duration
+	}
+	if peer.HoldTime < 3*time.Second {
+		return Peer{}, fmt.Errorf("holdTime %s is under 3s", peer.HoldTime)
+	}
+	peer.KeepaliveTime = peer.HoldTime / 3
+	if p.KeepaliveTime != nil {
+		peer.KeepaliveTime = p.KeepaliveTime.Duration
+	}
+	if peer.KeepaliveTime <= 0 || peer.KeepaliveTime > peer.HoldTime {
+		return Peer{}, fmt.Errorf("keepaliveTime %s must be positive and at most holdTime %s", peer.KeepaliveTime, peer.HoldTime)
+	}
+	if p.GracefulRestartTime != nil {
+		peer.GracefulRestartTime = p.GracefulRestartTime.Duration
+	}
+	if peer.GracefulRestartTime < 0 || peer.GracefulRestartTime > 4095*time.Second {
+		return Peer{}, fmt.Errorf("gracefulRestartTime %s is out of range 0s-4095s", peer.GracefulRestartTime)
+	}
+	return peer, nil
+}
+
+// SelectsPool tells whether the announcement covers a pool's addresses.
+func (a *Announcement) SelectsPool(pool *svcnetv1alpha1.LoadBalancerIPPool) bool {
+	return a.pools.Matches(labels.Set(pool.Labels))
+}
+
+// SelectsNode tells whether a node may announce for it.
+func (a *Announcement) SelectsNode(node *corev1.Node) bool {
+	return a.nodes.Matches(labels.Set(node.Labels))
+}
+
+// SelectsService tells whether it covers a Service.
+func (a *Announcement) SelectsService(svc *corev1.Service) bool {
+	return a.services.Matches(labels.Set(svc.Labels))
+}
+
+// Pool is a LoadBalancerIPPool's addresses, as the rules need them.
+type Pool struct {
+	Pool   *svcnetv1alpha1.LoadBalancerIPPool
+	Ranges []lbipam.Range
+}
+
+// Pools parses the pools' ranges; a pool whose spec cannot be parsed
+// keeps the ranges that can.
+func Pools(pools []*svcnetv1alpha1.LoadBalancerIPPool) []Pool {
+	out := make([]Pool, 0, len(pools))
+	for _, p := range pools {
+		pairs := make([][2]string, 0, len(p.Spec.Ranges))
+		for _, r := range p.Spec.Ranges {
+			pairs = append(pairs, [2]string{r.Start, r.End})
+		}
+		ranges, _ := lbipam.ParseRanges(p.Spec.CIDRs, pairs)
+		out = append(out, Pool{Pool: p, Ranges: ranges})
+	}
+	return out
+}
+
+// Contains tells whether the pool's spec holds addr.
+func (p Pool) Contains(addr netip.Addr) bool {
+	return slices.ContainsFunc(p.Ranges, func(r lbipam.Range) bool { return r.Contains(addr) })
+}
+
+// Covers tells whether the announcement covers addr, an address of svc:
+// the Service is selected and a selected pool holds the address.
+func (a *Announcement) Covers(svc *corev1.Service, addr netip.Addr, pools []Pool) bool {
+	if !a.SelectsService(svc) {
+		return false
+	}
+	return slices.ContainsFunc(pools, func(p Pool) bool { return a.SelectsPool(p.Pool) && p.Contains(addr) })
+}
+
+// Rank orders nodes for an address, first the one that should answer for
+// it in L2 mode: rendezvous hashing, so every node computes the same order
+// from the names alone, addresses spread evenly, and a node joining or
+// leaving moves only the addresses it wins or held.
+func Rank(addr netip.Addr, nodes []string) []string {
+	type scored struct {
+		name  string
+		score uint64
+	}
+	s := make([]scored, 0, len(nodes))
+	for _, n := range nodes {
+		s = append(s, scored{n, Score(addr, n)})
+	}
+	slices.SortFunc(s, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	out := make([]string, len(s))
+	for i := range s {
+		out[i] = s[i].name
+	}
+	return out
+}
+
+// Score is node's rendezvous score for addr: higher wins.
+func Score(addr netip.Addr, node string) uint64 {
+	h := sha256.Sum256([]byte(node + "/" + addr.String()))
+	return binary.BigEndian.Uint64(h[:8])
+}
+
+// Outranks tells whether node a comes before node b for addr.
+func Outranks(addr netip.Addr, a, b string) bool {
+	sa, sb := Score(addr, a), Score(addr, b)
+	if sa != sb {
+		return sa > sb
+	}
+	return a < b
+}

@@ -1,0 +1,231 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Package frr runs a real router, FRR from Debian's packages (unpacked
+// into bin/frr by hack/frr/build.sh, never installed), inside a network
+// namespace that `svcnet up` or a test made: zebra and bgpd with every
+// file (configuration, sockets, pid files, logs) in a state folder of
+// their own and no vty listening on TCP, peering with the simulated nodes
+// and installing the ECMP routes they advertise. It never starts anything
+// in the caller's own namespace.
+package frr
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+)
+
+// Neighbor is a BGP peer of the router: a node.
+type Neighbor struct {
+	Addr netip.Addr
+	ASN  uint32
+}
+
+// Config is one router.
+type Config struct {
+	// Root is where hack/frr/build.sh unpacked FRR (bin/frr/root).
+	Root string
+	// StateDir holds the router's configuration, sockets and logs.
+	StateDir string
+	// NetNS is the namespace the router runs in; required.
+	NetNS    string
+	RouterID netip.Addr
+	ASN      uint32
+	// Neighbors are the nodes; the router connects to each.
+	Neighbors []Neighbor
+	// Keepalive and Hold are the BGP timers the router asks for.
+	Keepalive, Hold time.Duration
+}
+
+// Router is a running FRR.
+type Router struct {
+	cfg   Config
+	procs []*exec.Cmd
+}
+
+// Available tells whether FRR is unpacked at root, and what to run if not.
+func Available(root string) error {
+	for _, p := range []string{"usr/lib/frr/zebra", "usr/lib/frr/bgpd", "usr/bin/vtysh"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			return fmt.Errorf("FRR is not unpacked in %s (run make frr): %w", root, err)
+		}
+	}
+	return nil
+}
+
+// Start writes the configuration and starts zebra, then bgpd, inside the
+// namespace.
+func Start(cfg Config) (*Router, error) {
+	if cfg.NetNS == "" {
+		return nil, errors.New("frr: a network namespace is required")
+	}
+	if err := Available(cfg.Root); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(cfg.StateDir, "bgpd.conf")
+	if err := os.WriteFile(conf, []byte(bgpdConf(cfg)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "zebra.conf"), []byte("hostname svcnet-router\n"), 0o644); err != nil {
+		return nil, err
+	}
+	// vtysh (--config_dir here) lets root in without PAM.
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "vtysh.conf"), []byte("username root nopassword\n"), 0o644); err != nil {
+		return nil, err
+	}
+	r := &Router{cfg: cfg}
+	if err := r.writeGroupFile(); err != nil {
+		return nil, err
+	}
+	if err := r.daemon("zebra"); err != nil {
+		return nil, err
+	}
+	// bgpd connects to zebra's socket: wait for it.
+	zserv := filepath.Join(cfg.StateDir, "zserv.api")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(zserv); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.Stop()
+			return nil, fmt.Errorf("frr: zebra did not start (see %s)", filepath.Join(cfg.StateDir, "zebra.log"))
+		}
+	}
+	if err := r.daemon("bgpd"); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Router) groupFile() string { return filepath.Join(r.cfg.StateDir, "group") }
+
+// writeGroupFile is this machine's /etc/group with FRR's groups added,
+// root a member.
+func (r *Router) writeGroupFile() error {
+	b, err := os.ReadFile("/etc/group")
+	if err != nil {
+		return err
+	}
+	s := strings.TrimRight(string(b), "\n") + "\n"
+	for _, g := range []string{"frr:x:64990:root", "frrvty:x:64991:root"} {
+		if !strings.Contains(s, "\n"+strings.SplitN(g, ":", 2)[0]+":") {
+			s += g + "\n"
+		}
+	}
+	return os.WriteFile(r.groupFile(), []byte(s), 0o644)
+}
+
+func (r *Router) env() []string {
+	lib := filepath.Join(r.cfg.Root, "usr/lib/x86_64-linux-gnu")
+	return append(os.Environ(), "LD_LIBRARY_PATH="+lib+":"+filepath.Join(lib, "frr"))
+}
+
+// daemon starts one FRR daemon in the router's namespace: its own config,
+// pid file, sockets and log in StateDir, no TCP vty, running as root.
+func (r *Router) daemon(name string) error {
+	d := r.cfg.StateDir
+	args := []string{
+		"-f", filepath.Join(d, name+".conf"), "-i", filepath.Join(d, name+".pid"),
+		"-z", filepath.Join(d, "zserv.api"), "--vty_socket", d, "-P", "0",
+		"-u", "root", "-g", "root", "--log", "file:" + filepath.Join(d, name+".log"),
+	}
+	if name == "bgpd" {
+		args = append(args, "-p", "179")
+	}
+	log, err := os.OpenFile(filepath.Join(d, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	// FRR's daemons insist on their vty group existing; rather than add
+	// it to this machine, each runs in a mount namespace of its own where
+	// /etc/group has it.
+	script := `mount --bind "$0" /etc/group && exec "$@"`
+	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script,
+		r.groupFile(), filepath.Join(r.cfg.Root, "usr/lib/frr", name)}, args...)...)
+	cmd.Env = r.env()
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := netns.Do(r.cfg.NetNS, cmd.Start); err != nil {
+		return fmt.Errorf("frr: starting %s: %w", name, err)
+	}
+	r.procs = append(r.procs, cmd)
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// bgpdConf is the router's BGP configuration: every node a neighbor of
+// the same remote AS, fast timers, ECMP over as many nodes as there are,
+// IPv4 and IPv6 unicast.
+func bgpdConf(cfg Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "frr defaults traditional\nhostname svcnet-router\n!\nrouter bgp %d\n", cfg.ASN)
+	fmt.Fprintf(&b, " bgp router-id %s\n no bgp ebgp-requires-policy\n no bgp network import-check\n bgp bestpath as-path multipath-relax\n", cfg.RouterID)
+	peerASN := uint32(0)
+	if len(cfg.Neighbors) > 0 {
+		peerASN = cfg.Neighbors[0].ASN
+	}
+	fmt.Fprintf(&b, " neighbor NODES peer-group\n neighbor NODES remote-as %d\n", peerASN)
+	fmt.Fprintf(&b, " neighbor NODES timers %d %d\n neighbor NODES timers connect 1\n", int(cfg.Keepalive.Seconds()), int(cfg.Hold.Seconds()))
+	for _, n := range cfg.Neighbors {
+		fmt.Fprintf(&b, " neighbor %s peer-group NODES\n", n.Addr)
+		if n.ASN != peerASN {
+			fmt.Fprintf(&b, " neighbor %s remote-as %d\n", n.Addr, n.ASN)
+		}
+	}
+	for _, af := range []string{"ipv4", "ipv6"} {
+		fmt.Fprintf(&b, " address-family %s unicast\n", af)
+		if af == "ipv6" {
+			b.WriteString("  neighbor NODES activate\n")
+		}
+		b.WriteString("  maximum-paths 64\n exit-address-family\n")
+	}
+	b.WriteString("!\n")
+	return b.String()
+}
+
+// Vtysh runs one vtysh command against the router, e.g. "show ip bgp".
+func (r *Router) Vtysh(command string) (string, error) {
+	cmd := exec.Command(filepath.Join(r.cfg.Root, "usr/bin/vtysh"), "--vty_socket", r.cfg.StateDir, "--config_dir", r.cfg.StateDir, "-c", command)
+	cmd.Env = r.env()
+	var out []byte
+	err := netns.Do(r.cfg.NetNS, func() error {
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	if err != nil {
+		return string(out), fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
+	}
+	return string(out), nil
+}
+
+// VtyshCommand is the command line that runs vtysh against this router
+// from a shell, for the tour.
+func (r *Router) VtyshCommand() string {
+	lib := filepath.Join(r.cfg.Root, "usr/lib/x86_64-linux-gnu")
+	return fmt.Sprintf("ip netns exec %s env LD_LIBRARY_PATH=%s:%s/frr %s --vty_socket %s --config_dir %s",
+		filepath.Base(r.cfg.NetNS), lib, lib, filepath.Join(r.cfg.Root, "usr/bin/vtysh"), r.cfg.StateDir, r.cfg.StateDir)
+}
+
+// Stop kills the daemons.
+func (r *Router) Stop() {
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		if p := r.procs[i].Process; p != nil {
+			_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+		}
+	}
+	r.procs = nil
+}

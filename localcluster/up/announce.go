@@ -1,0 +1,167 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package up
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/localcluster/frr"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
+)
+
+// How the client reaches LoadBalancer addresses (--lb-announce).
+const (
+	// AnnounceL2: the client is on the nodes' segment with the range on
+	// its link; one node answers ARP for each address.
+	AnnounceL2 = "l2"
+	// AnnounceBGP: the client's gateway is a router (FRR) that peers
+	// with every node and learns the addresses, ECMP.
+	AnnounceBGP = "bgp"
+	// AnnounceRoutes: a static ECMP route through every node, as before
+	// announcements existed.
+	AnnounceRoutes = "routes"
+)
+
+// AnnounceModes are the values of --lb-announce.
+var AnnounceModes = []string{AnnounceL2, AnnounceBGP, AnnounceRoutes}
+
+// The router of --lb-announce=bgp: on the fabric, its own AS, the nodes'
+// AS, and BGP timers fast enough for a short failover without BFD.
+var routerAddr = netip.MustParsePrefix("172.30.0.254/24")
+
+const (
+	routerASN    = 64500
+	nodesASN     = 64512
+	bgpKeepalive = time.Second
+	bgpHoldTime  = 3 * time.Second
+	announcement = "svcnet-up"
+)
+
+// routeLoadBalancers makes the client reach the LoadBalancer range as
+// --lb-announce says.
+func (cl *cluster) routeLoadBalancers(c Config) error {
+	var lb []netip.Prefix
+	if c.ranges.loadBalancer.IsValid() {
+		lb = append(lb, c.ranges.loadBalancer)
+	}
+	switch c.LBAnnounce {
+	case AnnounceL2:
+		// On the client's link: it asks the segment (ARP) for each address.
+		for _, p := range lb {
+			if _, err := cl.lab.Run(cl.client, "ip", "route", "add", p.String(), "dev", "eth0"); err != nil {
+				return err
+			}
+		}
+	case AnnounceBGP:
+		ns, err := cl.lab.AddClient("router", routerAddr)
+		if err != nil {
+			return err
+		}
+		cl.router = ns
+		if _, err := cl.lab.Run(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+			return err
+		}
+		_, err = cl.lab.Run(cl.client, "ip", "route", "add", "default", "via", routerAddr.Addr().String())
+		return err
+	default:
+		var nodeIPs []netip.Addr
+		for _, n := range cl.nodes {
+			nodeIPs = append(nodeIPs, n.Net.IP)
+		}
+		for _, p := range lb {
+			if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startRouter runs FRR in the router namespace, peering with every node.
+func (cl *cluster) startRouter(s *session) error {
+	root := filepath.Join(filepath.Dir(s.binDir), "frr", "root")
+	if env := os.Getenv("SVCNET_FRR_ROOT"); env != "" {
+		root = env
+	}
+	var neighbors []frr.Neighbor
+	for _, n := range cl.nodes {
+		neighbors = append(neighbors, frr.Neighbor{Addr: n.Net.IP, ASN: nodesASN})
+	}
+	r, err := frr.Start(frr.Config{
+		Root: root, StateDir: filepath.Join(os.TempDir(), cl.prefix+"-frr"), NetNS: netlab.Path(cl.router),
+		RouterID: routerAddr.Addr(), ASN: routerASN, Neighbors: neighbors, Keepalive: bgpKeepalive, Hold: bgpHoldTime,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the router (FRR): %w", err)
+	}
+	cl.frr = r
+	return nil
+}
+
+// ensureAnnouncement creates (or, after a change of --lb-announce, sets)
+// the announcement of the svcnet-up pool's addresses.
+func ensureAnnouncement(ctx context.Context, c client.Client, mode string) error {
+	if mode == AnnounceRoutes {
+		return client.IgnoreNotFound(c.Delete(ctx, &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}}))
+	}
+	spec := svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeL2}
+	if mode == AnnounceBGP {
+		spec = svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeBGP, BGP: &svcnetv1alpha1.BGPAnnouncement{
+			LocalASN: nodesASN, Peers: []svcnetv1alpha1.BGPPeer{{
+				Address: routerAddr.Addr().String(), ASN: routerASN,
+				HoldTime: &metav1.Duration{Duration: bgpHoldTime}, KeepaliveTime: &metav1.Duration{Duration: bgpKeepalive},
+			}},
+		}}
+	}
+	ann := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}, Spec: spec}
+	err := c.Create(ctx, ann)
+	if apierrors.IsAlreadyExists(err) {
+		var have svcnetv1alpha1.LoadBalancerAnnouncement
+		if err := c.Get(ctx, client.ObjectKey{Name: announcement}, &have); err != nil {
+			return err
+		}
+		if have.Spec.Mode == spec.Mode {
+			return nil // later edits by the user stay
+		}
+		have.Spec = spec
+		err = c.Update(ctx, &have)
+	}
+	if err != nil {
+		return fmt.Errorf("creating LoadBalancerAnnouncement %s: %w", announcement, err)
+	}
+	return nil
+}
+
+// announceTour are the tour's lines that show how the client learns the
+// LoadBalancer addresses.
+func announceTour(cl *cluster) string {
+	switch {
+	case cl.frr != nil:
+		return fmt.Sprintf("  %s -c 'show ip bgp'   # the router learns each LoadBalancer IP from the nodes (BGP, ECMP)\n  ip netns exec %s ip route\n",
+			cl.frr.VtyshCommand(), cl.router)
+	case cl.lbAnnounce == AnnounceL2:
+		return fmt.Sprintf("  ip netns exec %s ip neigh show   # one node answers ARP for each LoadBalancer IP (L2)\n", cl.client)
+	}
+	return ""
+}
+
+// validateAnnounce checks --lb-announce.
+func (c *Config) validateAnnounce() error {
+	for _, m := range AnnounceModes {
+		if c.LBAnnounce == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("--lb-announce %q is not valid; valid values: %s", c.LBAnnounce, strings.Join(AnnounceModes, ", "))
+}

@@ -1,0 +1,121 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package up
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/svcnet-io/svcnet/controllers"
+)
+
+// TestCompleteParsesTheRangesOnce checks that the range flags come out of
+// Validate's checks parsed, for the session to use as they are.
+func TestCompleteParsesTheRangesOnce(t *testing.T) {
+	c := DefaultConfig()
+	c.ServiceCIDRs, c.ClusterCIDR, c.LoadBalancerRange = "10.96.0.0/16,fd00:10:96::/112", "10.244.0.1/16", "192.168.240.7/24"
+	r, err := c.complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ranges{
+		services:     []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")},
+		cluster:      netip.MustParsePrefix("10.244.0.0/16"),
+		loadBalancer: netip.MustParsePrefix("192.168.240.0/24"),
+		kubeDNS:      netip.MustParseAddr("10.96.0.10"),
+	}
+	if r.cluster != want.cluster || r.loadBalancer != want.loadBalancer || r.kubeDNS != want.kubeDNS ||
+		len(r.services) != 2 || r.services[0] != want.services[0] || r.services[1] != want.services[1] {
+		t.Errorf("complete: got %+v, want %+v", r, want)
+	}
+	c.LoadBalancerRange, c.DNS = "", false
+	if r, err := c.complete(); err != nil || r.loadBalancer.IsValid() || r.kubeDNS.IsValid() {
+		t.Errorf("without a load balancer range and DNS: %+v, %v; want neither", r, err)
+	}
+}
+
+// TestCompleteNamesEveryBadRange checks that bad range flags are all
+// reported, each with its flag.
+func TestCompleteNamesEveryBadRange(t *testing.T) {
+	c := DefaultConfig()
+	c.ServiceCIDRs, c.ClusterCIDR, c.LoadBalancerRange = "10.96.0.0/33", "10.244.0.0/24", "fd00::/64"
+	_, err := c.complete()
+	if err == nil {
+		t.Fatal("bad ranges completed")
+	}
+	for _, want := range []string{"--service-cluster-ip-range", "--cluster-cidr", "--load-balancer-ip-range"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+}
+
+// TestEndpointsFreeCluster checks --endpoints-controller=false (KEP-4974):
+// kube-controller-manager runs neither its Endpoints nor its mirroring
+// controller in either pipeline, and svcnet's manager no mirroring.
+func TestEndpointsFreeCluster(t *testing.T) {
+	tests := map[string]struct {
+		upstream, endpoints bool
+		want                string
+	}{
+		"svcnet":                   {endpoints: true, want: "*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller"},
+		"svcnet, Endpoints-free":   {want: "*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller"},
+		"upstream":                 {upstream: true, endpoints: true, want: "*"},
+		"upstream, Endpoints-free": {upstream: true, want: "*,-endpoints-controller,-endpointslice-mirroring-controller"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got, _ := kcmControllerList(tc.upstream, tc.endpoints); got != tc.want {
+				t.Errorf("kube-controller-manager --controllers=%s, want %s", got, tc.want)
+			}
+		})
+	}
+
+	c := DefaultConfig()
+	c.Endpoints = false
+	s := &session{cfg: c, logs: t.TempDir(), dataDir: t.TempDir()}
+	enabled, err := controllers.Enabled(s.managerOptions().Controllers.Controllers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enabled[controllers.EndpointSliceMirroringName] || !enabled[controllers.EndpointSliceName] {
+		t.Errorf("svcnet manager controllers %v: want endpointslice on and endpointslicemirroring off", enabled)
+	}
+	if c.Manager.Controllers.Controllers[0] != "*" || len(c.Manager.Controllers.Controllers) != 1 {
+		t.Errorf("managerOptions changed the config's own list: %v", c.Manager.Controllers.Controllers)
+	}
+}
+
+// TestZones checks --zones: the nodes take the zones in turn, 0 leaves
+// them without a zone, and out-of-range values are refused by name.
+func TestZones(t *testing.T) {
+	for name, tc := range map[string]struct {
+		zones int
+		want  []string
+	}{
+		"three zones, five nodes": {zones: 3, want: []string{"zone-a", "zone-b", "zone-c", "zone-a", "zone-b"}},
+		"one zone":                {zones: 1, want: []string{"zone-a", "zone-a", "zone-a", "zone-a", "zone-a"}},
+		"no zones":                {zones: 0, want: []string{"", "", "", "", ""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for i := 1; i <= 5; i++ {
+				got = append(got, zoneOf(i, tc.zones))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("zones of nodes 1-5: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := zoneOf(26, maxZones); got != "zone-z" {
+		t.Errorf("node 26 of %d zones: got %q, want zone-z", maxZones, got)
+	}
+	for _, bad := range []int{-1, maxZones + 1} {
+		c := DefaultConfig()
+		c.Zones = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--zones") {
+			t.Errorf("--zones=%d: %v, want an error naming --zones", bad, err)
+		}
+	}
+}

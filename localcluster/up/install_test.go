@@ -1,0 +1,102 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package up
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func workload(kind, name string, args ...string) *unstructured.Unstructured {
+	ctr := map[string]any{"name": "c", "args": toAny(args)}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"kind": kind, "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{ctr}}}},
+	}}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func args(t *testing.T, u *unstructured.Unstructured) []string {
+	t.Helper()
+	ctrs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	a, _, err := unstructured.NestedStringSlice(ctrs[0].(map[string]any), "args")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestSetKnobs: svcnet up's settings replace config/default's values of
+// the same flags and fill the agents' API server ConfigMap; a flag or an
+// object config/default no longer has is an error, not a silent default.
+func TestSetKnobs(t *testing.T) {
+	c := DefaultConfig()
+	c.ProxyMode, c.ClusterCIDR, c.APIServerPort = "iptables", "10.200.0.0/16", 7443
+	agent := workload("DaemonSet", agentName, "agent", "--mode=nftables", "--cluster-cidr=10.244.0.0/16", "--conntrack-max-per-core=32768", "--node-name=$(NODE_NAME)")
+	mgr := workload("Deployment", managerName, "manager", "--service-node-port-range=30000-32767")
+	cm := &unstructured.Unstructured{Object: map[string]any{"kind": "ConfigMap", "metadata": map[string]any{"name": agentAPIServerCM}}}
+	if err := setKnobs([]*unstructured.Unstructured{agent, mgr, cm}, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := args(t, agent), []string{"agent", "--mode=iptables", "--cluster-cidr=10.200.0.0/16", "--conntrack-max-per-core=0", "--node-name=$(NODE_NAME)"}; !slices.Equal(got, want) {
+		t.Errorf("agent args %v, want %v", got, want)
+	}
+	if got := args(t, mgr); !slices.Equal(got, []string{"manager", "--service-node-port-range=" + c.Manager.Controllers.NodePort.Range}) {
+		t.Errorf("manager args %v", got)
+	}
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	if data["host"] != fabricAddr.Addr().String() || data["port"] != "7443" {
+		t.Errorf("agent API server ConfigMap data %v", data)
+	}
+
+	noFlag := workload("DaemonSet", agentName, "agent", "--mode=nftables", "--conntrack-max-per-core=32768")
+	if err := setKnobs([]*unstructured.Unstructured{noFlag, mgr, cm}, c); err == nil || !strings.Contains(err.Error(), "--cluster-cidr") {
+		t.Errorf("a missing --cluster-cidr: %v", err)
+	}
+	if err := setKnobs([]*unstructured.Unstructured{agent, mgr}, c); err == nil || !strings.Contains(err.Error(), agentAPIServerCM) {
+		t.Errorf("a missing ConfigMap: %v", err)
+	}
+}
+
+func TestClusterName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"": true, "dev": true, "kind-2": true, "a": true, "upstream-pipeline": true,
+		"Dev": false, "-a": false, "a-": false, "a_b": false, "abcdefghijklmnopqrstu": false,
+		"my-node": false, "x-pod-y": false, "nodes-a": true,
+	} {
+		if err := validateName(name); (err == nil) != ok {
+			t.Errorf("validateName(%q) = %v, want ok=%t", name, err, ok)
+		}
+	}
+	c := DefaultConfig()
+	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--name=dev"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Complete(fs)
+	if c.DataDir != ".svcnet-dev" || !c.choosePorts {
+		t.Errorf("--name=dev: data dir %q, choose ports %t; want .svcnet-dev, true", c.DataDir, c.choosePorts)
+	}
+	c = DefaultConfig()
+	fs = pflag.NewFlagSet("up", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--name=dev", "--data-dir=/tmp/x", "--apiserver-port=7443"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Complete(fs)
+	if c.DataDir != "/tmp/x" || c.choosePorts {
+		t.Errorf("--name=dev with a data dir and a port: data dir %q, choose ports %t; want the flags kept", c.DataDir, c.choosePorts)
+	}
+}

@@ -1,0 +1,907 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Package up runs a whole Service networking control plane on one machine
+// with no cluster, for `svcnet up` (the svcnet-up command). It starts etcd,
+// kube-apiserver and kube-controller-manager from bin/k8s (with
+// kube-controller-manager's EndpointSlice and ServiceCIDR controllers off,
+// since svcnet replaces them) and svcnet's manager and node agents from
+// the production svcnet binary beside it, supervises them as a kubelet
+// supervises static Pods and DaemonSet Pods, keeps their state in a data
+// dir, and stops every child on the way out.
+package up
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/allocator/portrange"
+	svcnetconfig "github.com/svcnet-io/svcnet/config"
+	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/platform/scheme"
+)
+
+// Config is `svcnet up`'s settings.
+type Config struct {
+	// Name names the cluster (--name); empty: the default cluster.
+	Name      string
+	DataDir   string
+	K8sBinDir string
+	// ImagesDir holds the filesystems of the images the nodes run for
+	// real (make node-images).
+	ImagesDir string
+	// SvcnetBinary runs the manager and the agents (svcnet manager, svcnet
+	// agent); empty: svcnet beside this program.
+	SvcnetBinary   string
+	APIServerPort  int
+	EtcdClientPort int
+	EtcdPeerPort   int
+	ServiceCIDRs   string
+	Verbosity      int
+	// Nodes is how many simulated nodes to run (0: the control plane
+	// alone, no root needed).
+	Nodes int
+	// Zones is how many zones the nodes are spread over (node i in zone
+	// (i-1) mod Zones, its Node labelled topology.kubernetes.io/zone);
+	// 0: no zone label, as kind's nodes.
+	Zones int
+	// ClusterCIDR is split into one /24 Pod CIDR per node.
+	ClusterCIDR string
+	// LoadBalancerRange backs a default LoadBalancerIPPool and is routed
+	// from the client namespace through the nodes; empty: neither.
+	LoadBalancerRange string
+	// LBAnnounce is how the client reaches LoadBalancer addresses:
+	// AnnounceL2, AnnounceBGP or AnnounceRoutes.
+	LBAnnounce string
+	// Demo runs the walkthrough once everything is up.
+	Demo bool
+	// Pipeline is PipelineSvcnet, or PipelineUpstream to run
+	// kube-controller-manager's own controllers and kube-proxy instead of
+	// svcnet's, for side-by-side comparisons.
+	Pipeline string
+	// ProxyMode is the dataplane mode of every node's agent (or
+	// kube-proxy): iptables or nftables.
+	ProxyMode string
+	// DNS installs the cluster DNS add-on (CoreDNS behind kube-dns) when
+	// there are nodes.
+	DNS bool
+	// Endpoints runs kube-controller-manager's Endpoints
+	// controller and an EndpointSlice mirroring controller; false runs the
+	// Endpoints-free cluster of KEP-4974 (--endpoints-controller=false).
+	Endpoints bool
+	// Install is InstallInProcess (the manager and the agents as this
+	// program's children), or InstallManifests to apply config/default
+	// and let the simulated nodes run it.
+	Install string
+
+	Manager manager.Options
+	// Out receives the progress lines and the commands to try.
+	Out io.Writer
+
+	// choosePorts is set by Complete for a named cluster whose ports
+	// were not given.
+	choosePorts bool
+	// ranges are the range flags parsed, set once by Run after Validate.
+	ranges ranges
+}
+
+// ranges are the address flags as the session uses them, parsed once.
+type ranges struct {
+	services []netip.Prefix
+	cluster  netip.Prefix
+	// loadBalancer is --load-balancer-ip-range; invalid when empty.
+	loadBalancer netip.Prefix
+	// kubeDNS is the kube-dns ClusterIP; invalid without the DNS add-on.
+	kubeDNS netip.Addr
+}
+
+// DefaultConfig is `svcnet up` without flags.
+func DefaultConfig() Config {
+	m := manager.DefaultOptions()
+	m.MetricsBindAddress = "0"
+	m.HealthProbeBindAddress = "0"
+	return Config{
+		DataDir:           ".svcnet",
+		APIServerPort:     6443,
+		EtcdClientPort:    2379,
+		EtcdPeerPort:      2380,
+		ServiceCIDRs:      "10.96.0.0/16",
+		Nodes:             3,
+		Zones:             3,
+		Pipeline:          PipelineSvcnet,
+		ProxyMode:         agent.ModeNFTables,
+		DNS:               true,
+		Endpoints:         true,
+		Install:           InstallInProcess,
+		ClusterCIDR:       "10.244.0.0/16",
+		LoadBalancerRange: "192.168.240.0/24",
+		LBAnnounce:        AnnounceL2,
+		Manager:           m,
+		Out:               os.Stdout,
+	}
+}
+
+// AddFlags binds the settings, and the manager's, to fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Name, "name", c.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
+	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
+	fs.StringVar(&c.SvcnetBinary, "svcnet-binary", c.SvcnetBinary, "The svcnet binary that runs the manager and the node agents (svcnet manager, svcnet agent) as child processes. Empty: svcnet beside this program (bin/svcnet, make build).")
+	fs.StringVar(&c.ImagesDir, "images-dir", c.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
+	fs.IntVar(&c.APIServerPort, "apiserver-port", c.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
+	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
+	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
+	fs.StringVar(&c.ServiceCIDRs, "service-cluster-ip-range", c.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
+	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
+	fs.IntVar(&c.Zones, "zones", c.Zones, fmt.Sprintf("Zones the nodes are spread over: node N's Node is labelled topology.kubernetes.io/zone=zone-<a+(N-1) mod zones>, for topology-aware routing and its tests; 0: no zone label (as kind's nodes); at most %d.", maxZones))
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
+	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.StringVar(&c.LBAnnounce, "lb-announce", c.LBAnnounce, "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
+	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
+	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
+	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
+	fs.BoolVar(&c.Endpoints, "endpoints-controller", c.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
+	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
+	c.Manager.AddFlags(fs)
+}
+
+// Validate checks the settings, naming the bad flag.
+func (c *Config) Validate() error {
+	_, err := c.complete()
+	return err
+}
+
+// complete checks the settings, naming each bad flag, and parses the
+// address ranges once.
+func (c *Config) complete() (ranges, error) {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if err := validateName(c.Name); err != nil {
+		errs = append(errs, err)
+	}
+	for flag, port := range map[string]int{"--apiserver-port": c.APIServerPort, "--etcd-client-port": c.EtcdClientPort, "--etcd-peer-port": c.EtcdPeerPort} {
+		if port < 1 || port > 65535 {
+			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", flag, port))
+		}
+	}
+	if _, err := portrange.ParseRange(c.Manager.Controllers.NodePort.Range); err != nil {
+		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
+	}
+	if err := c.Manager.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	r, rangeErrs := c.parseRanges()
+	errs = append(errs, c.validateNodes()...)
+	errs = append(errs, rangeErrs...)
+	return r, errors.Join(errs...)
+}
+
+// validateNodes checks the simulated cluster's flags.
+func (c *Config) validateNodes() []error {
+	var errs []error
+	if c.Nodes < 0 || c.Nodes > 50 {
+		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", c.Nodes))
+	}
+	if c.Zones < 0 || c.Zones > maxZones {
+		errs = append(errs, fmt.Errorf("--zones must be between 0 and %d, got %d", maxZones, c.Zones))
+	}
+	if c.Pipeline != PipelineSvcnet && c.Pipeline != PipelineUpstream {
+		errs = append(errs, fmt.Errorf("--pipeline %q is not valid; valid values: %s, %s", c.Pipeline, PipelineSvcnet, PipelineUpstream))
+	}
+	if !slices.Contains(agent.Modes, c.ProxyMode) {
+		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
+	}
+	if err := c.validateAnnounce(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Install != InstallInProcess && c.Install != InstallManifests && c.Install != InstallHelm {
+		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s, %s", c.Install, InstallInProcess, InstallManifests, InstallHelm))
+	}
+	if c.Install != InstallInProcess && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
+		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", c.Install))
+	}
+	if c.Demo && c.Nodes < 1 {
+		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
+	}
+	return errs
+}
+
+// parseRanges parses the address flags and checks that the ranges do
+// not overlap each other or the simulated fabric.
+func (c *Config) parseRanges() (ranges, []error) {
+	var r ranges
+	var errs []error
+	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
+	svcs, err := parseServiceCIDRs(c.ServiceCIDRs)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		r.services = svcs
+		for _, p := range svcs {
+			taken["--service-cluster-ip-range "+p.String()] = p
+		}
+		if c.DNS && c.Nodes > 0 {
+			if r.kubeDNS, err = kubeDNSIP(svcs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	cluster, err := netip.ParsePrefix(c.ClusterCIDR)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q: %w", c.ClusterCIDR, err))
+	case !cluster.Addr().Is4() || cluster.Bits() > 23:
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q must be an IPv4 range of /23 or larger", c.ClusterCIDR))
+	case c.Nodes >= 1<<(24-cluster.Bits()):
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", c.ClusterCIDR, 1<<(24-cluster.Bits())-1, c.Nodes))
+	default:
+		r.cluster = cluster.Masked()
+		errs = append(errs, overlaps("--cluster-cidr", r.cluster, taken)...)
+		taken["--cluster-cidr"] = r.cluster
+	}
+	if c.LoadBalancerRange != "" {
+		lb, err := netip.ParsePrefix(c.LoadBalancerRange)
+		if err != nil || !lb.Addr().Is4() {
+			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", c.LoadBalancerRange))
+		} else {
+			r.loadBalancer = lb.Masked()
+			errs = append(errs, overlaps("--load-balancer-ip-range", r.loadBalancer, taken)...)
+		}
+	}
+	return r, errs
+}
+
+func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []error {
+	var errs []error
+	for name, o := range others {
+		if p.Overlaps(o) {
+			errs = append(errs, fmt.Errorf("%s %s overlaps %s (%s)", flag, p, name, o))
+		}
+	}
+	return errs
+}
+
+func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("--service-cluster-ip-range %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) > 2 || (len(out) == 2 && out[0].Addr().Is4() == out[1].Addr().Is4()) {
+		return nil, fmt.Errorf("--service-cluster-ip-range %q: give one range, or one IPv4 and one IPv6", s)
+	}
+	return out, nil
+}
+
+// Pipelines (--pipeline).
+const (
+	PipelineSvcnet   = "svcnet"
+	PipelineUpstream = "upstream"
+)
+
+// binaries are the upstream programs `svcnet up` runs.
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+
+// upstreamNodeBinary runs on every node with --pipeline=upstream.
+const upstreamNodeBinary = "kube-proxy"
+
+// findBinDir resolves the folder holding the Kubernetes binaries and checks
+// that each one is there.
+func (c *Config) findBinDir() (string, error) {
+	candidates := []string{c.K8sBinDir}
+	if c.K8sBinDir == "" {
+		candidates = []string{os.Getenv("SVCNET_K8S_BIN_DIR")}
+		if exe, err := os.Executable(); err == nil {
+			candidates = append(candidates, filepath.Join(filepath.Dir(exe), "k8s"))
+		}
+		candidates = append(candidates, filepath.Join("bin", "k8s"))
+	}
+	var missing []string
+	for _, dir := range candidates {
+		if dir == "" {
+			continue
+		}
+		m := missingBinary(dir)
+		if m == "" {
+			return filepath.Abs(dir)
+		}
+		missing = append(missing, m)
+	}
+	return "", fmt.Errorf("missing Kubernetes binary %s: run `make k8s-bins` to build them (nothing is downloaded)", strings.Join(missing, ", "))
+}
+
+// findSvcnetBinary resolves the svcnet binary that runs the manager and the
+// agents: --svcnet-binary, or svcnet beside this program.
+func (c *Config) findSvcnetBinary() (string, error) {
+	path := c.SvcnetBinary
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("finding the svcnet binary beside this program: %w", err)
+		}
+		path = filepath.Join(filepath.Dir(exe), "svcnet")
+	}
+	if !executable(path) {
+		return "", fmt.Errorf("missing the svcnet binary %s, which runs the manager and the node agents: run `make build`, or give its path with --svcnet-binary", path)
+	}
+	return filepath.Abs(path)
+}
+
+// missingBinary returns the first binary not executable in dir, or "".
+func missingBinary(dir string) string {
+	for _, b := range binaries {
+		if p := filepath.Join(dir, b); !executable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// Run starts everything, prints what to try, and blocks until ctx ends or a
+// component fails; either way every child is stopped before it returns.
+func Run(ctx context.Context, c Config) error {
+	r, err := c.complete()
+	if err != nil {
+		return err
+	}
+	c.ranges = r
+	s := &session{cfg: c, out: c.Out, failed: make(chan *process, 4)}
+	if s.out == nil {
+		s.out = io.Discard
+	}
+	defer s.stopProcesses()
+	unlock, err := s.preflight()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	slog, err := os.OpenFile(filepath.Join(s.logs, simulatorLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer slog.Close()
+	s.useLog(slog)
+	if err := s.startControlPlane(ctx); err != nil {
+		return err
+	}
+	if err := s.startManager(ctx); err != nil {
+		return err
+	}
+	if err := s.startNodesAndTour(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if s.cluster != nil {
+			s.cluster.stop()
+		}
+	}()
+	return s.wait(ctx)
+}
+
+// session is one `svcnet up` run: what its phases set up and hand on.
+type session struct {
+	cfg    Config
+	out    io.Writer
+	binDir string
+	// svcnetBin runs the manager and the agents.
+	svcnetBin string
+	// dataDir holds the state; logs its log files.
+	dataDir, logs string
+	pk            *pki
+	upstream      bool
+	// manifests: --install=manifests or helm.
+	manifests bool
+
+	// procs are the control plane's supervised children (the svcnet
+	// manager last), stopped in reverse order; failed receives any that
+	// keeps failing.
+	procs  []*supervised
+	failed chan *process
+
+	etcdURL    string
+	kubeconfig string
+	restCfg    *rest.Config
+	admin      client.Client
+	// logger writes the simulator's own log (nodes, kubelets, scheduler).
+	logger  logr.Logger
+	cluster *cluster
+}
+
+// preflight checks what `svcnet up` needs before it starts anything:
+// binaries, network namespace support, a free data dir and free ports,
+// credentials. The returned function releases the data dir.
+func (s *session) preflight() (unlock func(), err error) {
+	c := s.cfg
+	if s.binDir, err = c.findBinDir(); err != nil {
+		return nil, err
+	}
+	if c.Nodes > 0 {
+		if err := checkNetnsSupport(c.ProxyMode); err != nil {
+			return nil, err
+		}
+	}
+	s.upstream = c.Pipeline == PipelineUpstream
+	s.manifests = c.Install == InstallManifests || c.Install == InstallHelm
+	if !s.upstream && !s.manifests {
+		if s.svcnetBin, err = c.findSvcnetBinary(); err != nil {
+			return nil, err
+		}
+	}
+	if s.manifests {
+		if p := filepath.Join(s.binDir, "kubectl"); !executable(p) {
+			return nil, fmt.Errorf("missing %s, which builds config/default for --install=manifests: run `make k8s-bins`", p)
+		}
+	}
+	if c.DNS && c.Nodes > 0 {
+		if p := filepath.Join(s.binDir, "coredns"); !executable(p) {
+			return nil, fmt.Errorf("missing %s for the cluster DNS add-on: run `make k8s-bins`, or turn DNS off with --dns=false", p)
+		}
+	}
+	if s.upstream && c.Nodes > 0 {
+		if p := filepath.Join(s.binDir, upstreamNodeBinary); !executable(p) {
+			return nil, fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
+		}
+	}
+	if s.dataDir, err = prepareDataDir(c.DataDir); err != nil {
+		return nil, err
+	}
+	if unlock, err = lockDataDir(s.dataDir); err != nil {
+		return nil, err
+	}
+	if err := s.resolvePorts(); err != nil {
+		unlock()
+		return nil, err
+	}
+	if err := s.prepare(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// prepare checks the ports and writes credentials and the log folder.
+func (s *session) prepare() error {
+	c := s.cfg
+	for _, pc := range []struct {
+		name string
+		port int
+	}{{"kube-apiserver (--apiserver-port)", c.APIServerPort}, {"etcd (--etcd-client-port)", c.EtcdClientPort}, {"etcd (--etcd-peer-port)", c.EtcdPeerPort}, {"the admission webhook (--webhook-port)", c.Manager.Webhook.Port}} {
+		if err := portFree(pc.port); err != nil {
+			return fmt.Errorf("port %d for %s is already in use: %w", pc.port, pc.name, err)
+		}
+	}
+	firstIP := c.ranges.services[0].Addr().Next()
+	s.pk = newPKI(s.dataDir)
+	if err := s.pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
+		return fmt.Errorf("preparing credentials in %s: %w", s.pk.dir, err)
+	}
+	s.logs = filepath.Join(s.dataDir, "logs")
+	return os.MkdirAll(s.logs, 0o755)
+}
+
+// stopProcesses stops the processes the session started, the last first.
+func (s *session) stopProcesses() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(10 * time.Second)
+	}
+}
+
+// startControlPlane starts etcd, kube-apiserver (and writes the admin
+// kubeconfig) and kube-controller-manager.
+func (s *session) startControlPlane(ctx context.Context) error {
+	if err := s.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := s.startAPIServer(ctx); err != nil {
+		return err
+	}
+	return s.startControllerManager()
+}
+
+func (s *session) startEtcd(ctx context.Context) error {
+	c := s.cfg
+	s.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPeerPort)
+	etcd, err := s.supervise("etcd", filepath.Join(s.binDir, "etcd"), []string{
+		"--name=svcnet", "--data-dir=" + filepath.Join(s.dataDir, "etcd"),
+		"--listen-client-urls=" + s.etcdURL, "--advertise-client-urls=" + s.etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=svcnet=" + peerURL, "--log-level=warn",
+	}, filepath.Join(s.logs, "etcd.log"))
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, etcd, s.etcdURL+"/health", nil, "", 60*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "etcd ready on %s\n", s.etcdURL)
+	return nil
+}
+
+func (s *session) startAPIServer(ctx context.Context) error {
+	c, pk := s.cfg, s.pk
+	apiURL := fmt.Sprintf("https://127.0.0.1:%d", c.APIServerPort)
+	extra, err := s.clusterAPIServerFlags()
+	if err != nil {
+		return err
+	}
+	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), append([]string{
+		"--etcd-servers=" + s.etcdURL,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
+		"--service-cluster-ip-range=" + c.ServiceCIDRs,
+		"--service-node-port-range=" + c.Manager.Controllers.NodePort.Range,
+		"--tls-cert-file=" + pk.servingCert, "--tls-private-key-file=" + pk.servingKey,
+		"--client-ca-file=" + pk.caCert, "--token-auth-file=" + pk.tokenFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pk.saPub, "--service-account-signing-key-file=" + pk.saKey,
+		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		"--cert-dir=" + filepath.Join(s.dataDir, "apiserver-certs"),
+	}, extra...), filepath.Join(s.logs, "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(pk.caCert)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, apiserver, apiURL+"/readyz", caPEM, pk.adminToken, 120*time.Second); err != nil {
+		return err
+	}
+	s.kubeconfig = filepath.Join(s.dataDir, "kubeconfig")
+	if err := writeKubeconfig(s.kubeconfig, apiURL, caPEM, pk.adminToken); err != nil {
+		return fmt.Errorf("writing %s: %w", s.kubeconfig, err)
+	}
+	if s.restCfg, err = clientcmd.BuildConfigFromFlags("", s.kubeconfig); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "kube-apiserver ready on %s\n", apiURL)
+	return nil
+}
+
+// clusterAPIServerFlags are the API server's flags for its place in the
+// simulated cluster. With nodes it is advertised at the fabric address
+// (which forwards to it) and keeps the kubernetes Service's Endpoints and
+// EndpointSlice itself; its cluster traffic (Pods and Services through
+// the proxy subresources, the kubelets' API, webhooks behind Services)
+// goes into the fabric through the egress proxy; it reaches the kubelets
+// at their InternalIP with a client certificate and checks theirs. Alone
+// (--nodes=0) it advertises loopback and keeps no endpoints.
+func (s *session) clusterAPIServerFlags() ([]string, error) {
+	if s.cfg.Nodes == 0 {
+		return []string{"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"}, nil
+	}
+	path, err := s.writeEgressSelector()
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"--advertise-address=" + fabricAddr.Addr().String(), "--endpoint-reconciler-type=lease",
+		"--egress-selector-config-file=" + path,
+		"--kubelet-client-certificate=" + s.pk.kubeletClientCert, "--kubelet-client-key=" + s.pk.kubeletClientKey,
+		"--kubelet-certificate-authority=" + s.pk.caCert,
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+	}, nil
+}
+
+func (s *session) startControllerManager() error {
+	kcmControllers, kcmNote := kcmControllerList(s.upstream, s.cfg.Endpoints)
+	_, err := s.supervise("kube-controller-manager", filepath.Join(s.binDir, "kube-controller-manager"), []string{
+		"--kubeconfig=" + s.kubeconfig,
+		"--controllers=" + kcmControllers,
+		"--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file=" + s.pk.saKey, "--root-ca-file=" + s.pk.caCert,
+		"--use-service-account-credentials=false",
+		"--service-cluster-ip-range=" + s.cfg.ServiceCIDRs,
+	}, filepath.Join(s.logs, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "kube-controller-manager started (%s)\n", kcmNote)
+	return nil
+}
+
+// startManager installs the CRDs and starts `svcnet manager` as a
+// supervised child, with its webhook on loopback, and waits until it is
+// ready; under --pipeline=upstream it removes the webhook and starts no
+// manager, and with --install=manifests the simulated nodes run it.
+func (s *session) startManager(ctx context.Context) error {
+	sch := scheme.New()
+	if err := apiextensionsv1.AddToScheme(sch); err != nil {
+		return err
+	}
+	admin, err := client.New(s.restCfg, client.Options{Scheme: sch})
+	if err != nil {
+		return err
+	}
+	s.admin = admin
+	if s.manifests {
+		// The manifests bring the CRDs and the webhook configuration.
+		return nil
+	}
+	if err := svcnetconfig.InstallCRDs(ctx, admin); err != nil {
+		return err
+	}
+	if s.upstream {
+		return svcnetconfig.RemoveWebhook(ctx, admin)
+	}
+	mopts := s.cfg.Manager
+	if controllers.NeedsWebhook(mopts.Controllers.Controllers) {
+		if err := svcnetconfig.InstallWebhook(ctx, admin, fmt.Sprintf("https://127.0.0.1:%d", mopts.Webhook.Port)); err != nil {
+			return fmt.Errorf("installing the admission webhook: %w", err)
+		}
+	}
+	health, err := freeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	p, err := s.supervise(managerProcess, s.svcnetBin, s.managerArgs(health), filepath.Join(s.logs, "svcnet-manager.log"))
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil, "", 60*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
+	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); s.cfg.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
+		if err := ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange); err != nil {
+			return err
+		}
+		return ensureAnnouncement(ctx, admin, s.cfg.LBAnnounce)
+	}
+	return nil
+}
+
+// managerProcess names the manager child in progress lines and errors.
+const managerProcess = "svcnet manager"
+
+// simulatorLog is the simulator's own log file in the logs folder.
+const simulatorLog = "svcnet-up.log"
+
+// useLog sends the simulator's own logging, and that of the libraries
+// logging through klog or controller-runtime's global logger, to w, not
+// over the tour on stdout.
+func (s *session) useLog(w io.Writer) {
+	s.logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(w), textlogger.Verbosity(s.cfg.Verbosity)))
+	klog.SetLogger(s.logger)
+	ctrl.SetLogger(s.logger)
+}
+
+// managerArgs are `svcnet manager`'s arguments for this machine: the
+// manager flags given to svcnet up, then its webhook on loopback with
+// svcnet's own certificates (kept in kube-system and the data dir), its
+// probes on the given loopback port, and the session's verbosity.
+func (s *session) managerArgs(healthPort int) []string {
+	args := append([]string{"manager"}, managerFlags(s.managerOptions())...)
+	return append(args,
+		"--kubeconfig="+s.kubeconfig,
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
+		"--webhook-host=127.0.0.1",
+		"--webhook-cert-dir="+filepath.Join(s.dataDir, "webhook"),
+		"--webhook-cert-management="+manager.CertManagementSelf,
+		"--webhook-secret-namespace=kube-system",
+		"--webhook-cert-extra-hosts=127.0.0.1",
+		"-v="+strconv.Itoa(s.cfg.Verbosity),
+	)
+}
+
+// managerOptions are the manager flags given to svcnet up, without the
+// EndpointSlice mirroring controller in an Endpoints-free cluster.
+func (s *session) managerOptions() manager.Options {
+	mopts := s.cfg.Manager
+	if !s.cfg.Endpoints {
+		mopts.Controllers.Controllers = append(slices.Clone(mopts.Controllers.Controllers), "-"+controllers.EndpointSliceMirroringName)
+	}
+	return mopts
+}
+
+// kcmControllerList is kube-controller-manager's --controllers, and how
+// the progress line describes it: svcnet's pipeline turns off the
+// controllers svcnet replaces, and without the Endpoints controller
+// (KEP-4974) that one and the mirroring one are off in either pipeline.
+func kcmControllerList(upstream, endpointsController bool) (list, note string) {
+	switch {
+	case upstream && endpointsController:
+		return "*", "all its controllers: --pipeline=upstream"
+	case upstream:
+		return "*,-endpoints-controller,-endpointslice-mirroring-controller",
+			"--pipeline=upstream without its endpoints and endpointslice-mirroring controllers: --endpoints-controller=false"
+	case endpointsController:
+		return "*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller",
+			"its endpointslice, endpointslice-mirroring and service-cidr controllers off"
+	}
+	return "*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller",
+		"its endpoints, endpointslice, endpointslice-mirroring and service-cidr controllers off: --endpoints-controller=false"
+}
+
+// startNodesAndTour starts the simulated nodes, prints the tour and runs
+// the walkthrough when asked.
+func (s *session) startNodesAndTour(ctx context.Context) error {
+	c := s.cfg
+	if c.Nodes > 0 {
+		cl, err := startCluster(logr.NewContext(ctx, s.logger), s)
+		if err != nil {
+			return fmt.Errorf("starting the simulated nodes: %w", err)
+		}
+		s.cluster = cl
+		fmt.Fprintf(s.out, "%d nodes up, each with %s (namespaces %s-node-*, client %s)\n", len(cl.nodes), cl.proxyName, cl.prefix, cl.client)
+		if c.DNS {
+			// The tour's first request is by name: it is printed once
+			// kube-dns answers (CoreDNS's first readiness probe comes a
+			// probe period after it starts, as a kubelet's does).
+			if err := waitDNS(ctx, s.admin, dnsReadyTimeout); err != nil {
+				fmt.Fprintf(s.out, "%s: NOT READY (%v; its logs are in %s)\n", dnsLine(cl.dnsIP), err, filepath.Join(s.logs, "pods"))
+			} else {
+				fmt.Fprintln(s.out, dnsLine(cl.dnsIP))
+			}
+		}
+	}
+	fmt.Fprintln(s.out)
+	printTour(s.out, s.binDir, s.kubeconfig, s.cluster)
+	if c.Demo {
+		if err := runDemo(ctx, s.out, s.binDir, s.kubeconfig, s.admin, s.cluster); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("the walkthrough failed: %w", err)
+		}
+	}
+	return nil
+}
+
+// wait blocks until ctx ends or a supervised child keeps failing (the
+// nodes' agents are restarted for as long as they fail).
+func (s *session) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(s.out, "\nStopping svcnet up")
+		return nil
+	case p := <-s.failed:
+		return p.failure()
+	}
+}
+
+func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
+	fmt.Fprintf(out, `The control plane is up. Try:
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get servicecidrs,ipaddresses
+  kubectl create deployment nginx --image=nginx --replicas=3
+  kubectl expose deployment nginx --name=my-service --port=80
+  kubectl run curl --rm -i --restart=Never --image=busybox:1.36 -- wget -q -O - http://my-service
+  kubectl get ipaddresses
+  kubectl get endpointslices -l kubernetes.io/service-name=my-service
+  kubectl exec deploy/nginx -- nginx -v; kubectl logs -l app=nginx
+`, kubeconfig, binDir)
+	if cl != nil {
+		defer fmt.Fprint(out, announceTour(cl))
+		fmt.Fprintf(out, `  kubectl get nodes,pods -o wide
+  ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
+  ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services
+  ip netns exec %[3]s %[4]s
+`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy"))
+		if cl.dnsIP.IsValid() {
+			fmt.Fprintf(out, `  ip netns exec %[1]s curl -s http://my-service/ # by name, through cluster DNS (kube-dns %[2]s)
+  ip netns exec %[1]s getent hosts my-service
+`, cl.client, cl.dnsIP)
+		}
+	}
+	fmt.Fprintln(out, "Ctrl-C stops everything.")
+}
+
+// prepareDataDir creates the data dir and proves it is writable.
+func prepareDataDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("--data-dir %s cannot be created: %w", dir, err)
+	}
+	probe := filepath.Join(abs, ".write-test")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return "", fmt.Errorf("--data-dir %s is not writable: %w", dir, err)
+	}
+	_ = os.Remove(probe)
+	return abs, nil
+}
+
+// lockDataDir makes sure only one `svcnet up` uses a data dir.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--data-dir %s is in use by another svcnet up", dir)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// waitReady polls url until it answers 200, the process exits, or the
+// timeout passes.
+func waitReady(ctx context.Context, p *process, url string, caPEM []byte, token string, timeout time.Duration) error {
+	tr := &http.Transport{}
+	if caPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return waitReadyVia(ctx, p, url, tr, token, timeout)
+}
+
+// waitReadyVia is waitReady with the caller's transport (e.g. one that
+// dials inside a node's namespace).
+func waitReadyVia(ctx context.Context, p *process, url string, tr *http.Transport, token string, timeout time.Duration) error {
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true, nil
+			}
+		}
+		if p.exited() {
+			return false, p.failure()
+		}
+		return false, nil
+	})
+	switch {
+	case err == nil || ctx.Err() != nil || p.exited():
+		return err
+	default:
+		return fmt.Errorf("%s not ready at %s after %s; last lines of %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
+	}
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["svcnet"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos["svcnet-admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["svcnet"] = &clientcmdapi.Context{Cluster: "svcnet", AuthInfo: "svcnet-admin", Namespace: "default"}
+	cfg.CurrentContext = "svcnet"
+	return clientcmd.WriteToFile(*cfg, path)
+}
