@@ -39,6 +39,11 @@ func buildProbeApp(t *testing.T) string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the probe app: %v\n%s", err, b)
 	}
+	// An image's program is executable by any user, whatever the umask
+	// it was built under.
+	if err := os.Chmod(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -122,6 +127,16 @@ func TestPrograms(t *testing.T) {
 	call := func(p *corev1.Pod, path string) (string, error) {
 		return netlab.Get(ctx, web, fmt.Sprintf("http://%s:8080%s", p.Status.PodIP, path))
 	}
+	// deleteAtEnd deletes a subtest's Pod when it ends, passed or failed,
+	// so that no program of it outlives it.
+	deleteAtEnd := func(t *testing.T, name string) {
+		t.Cleanup(func() {
+			err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.GracePeriodSeconds(0))
+			if client.IgnoreNotFound(err) != nil {
+				t.Errorf("deleting Pod %s: %v", name, err)
+			}
+		})
+	}
 	type info struct {
 		Args                                                  []string
 		Env                                                   []string
@@ -182,6 +197,7 @@ func TestPrograms(t *testing.T) {
 			restricted("netadmin", &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}}),
 		} {
 			g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+			deleteAtEnd(t, p.Name)
 		}
 		infoOf := func(name string) info {
 			var i info
@@ -205,6 +221,7 @@ func TestPrograms(t *testing.T) {
 		bad := pod("rootnonroot", corev1.RestartPolicyAlways)
 		bad.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}
 		g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+		deleteAtEnd(t, bad.Name)
 		g.Eventually(func(g Gomega) {
 			p := current(g, "rootnonroot")
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
@@ -218,9 +235,6 @@ func TestPrograms(t *testing.T) {
 			}
 			g.Expect(msg).To(ContainSubstring("runAsNonRoot"))
 		}).WithTimeout(20*time.Second).Should(Succeed(), "runAsNonRoot with a root user does not start")
-		for _, name := range []string{"nonroot", "netadmin", "rootnonroot"} {
-			g.Expect(env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.GracePeriodSeconds(0))).To(Succeed())
-		}
 	})
 
 	t.Run("a ConfigMap change reaches the mounted file", func(t *testing.T) {

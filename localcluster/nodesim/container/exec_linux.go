@@ -151,6 +151,7 @@ func (c *Container) join() error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unsharing the thread's filesystem view: %w", err)
 	}
+	unix.Umask(containerUmask)
 	for i, k := range kinds {
 		if err := unix.Setns(int(files[i].Fd()), k.flag); err != nil {
 			return fmt.Errorf("joining the container's %s namespace: %w", k.name, err)

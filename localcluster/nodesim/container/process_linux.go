@@ -91,6 +91,11 @@ func (c *Container) prepare(childIO []*os.File) (*exec.Cmd, *os.File, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWUTS); err != nil {
 		return nil, nil, fmt.Errorf("creating the container's mount namespace: %w", err)
 	}
+	// A new mount namespace gives the thread a filesystem view of its own
+	// (CLONE_NEWNS implies CLONE_FS), umask included: the root is built,
+	// and the program runs, under the umask a runtime gives a container
+	// (OCI's 0022), whatever this machine's is.
+	unix.Umask(containerUmask)
 	// Nothing mounted from here on propagates back to this machine.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, nil, fmt.Errorf("making the mounts private: %w", err)

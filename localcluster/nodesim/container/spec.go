@@ -72,6 +72,11 @@ type Spec struct {
 // devices are bound from this machine into every container's /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
+// containerUmask is the umask of a container's processes and of the
+// building of its root: OCI's default, which runc and crun give every
+// container.
+const containerUmask = 0o022
+
 // defaultPath is a container's PATH when its environment has none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

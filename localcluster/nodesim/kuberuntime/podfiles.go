@@ -80,19 +80,15 @@ func (f *podFiles) hostPath(name string, hp *corev1.HostPathVolumeSource) (strin
 	}
 	switch t {
 	case corev1.HostPathDirectoryOrCreate:
-		return p, os.MkdirAll(p, 0o755)
+		return p, mkdirAll(p)
 	case corev1.HostPathFileOrCreate:
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := mkdirAll(filepath.Dir(p)); err != nil {
 			return "", err
 		}
-		file, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return "", err
-		}
-		return p, file.Close()
+		return p, writeFile(p, nil)
 	case corev1.HostPathUnset:
 		stand := filepath.Join(f.dir, "hostpaths", name)
-		return stand, os.MkdirAll(stand, 0o755)
+		return stand, mkdirAll(stand)
 	}
 	return "", fmt.Errorf("hostPath %s (type %s) does not exist", p, t)
 }
@@ -118,7 +114,7 @@ func (f *podFiles) writeVolume(ctx context.Context, v corev1.Volume) error {
 		// a container mounting it fails to start and says so.
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirAll(dir); err != nil {
 		return err
 	}
 	files := map[string][]byte{}
@@ -333,14 +329,51 @@ func syncDir(dir string, files map[string][]byte) error {
 }
 
 func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := mkdirAll(filepath.Dir(path)); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := writeFile(tmp, data); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// The modes of what the kubelet writes for a Pod (volumes, hostPaths it
+// creates, resolv.conf and hosts): folders 0755 and files 0644, as a
+// volume's defaultMode, set whatever this machine's umask is, so that a
+// container's user of any uid reads them.
+const (
+	podDirMode  os.FileMode = 0o755
+	podFileMode os.FileMode = 0o644
+)
+
+// mkdirAll makes dir and its missing parents with podDirMode.
+func mkdirAll(dir string) error {
+	var missing []string
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, podDirMode); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := os.Chmod(d, podDirMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes data to path with podFileMode.
+func writeFile(path string, data []byte) error {
+	if err := os.WriteFile(path, data, podFileMode); err != nil {
+		return err
+	}
+	return os.Chmod(path, podFileMode)
 }
 
 // DNS is what the kubelet's --cluster-dns, --cluster-domain and

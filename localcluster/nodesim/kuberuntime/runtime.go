@@ -203,7 +203,7 @@ func (p *Pod) runsReal() bool {
 
 // writePodFiles writes the volumes, resolv.conf, hosts and hostname files.
 func (r *Runtime) writePodFiles(ctx context.Context, files *podFiles, sb Sandbox) error {
-	if err := os.MkdirAll(files.dir, 0o755); err != nil {
+	if err := mkdirAll(files.dir); err != nil {
 		return err
 	}
 	resolv, err := r.opts.DNS.resolvConf(files.pod)
