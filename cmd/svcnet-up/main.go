@@ -33,7 +33,7 @@ func main() {
 }
 
 func newCommand() *cobra.Command {
-	cfg := up.DefaultConfig()
+	opts := up.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:           "svcnet up",
 		Short:         "Run a whole Service networking control plane on this machine (no cluster needed)",
@@ -42,12 +42,15 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
-			cfg.Out = cmd.OutOrStdout()
-			cfg.Complete(cmd.Flags())
+			opts.Out = cmd.OutOrStdout()
+			cfg, err := opts.Complete(cmd.Flags())
+			if err != nil {
+				return err
+			}
 			return up.Run(cmd.Context(), cfg)
 		},
 	}
-	cfg.AddFlags(cmd.Flags())
-	cmd.Flags().IntVarP(&cfg.Verbosity, "v", "v", 0, "Log verbosity of the svcnet manager, the agents and the simulator (logs/svcnet-manager.log, logs/agent-*.log, logs/svcnet-up.log).")
+	opts.AddFlags(cmd.Flags())
+	cmd.Flags().IntVarP(&opts.Verbosity, "v", "v", 0, "Log verbosity of the svcnet manager, the agents and the simulator (logs/svcnet-manager.log, logs/agent-*.log, logs/svcnet-up.log).")
 	return cmd
 }

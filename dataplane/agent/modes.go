@@ -30,24 +30,6 @@ const (
 	modeKernelspace = "kernelspace"
 )
 
-// ProxyMode is the value of --proxy-mode (and svcnet's --mode): a
-// pflag.Value over the option's string, as kube-proxy's ProxyMode is.
-// Set accepts any word; Complete says which are supported, naming the
-// flag, so that every bad flag is reported at once.
-type ProxyMode string
-
-// String implements pflag.Value.
-func (m *ProxyMode) String() string { return string(*m) }
-
-// Set implements pflag.Value.
-func (m *ProxyMode) Set(s string) error {
-	*m = ProxyMode(strings.ToLower(strings.TrimSpace(s)))
-	return nil
-}
-
-// Type implements pflag.Value.
-func (m *ProxyMode) Type() string { return "ProxyMode" }
-
 // checkMode tells what is wrong with a mode, or nil; empty is kube-proxy's
 // default on Linux, iptables.
 func checkMode(mode string) (string, error) {
@@ -70,22 +52,6 @@ const (
 	LocalModeBridgeInterface     = "BridgeInterface"
 	LocalModeInterfaceNamePrefix = "InterfaceNamePrefix"
 )
-
-// LocalMode is the value of --detect-local-mode, a pflag.Value like
-// ProxyMode.
-type LocalMode string
-
-// String implements pflag.Value.
-func (m *LocalMode) String() string { return string(*m) }
-
-// Set implements pflag.Value.
-func (m *LocalMode) Set(s string) error {
-	*m = LocalMode(strings.TrimSpace(s))
-	return nil
-}
-
-// Type implements pflag.Value.
-func (m *LocalMode) Type() string { return "LocalMode" }
 
 // checkLocalMode tells whether svcnet implements a local traffic
 // detection mode; empty is kube-proxy's default, ClusterCIDR.

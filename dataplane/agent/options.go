@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
@@ -203,10 +204,10 @@ func (o *Options) addClientFlags(fs *pflag.FlagSet) {
 }
 
 func (o *Options) addProxyFlags(fs *pflag.FlagSet) {
-	fs.Var((*ProxyMode)(&o.Mode), "proxy-mode", "Dataplane: iptables or nftables (kube-proxy's ipvs and kernelspace are refused). On start the agent removes the rules the other mode left (svcnet's or kube-proxy's).")
-	fs.Var((*ProxyMode)(&o.Mode), "mode", "svcnet's name for --proxy-mode.")
+	fs.Var(enumflag.Var(&o.Mode, "ProxyMode"), "proxy-mode", "Dataplane: iptables or nftables (kube-proxy's ipvs and kernelspace are refused). On start the agent removes the rules the other mode left (svcnet's or kube-proxy's).")
+	fs.Var(enumflag.Var(&o.Mode, "ProxyMode"), "mode", "svcnet's name for --proxy-mode.")
 	fs.StringSliceVar(&o.ClusterCIDRs, "cluster-cidr", o.ClusterCIDRs, "Pod CIDRs (comma separated, one per family); with --detect-local-mode=ClusterCIDR traffic to a cluster IP from outside them is masqueraded.")
-	fs.Var((*LocalMode)(&o.DetectLocalMode), "detect-local-mode", "How traffic from local Pods is told: ClusterCIDR (--cluster-cidr, the default) or NodeCIDR (the Node's spec.podCIDRs, read at start).")
+	fs.Var(enumflag.Var(&o.DetectLocalMode, "LocalMode"), "detect-local-mode", "How traffic from local Pods is told: ClusterCIDR (--cluster-cidr, the default) or NodeCIDR (the Node's spec.podCIDRs, read at start).")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", o.MasqueradeAll, "Masquerade all traffic to cluster IPs.")
 	fs.Int32Var(&o.MasqueradeBit, "iptables-masquerade-bit", o.MasqueradeBit, "The fwmark bit of packets to masquerade; svcnet's rules use 14 (0x4000) and refuse any other.")
 	fs.BoolVar(&o.LocalhostNodePorts, "iptables-localhost-nodeports", o.LocalhostNodePorts, "In iptables mode, accept NodePort traffic on 127.0.0.0/8 when --nodeport-addresses includes it (or is empty), setting net.ipv4.conf.all.route_localnet=1 as kube-proxy does; false never accepts it.")

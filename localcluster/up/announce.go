@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,21 +19,25 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
+// Announce is --lb-announce: how the client reaches LoadBalancer
+// addresses.
+type Announce string
+
 // How the client reaches LoadBalancer addresses (--lb-announce).
 const (
 	// AnnounceL2: the client is on the nodes' segment with the range on
 	// its link; one node answers ARP for each address.
-	AnnounceL2 = "l2"
+	AnnounceL2 Announce = "l2"
 	// AnnounceBGP: the client's gateway is a router (FRR) that peers
 	// with every node and learns the addresses, ECMP.
-	AnnounceBGP = "bgp"
+	AnnounceBGP Announce = "bgp"
 	// AnnounceRoutes: a static ECMP route through every node, as before
 	// announcements existed.
-	AnnounceRoutes = "routes"
+	AnnounceRoutes Announce = "routes"
 )
 
-// AnnounceModes are the values of --lb-announce.
-var AnnounceModes = []string{AnnounceL2, AnnounceBGP, AnnounceRoutes}
+// Announces are the values of --lb-announce.
+var Announces = []Announce{AnnounceL2, AnnounceBGP, AnnounceRoutes}
 
 // The router of --lb-announce=bgp: on the fabric, its own AS, the nodes'
 // AS, and BGP timers fast enough for a short failover without BFD.
@@ -111,7 +114,7 @@ func (cl *cluster) startRouter(s *session) error {
 
 // ensureAnnouncement creates (or, after a change of --lb-announce, sets)
 // the announcement of the svcnet-up pool's addresses.
-func ensureAnnouncement(ctx context.Context, c client.Client, mode string) error {
+func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce) error {
 	if mode == AnnounceRoutes {
 		return client.IgnoreNotFound(c.Delete(ctx, &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}}))
 	}
@@ -154,14 +157,4 @@ func announceTour(cl *cluster) string {
 		return fmt.Sprintf("  ip netns exec %s ip neigh show   # one node answers ARP for each LoadBalancer IP (L2)\n", cl.client)
 	}
 	return ""
-}
-
-// validateAnnounce checks --lb-announce.
-func (c *Config) validateAnnounce() error {
-	for _, m := range AnnounceModes {
-		if c.LBAnnounce == m {
-			return nil
-		}
-	}
-	return fmt.Errorf("--lb-announce %q is not valid; valid values: %s", c.LBAnnounce, strings.Join(AnnounceModes, ", "))
 }

@@ -46,22 +46,36 @@ func validateName(name string) error {
 	return nil
 }
 
-// portFlags are the flags of the ports a named cluster chooses itself.
-var portFlags = []string{"apiserver-port", "etcd-client-port", "etcd-peer-port", "webhook-port"}
-
-// Complete fills in what a named cluster derives from its name, from the
-// flags the user did not set.
-func (c *Config) Complete(fs *pflag.FlagSet) {
+// deriveFromName fills in what a named cluster derives from its name,
+// from the settings not given, and tells whether it chooses its ports. A
+// setting was given when fs says its flag changed; without fs, when it
+// differs from its default.
+func (c *Options) deriveFromName(fs *pflag.FlagSet) (choosePorts bool) {
 	if c.Name == "" {
-		return
+		return false
 	}
-	if !fs.Changed("data-dir") {
+	defaults := DefaultOptions()
+	given := func(flag string, value, def any) bool {
+		if fs != nil {
+			return fs.Changed(flag)
+		}
+		return value != def
+	}
+	if !given("data-dir", c.DataDir, defaults.DataDir) {
 		c.DataDir = ".svcnet-" + c.Name
 	}
-	c.choosePorts = true
-	for _, f := range portFlags {
-		c.choosePorts = c.choosePorts && !fs.Changed(f)
+	ports := map[string][2]int{
+		"apiserver-port":   {c.APIServerPort, defaults.APIServerPort},
+		"etcd-client-port": {c.EtcdClientPort, defaults.EtcdClientPort},
+		"etcd-peer-port":   {c.EtcdPeerPort, defaults.EtcdPeerPort},
+		"webhook-port":     {c.Manager.Webhook.Port, defaults.Manager.Webhook.Port},
 	}
+	for flag, v := range ports {
+		if given(flag, v[0], v[1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterPorts are a named cluster's ports, kept in its data dir.

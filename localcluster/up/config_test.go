@@ -7,18 +7,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/svcnet-io/svcnet/controllers"
 )
 
 // TestCompleteParsesTheRangesOnce checks that the range flags come out of
 // Validate's checks parsed, for the session to use as they are.
 func TestCompleteParsesTheRangesOnce(t *testing.T) {
-	c := DefaultConfig()
-	c.ServiceCIDRs, c.ClusterCIDR, c.LoadBalancerRange = "10.96.0.0/16,fd00:10:96::/112", "10.244.0.1/16", "192.168.240.7/24"
-	r, err := c.complete()
+	o := DefaultOptions()
+	o.ServiceCIDRs, o.ClusterCIDR, o.LoadBalancerRange = "10.96.0.0/16,fd00:10:96::/112", "10.244.0.1/16", "192.168.240.7/24"
+	c, err := o.Complete(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := c.ranges
 	want := ranges{
 		services:     []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")},
 		cluster:      netip.MustParsePrefix("10.244.0.0/16"),
@@ -29,18 +32,18 @@ func TestCompleteParsesTheRangesOnce(t *testing.T) {
 		len(r.services) != 2 || r.services[0] != want.services[0] || r.services[1] != want.services[1] {
 		t.Errorf("complete: got %+v, want %+v", r, want)
 	}
-	c.LoadBalancerRange, c.DNS = "", false
-	if r, err := c.complete(); err != nil || r.loadBalancer.IsValid() || r.kubeDNS.IsValid() {
-		t.Errorf("without a load balancer range and DNS: %+v, %v; want neither", r, err)
+	o.LoadBalancerRange, o.DNS = "", false
+	if c, err := o.Complete(nil); err != nil || c.ranges.loadBalancer.IsValid() || c.ranges.kubeDNS.IsValid() {
+		t.Errorf("without a load balancer range and DNS: %+v, %v; want neither", c.ranges, err)
 	}
 }
 
 // TestCompleteNamesEveryBadRange checks that bad range flags are all
 // reported, each with its flag.
 func TestCompleteNamesEveryBadRange(t *testing.T) {
-	c := DefaultConfig()
-	c.ServiceCIDRs, c.ClusterCIDR, c.LoadBalancerRange = "10.96.0.0/33", "10.244.0.0/24", "fd00::/64"
-	_, err := c.complete()
+	o := DefaultOptions()
+	o.ServiceCIDRs, o.ClusterCIDR, o.LoadBalancerRange = "10.96.0.0/33", "10.244.0.0/24", "fd00::/64"
+	_, err := o.Complete(nil)
 	if err == nil {
 		t.Fatal("bad ranges completed")
 	}
@@ -72,8 +75,12 @@ func TestEndpointsFreeCluster(t *testing.T) {
 		})
 	}
 
-	c := DefaultConfig()
-	c.Endpoints = false
+	o := DefaultOptions()
+	o.Endpoints = false
+	c, err := o.Complete(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &session{cfg: c, logs: t.TempDir(), dataDir: t.TempDir()}
 	enabled, err := controllers.Enabled(s.managerOptions().Controllers.Controllers)
 	if err != nil {
@@ -112,10 +119,39 @@ func TestZones(t *testing.T) {
 		t.Errorf("node 26 of %d zones: got %q, want zone-z", maxZones, got)
 	}
 	for _, bad := range []int{-1, maxZones + 1} {
-		c := DefaultConfig()
-		c.Zones = bad
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--zones") {
+		o := DefaultOptions()
+		o.Zones = bad
+		if _, err := o.Complete(nil); err == nil || !strings.Contains(err.Error(), "--zones") {
 			t.Errorf("--zones=%d: %v, want an error naming --zones", bad, err)
 		}
+	}
+}
+
+// TestCompleteNamesEveryBadChoice checks that the enumerations take any
+// word as flags and that Complete refuses every bad one at once, naming
+// its flag and the valid values.
+func TestCompleteNamesEveryBadChoice(t *testing.T) {
+	o := DefaultOptions()
+	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--pipeline=kind", "--proxy-mode=ipvs", "--lb-announce=ospf", "--install=kubectl"}); err != nil {
+		t.Fatalf("a flag refused a word: %v", err)
+	}
+	_, err := o.Complete(fs)
+	if err == nil {
+		t.Fatal("bad choices completed")
+	}
+	for _, want := range []string{
+		`--pipeline "kind" is not valid; valid values: svcnet, upstream`,
+		`--proxy-mode "ipvs" is not valid; valid values: iptables, nftables`,
+		`--lb-announce "ospf" is not valid; valid values: l2, bgp, routes`,
+		`--install "kubectl" is not valid; valid values: in-process, manifests, helm`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %s: %v", want, err)
+		}
+	}
+	if err := Run(t.Context(), Config{Options: DefaultOptions()}); err == nil || !strings.Contains(err.Error(), "Complete") {
+		t.Errorf("Run of a Config not completed: %v", err)
 	}
 }

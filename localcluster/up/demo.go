@@ -313,7 +313,7 @@ func (d *demo) clusterIP(ctx context.Context) error {
 		return err
 	}
 
-	d.title("Every node's " + d.cl.mode + " rules send web's cluster IP to its 3 Pods (DNAT)")
+	d.title("Every node's " + string(d.cl.mode) + " rules send web's cluster IP to its 3 Pods (DNAT)")
 	if err := waitFor(ctx, 30*time.Second, "web's rules on every node", func() (bool, error) {
 		return allEqual(d.endpointsInRules(ctx, "web"), 3), nil
 	}); err != nil {

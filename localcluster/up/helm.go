@@ -16,10 +16,6 @@ import (
 	"github.com/svcnet-io/svcnet/charts"
 )
 
-// InstallHelm installs charts/svcnet with helm, as on a real cluster: the
-// same images and objects as InstallManifests, by the chart.
-const InstallHelm = "helm"
-
 // helmRelease is the release `svcnet up --install=helm` installs.
 const helmRelease = "svcnet"
 
@@ -46,7 +42,7 @@ func (s *session) findHelm() (string, error) {
 // setKnobs sets in config/default.
 func helmValues(c Config) []string {
 	return []string{
-		"agent.mode=" + c.ProxyMode,
+		"agent.mode=" + string(c.ProxyMode),
 		"agent.clusterCIDR=" + c.ClusterCIDR,
 		"agent.conntrackMaxPerCore=0", // nf_conntrack_max is the host's
 		"agent.apiServer.host=" + fabricAddr.Addr().String(),
@@ -89,4 +85,4 @@ func HelmEnv(dataDir string) []string {
 }
 
 // installedWhat names what --install installs, in messages.
-var installedWhat = map[string]string{InstallManifests: "config/default", InstallHelm: "the svcnet chart (helm release " + helmRelease + ")"}
+var installedWhat = map[Install]string{InstallManifests: "config/default", InstallHelm: "the svcnet chart (helm release " + helmRelease + ")"}

@@ -22,15 +22,25 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/images"
 )
 
+// Install is --install: how svcnet runs.
+type Install string
+
 // Ways svcnet is installed (--install).
 const (
 	// InstallInProcess runs the manager inside `svcnet up` and one agent
 	// process per node.
-	InstallInProcess = "in-process"
+	InstallInProcess Install = "in-process"
 	// InstallManifests applies config/default, as on a real cluster: the
 	// simulated nodes run the manager Deployment and the agent DaemonSet.
-	InstallManifests = "manifests"
+	InstallManifests Install = "manifests"
+	// InstallHelm installs charts/svcnet with helm, as on a real
+	// cluster: the same images and objects as InstallManifests, by the
+	// chart (helm.go).
+	InstallHelm Install = "helm"
 )
+
+// Installs are the values of --install.
+var Installs = []Install{InstallInProcess, InstallManifests, InstallHelm}
 
 // Where the installed manifests run, as config/default names them.
 const (
@@ -162,7 +172,7 @@ func setKnobs(objs []*unstructured.Unstructured, c Config) error {
 		case "DaemonSet/" + agentName:
 			found[agentName] = true
 			// nf_conntrack_max is the host's, read-only in a node's namespace.
-			if err := setArgs(u, map[string]string{"--mode": c.ProxyMode, "--cluster-cidr": c.ClusterCIDR, "--conntrack-max-per-core": "0"}); err != nil {
+			if err := setArgs(u, map[string]string{"--mode": string(c.ProxyMode), "--cluster-cidr": c.ClusterCIDR, "--conntrack-max-per-core": "0"}); err != nil {
 				return err
 			}
 		case "Deployment/" + managerName:

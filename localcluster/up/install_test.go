@@ -41,8 +41,12 @@ func args(t *testing.T, u *unstructured.Unstructured) []string {
 // the same flags and fill the agents' API server ConfigMap; a flag or an
 // object config/default no longer has is an error, not a silent default.
 func TestSetKnobs(t *testing.T) {
-	c := DefaultConfig()
-	c.ProxyMode, c.ClusterCIDR, c.APIServerPort = "iptables", "10.200.0.0/16", 7443
+	o := DefaultOptions()
+	o.ProxyMode, o.ClusterCIDR, o.APIServerPort = "iptables", "10.200.0.0/16", 7443
+	c, err := o.Complete(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent := workload("DaemonSet", agentName, "agent", "--mode=nftables", "--cluster-cidr=10.244.0.0/16", "--conntrack-max-per-core=32768", "--node-name=$(NODE_NAME)")
 	mgr := workload("Deployment", managerName, "manager", "--service-node-port-range=30000-32767")
 	cm := &unstructured.Unstructured{Object: map[string]any{"kind": "ConfigMap", "metadata": map[string]any{"name": agentAPIServerCM}}}
@@ -79,24 +83,35 @@ func TestClusterName(t *testing.T) {
 			t.Errorf("validateName(%q) = %v, want ok=%t", name, err, ok)
 		}
 	}
-	c := DefaultConfig()
-	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--name=dev"}); err != nil {
-		t.Fatal(err)
+	complete := func(args ...string) Config {
+		t.Helper()
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := o.Complete(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	c.Complete(fs)
-	if c.DataDir != ".svcnet-dev" || !c.choosePorts {
+	if c := complete("--name=dev"); c.DataDir != ".svcnet-dev" || !c.choosePorts {
 		t.Errorf("--name=dev: data dir %q, choose ports %t; want .svcnet-dev, true", c.DataDir, c.choosePorts)
 	}
-	c = DefaultConfig()
-	fs = pflag.NewFlagSet("up", pflag.ContinueOnError)
-	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--name=dev", "--data-dir=/tmp/x", "--apiserver-port=7443"}); err != nil {
-		t.Fatal(err)
-	}
-	c.Complete(fs)
-	if c.DataDir != "/tmp/x" || c.choosePorts {
+	if c := complete("--name=dev", "--data-dir=/tmp/x", "--apiserver-port=7443"); c.DataDir != "/tmp/x" || c.choosePorts {
 		t.Errorf("--name=dev with a data dir and a port: data dir %q, choose ports %t; want the flags kept", c.DataDir, c.choosePorts)
+	}
+	// The defaults given as flags are given all the same.
+	if c := complete("--name=dev", "--data-dir=.svcnet", "--webhook-port=9443"); c.DataDir != ".svcnet" || c.choosePorts {
+		t.Errorf("--name=dev with the default data dir and webhook port given: data dir %q, choose ports %t; want them kept", c.DataDir, c.choosePorts)
+	}
+	// Without flags (svcnet up as a library), a setting differing from
+	// its default was given.
+	o := DefaultOptions()
+	o.Name, o.EtcdPeerPort = "dev", 12380
+	if c, err := o.Complete(nil); err != nil || c.DataDir != ".svcnet-dev" || c.choosePorts {
+		t.Errorf("Name dev and an etcd peer port in code: data dir %q, choose ports %t, %v; want .svcnet-dev and the port kept", c.DataDir, c.choosePorts, err)
 	}
 }

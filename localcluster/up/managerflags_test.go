@@ -21,7 +21,7 @@ func TestManagerFlagsRoundTrip(t *testing.T) {
 	if got := managerFlags(manager.DefaultOptions()); len(got) != 0 {
 		t.Errorf("the defaults give flags %q, want none", got)
 	}
-	o := DefaultConfig().Manager
+	o := DefaultOptions().Manager
 	o.Controllers.Controllers = []string{"*", "-ipaddress"}
 	o.Controllers.NodePort.Exclude = []string{"32000-32100", "32200-32300"}
 	o.Controllers.NodePort.ReuseDelay = 90 * time.Second

@@ -75,7 +75,7 @@ type cluster struct {
 	nodes  []nodesim.Node
 	client string
 	// mode is the nodes' dataplane mode (--proxy-mode).
-	mode string
+	mode ProxyMode
 	// dnsIP is kube-dns's address; invalid without --dns.
 	dnsIP netip.Addr
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
@@ -91,7 +91,7 @@ type cluster struct {
 	failed    chan<- *process
 	// lbAnnounce, router and frr: how the client reaches LoadBalancer
 	// addresses (announce.go).
-	lbAnnounce string
+	lbAnnounce Announce
 	router     string
 	frr        *frr.Router
 	stopSim    context.CancelFunc
@@ -143,7 +143,7 @@ func claimPrefix(name string) (string, func(), []string, error) {
 
 // checkNetnsSupport fails early, with the reason, when this process cannot
 // create network namespaces.
-func checkNetnsSupport(mode string) error {
+func checkNetnsSupport(mode ProxyMode) error {
 	tools := []string{"ip", "iptables-restore"}
 	if mode == agent.ModeNFTables {
 		tools = append(tools, "nft")
@@ -392,7 +392,7 @@ const (
 func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, apiURL, kubeconfig, logs string) error {
 	cl.proxyName = "a svcnet agent"
 	args := []string{cl.svcnetBin, "agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
-		"--cluster-cidr=" + c.ClusterCIDR, "--mode=" + c.ProxyMode,
+		"--cluster-cidr=" + c.ClusterCIDR, "--mode=" + string(c.ProxyMode),
 		"--conntrack-max-per-core=0", // nf_conntrack_max is the host's, read-only in a node's namespace
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,
 		"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
@@ -404,7 +404,7 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, api
 func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node, binDir, apiURL, kubeconfig, logs string) error {
 	cl.proxyName = "kube-proxy"
 	args := []string{filepath.Join(binDir, upstreamNodeBinary),
-		"--kubeconfig=" + kubeconfig, "--proxy-mode=" + c.ProxyMode, "--hostname-override=" + n.Name,
+		"--kubeconfig=" + kubeconfig, "--proxy-mode=" + string(c.ProxyMode), "--hostname-override=" + n.Name,
 		"--cluster-cidr=" + c.ClusterCIDR, "--conntrack-max-per-core=0",
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,
 		"--v=" + strconv.Itoa(max(c.Verbosity, 2))}

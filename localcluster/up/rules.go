@@ -18,7 +18,7 @@ import (
 )
 
 // rulesCommand is how an operator lists a node's Service rules in a mode.
-func rulesCommand(mode string, kubeProxy bool) string {
+func rulesCommand(mode ProxyMode, kubeProxy bool) string {
 	switch {
 	case mode != agent.ModeNFTables:
 		return "iptables-save -t nat | grep KUBE-SVC"

@@ -45,11 +45,13 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
 
-// Config is `svcnet up`'s settings.
-type Config struct {
+// Options are `svcnet up`'s settings as its flags give them; Complete
+// checks them once into a Config.
+type Options struct {
 	// Name names the cluster (--name); empty: the default cluster.
 	Name      string
 	DataDir   string
@@ -79,16 +81,16 @@ type Config struct {
 	LoadBalancerRange string
 	// LBAnnounce is how the client reaches LoadBalancer addresses:
 	// AnnounceL2, AnnounceBGP or AnnounceRoutes.
-	LBAnnounce string
+	LBAnnounce Announce
 	// Demo runs the walkthrough once everything is up.
 	Demo bool
 	// Pipeline is PipelineSvcnet, or PipelineUpstream to run
 	// kube-controller-manager's own controllers and kube-proxy instead of
 	// svcnet's, for side-by-side comparisons.
-	Pipeline string
+	Pipeline Pipeline
 	// ProxyMode is the dataplane mode of every node's agent (or
 	// kube-proxy): iptables or nftables.
-	ProxyMode string
+	ProxyMode ProxyMode
 	// DNS installs the cluster DNS add-on (CoreDNS behind kube-dns) when
 	// there are nodes.
 	DNS bool
@@ -99,18 +101,42 @@ type Config struct {
 	// Install is InstallInProcess (the manager and the agents as this
 	// program's children), or InstallManifests to apply config/default
 	// and let the simulated nodes run it.
-	Install string
+	Install Install
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
 	Out io.Writer
-
-	// choosePorts is set by Complete for a named cluster whose ports
-	// were not given.
-	choosePorts bool
-	// ranges are the range flags parsed, set once by Run after Validate.
-	ranges ranges
 }
+
+// Config is `svcnet up`'s settings once Complete checked them: the
+// Options, with what a named cluster derives from its name, and the
+// address ranges parsed. Run takes nothing else.
+type Config struct {
+	Options
+	// choosePorts: a named cluster whose ports were not given chooses
+	// free ones on its first start (resolvePorts).
+	choosePorts bool
+	ranges      ranges
+}
+
+// Pipeline is --pipeline: whose Service networking runs.
+type Pipeline string
+
+// Pipelines (--pipeline).
+const (
+	PipelineSvcnet   Pipeline = "svcnet"
+	PipelineUpstream Pipeline = "upstream"
+)
+
+// Pipelines are the values of --pipeline.
+var Pipelines = []Pipeline{PipelineSvcnet, PipelineUpstream}
+
+// ProxyMode is --proxy-mode: every node's dataplane mode.
+type ProxyMode string
+
+// ProxyModes are the values of --proxy-mode: the agent's modes, which
+// kube-proxy has too.
+var ProxyModes = []ProxyMode{agent.ModeIPTables, agent.ModeNFTables}
 
 // ranges are the address flags as the session uses them, parsed once.
 type ranges struct {
@@ -122,12 +148,12 @@ type ranges struct {
 	kubeDNS netip.Addr
 }
 
-// DefaultConfig is `svcnet up` without flags.
-func DefaultConfig() Config {
+// DefaultOptions are `svcnet up` without flags.
+func DefaultOptions() Options {
 	m := manager.DefaultOptions()
 	m.MetricsBindAddress = "0"
 	m.HealthProbeBindAddress = "0"
-	return Config{
+	return Options{
 		DataDir:           ".svcnet",
 		APIServerPort:     6443,
 		EtcdClientPort:    2379,
@@ -149,7 +175,7 @@ func DefaultConfig() Config {
 }
 
 // AddFlags binds the settings, and the manager's, to fs.
-func (c *Config) AddFlags(fs *pflag.FlagSet) {
+func (c *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Name, "name", c.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
 	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
@@ -163,25 +189,34 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Zones, "zones", c.Zones, fmt.Sprintf("Zones the nodes are spread over: node N's Node is labelled topology.kubernetes.io/zone=zone-<a+(N-1) mod zones>, for topology-aware routing and its tests; 0: no zone label (as kind's nodes); at most %d.", maxZones))
 	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
 	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
-	fs.StringVar(&c.LBAnnounce, "lb-announce", c.LBAnnounce, "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
-	fs.StringVar(&c.Pipeline, "pipeline", c.Pipeline, "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
-	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
+	fs.Var(enumflag.Var(&c.LBAnnounce, "announce"), "lb-announce", "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
+	fs.Var(enumflag.Var(&c.Pipeline, "pipeline"), "pipeline", "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
+	fs.Var(enumflag.Var(&c.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
-	fs.StringVar(&c.Install, "install", c.Install, "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
+	fs.Var(enumflag.Var(&c.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
 	fs.BoolVar(&c.Endpoints, "endpoints-controller", c.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	c.Manager.AddFlags(fs)
 }
 
-// Validate checks the settings, naming the bad flag.
-func (c *Config) Validate() error {
-	_, err := c.complete()
-	return err
+// Complete checks the settings into a Config, naming every bad flag at
+// once: a named cluster's data dir and ports derived from its name
+// unless fs says they were given (nil: as given when they differ from
+// the defaults), and the address ranges parsed once.
+func (o *Options) Complete(fs *pflag.FlagSet) (Config, error) {
+	c := Config{Options: *o}
+	c.choosePorts = c.deriveFromName(fs)
+	r, err := c.check()
+	if err != nil {
+		return Config{}, err
+	}
+	c.ranges = r
+	return c, nil
 }
 
-// complete checks the settings, naming each bad flag, and parses the
-// address ranges once.
-func (c *Config) complete() (ranges, error) {
+// check checks the settings, naming each bad flag, and parses the
+// address ranges.
+func (c *Options) check() (ranges, error) {
 	var errs []error
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
@@ -207,7 +242,7 @@ func (c *Config) complete() (ranges, error) {
 }
 
 // validateNodes checks the simulated cluster's flags.
-func (c *Config) validateNodes() []error {
+func (c *Options) validateNodes() []error {
 	var errs []error
 	if c.Nodes < 0 || c.Nodes > 50 {
 		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", c.Nodes))
@@ -215,17 +250,15 @@ func (c *Config) validateNodes() []error {
 	if c.Zones < 0 || c.Zones > maxZones {
 		errs = append(errs, fmt.Errorf("--zones must be between 0 and %d, got %d", maxZones, c.Zones))
 	}
-	if c.Pipeline != PipelineSvcnet && c.Pipeline != PipelineUpstream {
-		errs = append(errs, fmt.Errorf("--pipeline %q is not valid; valid values: %s, %s", c.Pipeline, PipelineSvcnet, PipelineUpstream))
-	}
-	if !slices.Contains(agent.Modes, c.ProxyMode) {
-		errs = append(errs, fmt.Errorf("--proxy-mode %q is not valid; valid values: %s", c.ProxyMode, strings.Join(agent.Modes, ", ")))
-	}
-	if err := c.validateAnnounce(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Install != InstallInProcess && c.Install != InstallManifests && c.Install != InstallHelm {
-		errs = append(errs, fmt.Errorf("--install %q is not valid; valid values: %s, %s, %s", c.Install, InstallInProcess, InstallManifests, InstallHelm))
+	for _, err := range []error{
+		enumflag.Check("pipeline", c.Pipeline, Pipelines),
+		enumflag.Check("proxy-mode", c.ProxyMode, ProxyModes),
+		enumflag.Check("lb-announce", c.LBAnnounce, Announces),
+		enumflag.Check("install", c.Install, Installs),
+	} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Install != InstallInProcess && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
 		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", c.Install))
@@ -238,7 +271,7 @@ func (c *Config) validateNodes() []error {
 
 // parseRanges parses the address flags and checks that the ranges do
 // not overlap each other or the simulated fabric.
-func (c *Config) parseRanges() (ranges, []error) {
+func (c *Options) parseRanges() (ranges, []error) {
 	var r ranges
 	var errs []error
 	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
@@ -306,12 +339,6 @@ func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// Pipelines (--pipeline).
-const (
-	PipelineSvcnet   = "svcnet"
-	PipelineUpstream = "upstream"
-)
-
 // binaries are the upstream programs `svcnet up` runs.
 var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
 
@@ -320,7 +347,7 @@ const upstreamNodeBinary = "kube-proxy"
 
 // findBinDir resolves the folder holding the Kubernetes binaries and checks
 // that each one is there.
-func (c *Config) findBinDir() (string, error) {
+func (c *Options) findBinDir() (string, error) {
 	candidates := []string{c.K8sBinDir}
 	if c.K8sBinDir == "" {
 		candidates = []string{os.Getenv("SVCNET_K8S_BIN_DIR")}
@@ -345,7 +372,7 @@ func (c *Config) findBinDir() (string, error) {
 
 // findSvcnetBinary resolves the svcnet binary that runs the manager and the
 // agents: --svcnet-binary, or svcnet beside this program.
-func (c *Config) findSvcnetBinary() (string, error) {
+func (c *Options) findSvcnetBinary() (string, error) {
 	path := c.SvcnetBinary
 	if path == "" {
 		exe, err := os.Executable()
@@ -372,12 +399,11 @@ func missingBinary(dir string) string {
 
 // Run starts everything, prints what to try, and blocks until ctx ends or a
 // component fails; either way every child is stopped before it returns.
+// c comes from Options.Complete.
 func Run(ctx context.Context, c Config) error {
-	r, err := c.complete()
-	if err != nil {
-		return err
+	if len(c.ranges.services) == 0 {
+		return errors.New("svcnet up: the Config was not completed (Options.Complete)")
 	}
-	c.ranges = r
 	s := &session{cfg: c, out: c.Out, failed: make(chan *process, 4)}
 	if s.out == nil {
 		s.out = io.Discard
@@ -711,7 +737,7 @@ func (s *session) managerArgs(healthPort int) []string {
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--webhook-host=127.0.0.1",
 		"--webhook-cert-dir="+filepath.Join(s.dataDir, "webhook"),
-		"--webhook-cert-management="+manager.CertManagementSelf,
+		"--webhook-cert-management="+string(manager.CertManagementSelf),
 		"--webhook-secret-namespace=kube-system",
 		"--webhook-cert-extra-hosts=127.0.0.1",
 		"-v="+strconv.Itoa(s.cfg.Verbosity),

@@ -41,11 +41,13 @@ func TestCompleteNamesEveryBadFlag(t *testing.T) {
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "8443", "localhost"
 	o.KubeAPIQPS = 0
 	o.Webhook.Port = 0
+	o.Webhook.CertManagement = "cert-manager"
 	_, err := o.Complete()
 	if err == nil {
 		t.Fatal("bad flags completed")
 	}
-	for _, want := range []string{"--metrics-bind-address", "--health-probe-bind-address", "--kube-api-qps", "--webhook-port"} {
+	for _, want := range []string{"--metrics-bind-address", "--health-probe-bind-address", "--kube-api-qps", "--webhook-port",
+		`--webhook-cert-management "cert-manager" is not valid; valid values: self, external`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
 		}

@@ -15,18 +15,26 @@ import (
 
 	"github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
+	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
 )
+
+// CertManagement is --webhook-cert-management: how the webhook gets its
+// serving certificate.
+type CertManagement string
 
 // How the webhook gets its serving certificate.
 const (
 	// CertManagementSelf: svcnet keeps a CA and certificate in a Secret,
 	// writes them to --webhook-cert-dir and patches the caBundle.
-	CertManagementSelf = "self"
+	CertManagementSelf CertManagement = "self"
 	// CertManagementExternal: something else (cert-manager and its CA
 	// injector) provides tls.crt/tls.key in --webhook-cert-dir and the
 	// caBundle.
-	CertManagementExternal = "external"
+	CertManagementExternal CertManagement = "external"
 )
+
+// CertManagements are the values of --webhook-cert-management.
+var CertManagements = []CertManagement{CertManagementSelf, CertManagementExternal}
 
 // WebhookOptions configure the admission webhook server and its
 // certificates.
@@ -34,7 +42,7 @@ type WebhookOptions struct {
 	Host            string
 	Port            int
 	CertDir         string
-	CertManagement  string
+	CertManagement  CertManagement
 	SecretNamespace string
 	SecretName      string
 	ServiceName     string
@@ -67,7 +75,7 @@ func (o *WebhookOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Host, "webhook-host", o.Host, "Address the admission webhook server listens on; empty: all.")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "Port of the admission webhook server (it listens when clusterip or nodeport is enabled).")
 	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "Folder of the webhook's tls.crt and tls.key.")
-	fs.StringVar(&o.CertManagement, "webhook-cert-management", o.CertManagement, "self: svcnet creates and renews its CA and serving certificate (Secret --webhook-secret-name) and patches the caBundle; external: cert-manager or another tool provides them.")
+	fs.Var(enumflag.Var(&o.CertManagement, "management"), "webhook-cert-management", "self: svcnet creates and renews its CA and serving certificate (Secret --webhook-secret-name) and patches the caBundle; external: cert-manager or another tool provides them.")
 	fs.StringVar(&o.SecretNamespace, "webhook-secret-namespace", o.SecretNamespace, "Namespace of the certificate Secret; empty: the manager's own namespace.")
 	fs.StringVar(&o.SecretName, "webhook-secret-name", o.SecretName, "Name of the Secret that holds the webhook's CA and serving certificate.")
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName, "Service in front of the webhook; its DNS names go into the serving certificate.")
@@ -86,14 +94,11 @@ func (o *WebhookOptions) Validate() error {
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("--webhook-cert-dir must not be empty"))
 	}
-	switch o.CertManagement {
-	case CertManagementSelf:
-		if o.SecretName == "" || o.ServiceName == "" {
-			errs = append(errs, errors.New("--webhook-secret-name and --webhook-service-name must not be empty with --webhook-cert-management=self"))
-		}
-	case CertManagementExternal:
-	default:
-		errs = append(errs, fmt.Errorf("--webhook-cert-management must be %q or %q, got %q", CertManagementSelf, CertManagementExternal, o.CertManagement))
+	if err := enumflag.Check("webhook-cert-management", o.CertManagement, CertManagements); err != nil {
+		errs = append(errs, err)
+	}
+	if o.CertManagement == CertManagementSelf && (o.SecretName == "" || o.ServiceName == "") {
+		errs = append(errs, errors.New("--webhook-secret-name and --webhook-service-name must not be empty with --webhook-cert-management=self"))
 	}
 	if o.CertValidity < time.Second || o.CertValidity > certs.DefaultValidity.CA/3 {
 		errs = append(errs, fmt.Errorf("--webhook-cert-validity must be between 1s and %s, got %s", certs.DefaultValidity.CA/3, o.CertValidity))
