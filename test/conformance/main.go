@@ -64,7 +64,7 @@ func parseFlags() options {
 	flag.StringVar(&o.e2eBinDir, "e2e-bin-dir", "bin/e2e", "Folder with e2e.test and ginkgo (make e2e-bins).")
 	flag.StringVar(&o.kubectl, "kubectl", "bin/k8s/kubectl", "The kubectl the tests run (make k8s-bins).")
 	flag.StringVar(&o.out, "out", "", "Output folder; empty: _output/conformance/<timestamp>.")
-	flag.StringVar(&o.suite, "suite", suiteConformance, "The selection of tests: conformance (the 47 [sig-network] conformance tests) or network (upstream's [sig-network] suite as its kind-based network CI selects it).")
+	flag.StringVar(&o.suite, "suite", suiteConformance, "The selection of tests: conformance (the 47 [sig-network] conformance tests), network (upstream's [sig-network] suite as its kind-based network CI selects it) or endpoints-free (the network suite on the Endpoints-free cluster of KEP-4974, as upstream's job for it selects it).")
 	flag.StringVar(&o.focus, "focus", "", "Ginkgo --focus: the tests to run, instead of the suite's.")
 	flag.StringVar(&o.skip, "skip", "", "Ginkgo --skip: tests to leave out, beside those the suite leaves out.")
 	flag.IntVar(&o.procs, "procs", defaultProcs, "Ginkgo processes running tests in parallel.")

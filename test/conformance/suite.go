@@ -25,6 +25,11 @@ type suite struct {
 	// nodes and zones are the svcnet up --nodes and --zones the tests
 	// need, so that none skips itself for want of them.
 	nodes, zones int
+	// upFlags are the other svcnet up flags the selection is made for
+	// (the user's come after them and win).
+	upFlags []string
+	// sctp: the selection holds the SCTP tests (forKernel).
+	sctp bool
 	// expectedFailures are tests that cannot pass on svcnet up because a
 	// simulated node is not a real one, by name, with the reason. Their
 	// failure is reported as such and is no regression; their pass is
@@ -44,8 +49,9 @@ type acceptedSkip struct {
 
 // Suites (-suite, make conformance SUITE=...).
 const (
-	suiteConformance = "conformance"
-	suiteNetwork     = "network"
+	suiteConformance   = "conformance"
+	suiteNetwork       = "network"
+	suiteEndpointsFree = "endpoints-free"
 )
 
 // suites are the selections the runner knows.
@@ -57,26 +63,60 @@ var suites = map[string]suite{
 		nodes:  2,
 		zones:  3,
 	},
-	suiteNetwork: {
-		name: suiteNetwork,
-		source: "upstream's kind-based network CI (kubernetes/test-infra config/jobs/kubernetes/sig-network/sig-network-kind.yaml, " +
-			"ci-kubernetes-kind-network-nftables: PARALLEL=true, so kind's e2e-k8s.sh adds \\[Serial\\]; NetworkPolicy left out as " +
-			"ci-kubernetes-kind-network-parallel does), focused on [sig-network]",
-		focus: `\[sig-network\]`,
-		skip:  networkSkip,
-		// Traffic Distribution's multi-node tests want 3 zones of 2
-		// schedulable nodes each; several Services tests want 3 nodes.
-		nodes:            6,
-		zones:            3,
-		expectedFailures: networkExpectedFailures,
-		acceptedSkips: []acceptedSkip{
-			{regexp.MustCompile(`No SSH Key for provider`), "needs SSH to the nodes, which kind's jobs do not give either"},
-			{regexp.MustCompile(`Only supported for providers`), "needs a cloud provider, as on kind"},
-			{regexp.MustCompile(`until DialFromNode supports SCTP`), "upstream's own skip until its framework dials SCTP from a node (kubernetes#96482)"},
-			{regexp.MustCompile(`requires iptables proxy mode`), "a test of kube-proxy's iptables mode, skipped in nftables mode as on upstream's nftables jobs"},
-		},
-	},
+	suiteNetwork:       networkSuite,
+	suiteEndpointsFree: endpointsFree(networkSuite),
 }
+
+// networkSuite is upstream's [sig-network] suite as its kind-based
+// network CI selects it.
+var networkSuite = suite{
+	name: suiteNetwork,
+	source: "upstream's kind-based network CI (kubernetes/test-infra config/jobs/kubernetes/sig-network/sig-network-kind.yaml, " +
+		"ci-kubernetes-kind-network-nftables: PARALLEL=true, so kind's e2e-k8s.sh adds \\[Serial\\]; NetworkPolicy left out as " +
+		"ci-kubernetes-kind-network-parallel does), focused on [sig-network]",
+	focus: `\[sig-network\]`,
+	skip:  networkSkip,
+	// Traffic Distribution's multi-node tests want 3 zones of 2
+	// schedulable nodes each; several Services tests want 3 nodes.
+	nodes:            6,
+	zones:            3,
+	expectedFailures: networkExpectedFailures,
+	acceptedSkips: []acceptedSkip{
+		{regexp.MustCompile(`No SSH Key for provider`), "needs SSH to the nodes, which kind's jobs do not give either"},
+		{regexp.MustCompile(`Only supported for providers`), "needs a cloud provider, as on kind"},
+		{regexp.MustCompile(`until DialFromNode supports SCTP`), "upstream's own skip until its framework dials SCTP from a node (kubernetes#96482)"},
+		{regexp.MustCompile(`requires iptables proxy mode`), "a test of kube-proxy's iptables mode, skipped in nftables mode as on upstream's nftables jobs"},
+	},
+	sctp: true,
+}
+
+// endpointsFree is the network suite on the Endpoints-free cluster of
+// KEP-4974, as upstream's ci-kubernetes-kind-network-deprecate-endpoints
+// runs it (kubernetes/test-infra sig-network-kind.yaml and
+// experiment/kind-noendpoints-e2e.sh): kube-controller-manager without
+// its endpoints-controller and endpointslice-mirroring-controller, so
+// svcnet up runs with --endpoints-controller=false (svcnet's mirroring
+// controller off too); kube-proxy's iptables mode, kind's default; and
+// the job's skip of the tests that need those controllers, which carry
+// EndpointsController or EndpointSliceMirroring in their names. The job's
+// label filter, (Conformance || sig-network) && !Disruptive && !Flaky,
+// also holds other SIGs' conformance tests (the kubelet's, the
+// scheduler's), which are not svcnet's: the suite keeps the network
+// suite's [sig-network] focus and skips.
+func endpointsFree(network suite) suite {
+	s := network
+	s.name = suiteEndpointsFree
+	s.source = "upstream's Endpoints-free network CI (kubernetes/test-infra config/jobs/kubernetes/sig-network/sig-network-kind.yaml, " +
+		"ci-kubernetes-kind-network-deprecate-endpoints: kube-controller-manager --controllers=-endpoints-controller," +
+		"-endpointslice-mirroring-controller,*, iptables mode), with the network suite's [sig-network] focus and skips"
+	s.skip = network.skip + "|" + endpointsControllerSkip
+	s.upFlags = []string{"--endpoints-controller=false", "--proxy-mode=iptables"}
+	return s
+}
+
+// endpointsControllerSkip is what the Endpoints-free job adds to its
+// skip: the tests of the two controllers it turns off.
+const endpointsControllerSkip = `EndpointsController|EndpointSliceMirroring`
 
 // networkSkip is what ci-kubernetes-kind-network-nftables skips, with
 // [Serial] as kind's e2e-k8s.sh adds it for PARALLEL=true, and
@@ -119,7 +159,7 @@ var sctpTests = []string{
 // cannot run on either pipeline, found when the run starts: SCTP where
 // the kernel has no SCTP (its socket() answers EPROTONOSUPPORT).
 func (s suite) forKernel(hasSCTP bool) suite {
-	if s.name != suiteNetwork || hasSCTP {
+	if !s.sctp || hasSCTP {
 		return s
 	}
 	s.expectedFailures = maps.Clone(s.expectedFailures)
@@ -172,7 +212,8 @@ func (s suite) upArgs(nodes int, user []string) []string {
 	if nodes == 0 {
 		nodes = s.nodes
 	}
-	return append([]string{"up", fmt.Sprintf("--nodes=%d", nodes), fmt.Sprintf("--zones=%d", s.zones)}, user...)
+	args := append([]string{"up", fmt.Sprintf("--nodes=%d", nodes), fmt.Sprintf("--zones=%d", s.zones)}, s.upFlags...)
+	return append(args, user...)
 }
 
 // nodeCount is the node count svcnet up runs with: its last --nodes in

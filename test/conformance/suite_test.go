@@ -81,7 +81,7 @@ func TestUpArgs(t *testing.T) {
 	if got := su.upArgs(2, nil); !slices.Contains(got, "--nodes=2") {
 		t.Errorf("-nodes=2: %v", got)
 	}
-	if _, err := suiteNamed("nope"); err == nil || !strings.Contains(err.Error(), "conformance, network") {
+	if _, err := suiteNamed("nope"); err == nil || !strings.Contains(err.Error(), "conformance, endpoints-free, network") {
 		t.Errorf("an unknown suite: %v", err)
 	}
 }
@@ -212,5 +212,41 @@ func TestForKernel(t *testing.T) {
 	// A skip that merely mentions ssh is the test's own, and a failure.
 	if why := network.acceptedSkip("sshd not running on the node"); why != "" {
 		t.Errorf("a skip that mentions ssh was accepted: %s", why)
+	}
+}
+
+// TestEndpointsFreeSuite checks the Endpoints-free selection: the network
+// suite's, less the tests of the two controllers upstream's job turns
+// off, on svcnet up without them, in iptables mode.
+func TestEndpointsFreeSuite(t *testing.T) {
+	su, err := suiteNamed(suiteEndpointsFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := suites[suiteNetwork]
+	if su.focus != network.focus || su.nodes != network.nodes || su.zones != network.zones {
+		t.Errorf("focus %q, %d nodes, %d zones; want the network suite's", su.focus, su.nodes, su.zones)
+	}
+	skip := regexp.MustCompile(su.skip)
+	for name, skipped := range map[string]bool{
+		"[sig-network] EndpointsController should create Endpoints for Pods matching a Service [Conformance]":                           true,
+		"[sig-network] EndpointSliceMirroring should mirror a custom Endpoints resource through create update and delete [Conformance]": true,
+		"[sig-network] Endpoints should test the lifecycle of an Endpoint [Conformance]":                                                false,
+		"[sig-network] EndpointSlice should create Endpoints and EndpointSlices for Pods matching a Service [Conformance]":              false,
+		"[sig-network] Services should serve a basic endpoint from pods [Conformance]":                                                  false,
+		"[sig-network] Networking should check kube-proxy urls [Serial]":                                                                true,
+		"[sig-network] NetworkPolicy [Feature:NetworkPolicy] should support a 'default-deny-ingress' policy [Feature:NetworkPolicy]":    true,
+	} {
+		if skip.MatchString(name) != skipped {
+			t.Errorf("skipped(%q) = %t, want %t", name, !skipped, skipped)
+		}
+	}
+	args := su.upArgs(0, []string{"--proxy-mode=nftables"})
+	want := []string{"up", "--nodes=6", "--zones=3", "--endpoints-controller=false", "--proxy-mode=iptables", "--proxy-mode=nftables"}
+	if !slices.Equal(args, want) {
+		t.Errorf("upArgs = %q, want %q (the user's flags last)", args, want)
+	}
+	if _, ok := su.forKernel(false).expectedFailures[sctpTests[0]]; !ok {
+		t.Error("without SCTP, the SCTP tests are not expected failures of the Endpoints-free suite")
 	}
 }
