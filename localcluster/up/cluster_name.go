@@ -50,8 +50,8 @@ func validateName(name string) error {
 // from the settings not given, and tells whether it chooses its ports. A
 // setting was given when fs says its flag changed; without fs, when it
 // differs from its default.
-func (c *Options) deriveFromName(fs *pflag.FlagSet) (choosePorts bool) {
-	if c.Name == "" {
+func (o *Options) deriveFromName(fs *pflag.FlagSet) (choosePorts bool) {
+	if o.Name == "" {
 		return false
 	}
 	defaults := DefaultOptions()
@@ -61,14 +61,14 @@ func (c *Options) deriveFromName(fs *pflag.FlagSet) (choosePorts bool) {
 		}
 		return value != def
 	}
-	if !given("data-dir", c.DataDir, defaults.DataDir) {
-		c.DataDir = ".svcnet-" + c.Name
+	if !given("data-dir", o.DataDir, defaults.DataDir) {
+		o.DataDir = ".svcnet-" + o.Name
 	}
 	ports := map[string][2]int{
-		"apiserver-port":   {c.APIServerPort, defaults.APIServerPort},
-		"etcd-client-port": {c.EtcdClientPort, defaults.EtcdClientPort},
-		"etcd-peer-port":   {c.EtcdPeerPort, defaults.EtcdPeerPort},
-		"webhook-port":     {c.Manager.Webhook.Port, defaults.Manager.Webhook.Port},
+		"apiserver-port":   {o.APIServerPort, defaults.APIServerPort},
+		"etcd-client-port": {o.EtcdClientPort, defaults.EtcdClientPort},
+		"etcd-peer-port":   {o.EtcdPeerPort, defaults.EtcdPeerPort},
+		"webhook-port":     {o.Manager.Webhook.Port, defaults.Manager.Webhook.Port},
 	}
 	for flag, v := range ports {
 		if given(flag, v[0], v[1]) {

@@ -175,28 +175,28 @@ func DefaultOptions() Options {
 }
 
 // AddFlags binds the settings, and the manager's, to fs.
-func (c *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Name, "name", c.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
-	fs.StringVar(&c.K8sBinDir, "k8s-bin-dir", c.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
-	fs.StringVar(&c.SvcnetBinary, "svcnet-binary", c.SvcnetBinary, "The svcnet binary that runs the manager and the node agents (svcnet manager, svcnet agent) as child processes. Empty: svcnet beside this program (bin/svcnet, make build).")
-	fs.StringVar(&c.ImagesDir, "images-dir", c.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
-	fs.IntVar(&c.APIServerPort, "apiserver-port", c.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
-	fs.IntVar(&c.EtcdClientPort, "etcd-client-port", c.EtcdClientPort, "etcd's client port on 127.0.0.1.")
-	fs.IntVar(&c.EtcdPeerPort, "etcd-peer-port", c.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
-	fs.StringVar(&c.ServiceCIDRs, "service-cluster-ip-range", c.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
-	fs.IntVar(&c.Nodes, "nodes", c.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
-	fs.IntVar(&c.Zones, "zones", c.Zones, fmt.Sprintf("Zones the nodes are spread over: node N's Node is labelled topology.kubernetes.io/zone=zone-<a+(N-1) mod zones>, for topology-aware routing and its tests; 0: no zone label (as kind's nodes); at most %d.", maxZones))
-	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", c.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
-	fs.StringVar(&c.LoadBalancerRange, "load-balancer-ip-range", c.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
-	fs.Var(enumflag.Var(&c.LBAnnounce, "announce"), "lb-announce", "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
-	fs.Var(enumflag.Var(&c.Pipeline, "pipeline"), "pipeline", "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
-	fs.Var(enumflag.Var(&c.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
-	fs.BoolVar(&c.DNS, "dns", c.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
-	fs.Var(enumflag.Var(&c.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
-	fs.BoolVar(&c.Endpoints, "endpoints-controller", c.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
-	fs.BoolVar(&c.Demo, "demo", c.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
-	c.Manager.AddFlags(fs)
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Name, "name", o.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
+	fs.StringVar(&o.K8sBinDir, "k8s-bin-dir", o.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
+	fs.StringVar(&o.SvcnetBinary, "svcnet-binary", o.SvcnetBinary, "The svcnet binary that runs the manager and the node agents (svcnet manager, svcnet agent) as child processes. Empty: svcnet beside this program (bin/svcnet, make build).")
+	fs.StringVar(&o.ImagesDir, "images-dir", o.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
+	fs.IntVar(&o.APIServerPort, "apiserver-port", o.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
+	fs.IntVar(&o.EtcdClientPort, "etcd-client-port", o.EtcdClientPort, "etcd's client port on 127.0.0.1.")
+	fs.IntVar(&o.EtcdPeerPort, "etcd-peer-port", o.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
+	fs.StringVar(&o.ServiceCIDRs, "service-cluster-ip-range", o.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
+	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
+	fs.IntVar(&o.Zones, "zones", o.Zones, fmt.Sprintf("Zones the nodes are spread over: node N's Node is labelled topology.kubernetes.io/zone=zone-<a+(N-1) mod zones>, for topology-aware routing and its tests; 0: no zone label (as kind's nodes); at most %d.", maxZones))
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
+	fs.StringVar(&o.LoadBalancerRange, "load-balancer-ip-range", o.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.Var(enumflag.Var(&o.LBAnnounce, "announce"), "lb-announce", "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
+	fs.Var(enumflag.Var(&o.Pipeline, "pipeline"), "pipeline", "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
+	fs.Var(enumflag.Var(&o.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
+	fs.BoolVar(&o.DNS, "dns", o.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
+	fs.Var(enumflag.Var(&o.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
+	fs.BoolVar(&o.Endpoints, "endpoints-controller", o.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
+	fs.BoolVar(&o.Demo, "demo", o.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
+	o.Manager.AddFlags(fs)
 }
 
 // Complete checks the settings into a Config, naming every bad flag at
@@ -216,54 +216,54 @@ func (o *Options) Complete(fs *pflag.FlagSet) (Config, error) {
 
 // check checks the settings, naming each bad flag, and parses the
 // address ranges.
-func (c *Options) check() (ranges, error) {
+func (o *Options) check() (ranges, error) {
 	var errs []error
-	if c.DataDir == "" {
+	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
 	}
-	if err := validateName(c.Name); err != nil {
+	if err := validateName(o.Name); err != nil {
 		errs = append(errs, err)
 	}
-	for flag, port := range map[string]int{"--apiserver-port": c.APIServerPort, "--etcd-client-port": c.EtcdClientPort, "--etcd-peer-port": c.EtcdPeerPort} {
+	for flag, port := range map[string]int{"--apiserver-port": o.APIServerPort, "--etcd-client-port": o.EtcdClientPort, "--etcd-peer-port": o.EtcdPeerPort} {
 		if port < 1 || port > 65535 {
 			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", flag, port))
 		}
 	}
-	if _, err := portrange.ParseRange(c.Manager.Controllers.NodePort.Range); err != nil {
+	if _, err := portrange.ParseRange(o.Manager.Controllers.NodePort.Range); err != nil {
 		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
 	}
-	if err := c.Manager.Validate(); err != nil {
+	if err := o.Manager.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	r, rangeErrs := c.parseRanges()
-	errs = append(errs, c.validateNodes()...)
+	r, rangeErrs := o.parseRanges()
+	errs = append(errs, o.validateNodes()...)
 	errs = append(errs, rangeErrs...)
 	return r, errors.Join(errs...)
 }
 
 // validateNodes checks the simulated cluster's flags.
-func (c *Options) validateNodes() []error {
+func (o *Options) validateNodes() []error {
 	var errs []error
-	if c.Nodes < 0 || c.Nodes > 50 {
-		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", c.Nodes))
+	if o.Nodes < 0 || o.Nodes > 50 {
+		errs = append(errs, fmt.Errorf("--nodes must be between 0 and 50, got %d", o.Nodes))
 	}
-	if c.Zones < 0 || c.Zones > maxZones {
-		errs = append(errs, fmt.Errorf("--zones must be between 0 and %d, got %d", maxZones, c.Zones))
+	if o.Zones < 0 || o.Zones > maxZones {
+		errs = append(errs, fmt.Errorf("--zones must be between 0 and %d, got %d", maxZones, o.Zones))
 	}
 	for _, err := range []error{
-		enumflag.Check("pipeline", c.Pipeline, Pipelines),
-		enumflag.Check("proxy-mode", c.ProxyMode, ProxyModes),
-		enumflag.Check("lb-announce", c.LBAnnounce, Announces),
-		enumflag.Check("install", c.Install, Installs),
+		enumflag.Check("pipeline", o.Pipeline, Pipelines),
+		enumflag.Check("proxy-mode", o.ProxyMode, ProxyModes),
+		enumflag.Check("lb-announce", o.LBAnnounce, Announces),
+		enumflag.Check("install", o.Install, Installs),
 	} {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.Install != InstallInProcess && (c.Nodes < 1 || c.Pipeline != PipelineSvcnet) {
-		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", c.Install))
+	if o.Install != InstallInProcess && (o.Nodes < 1 || o.Pipeline != PipelineSvcnet) {
+		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", o.Install))
 	}
-	if c.Demo && c.Nodes < 1 {
+	if o.Demo && o.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
 	}
 	return errs
@@ -271,11 +271,11 @@ func (c *Options) validateNodes() []error {
 
 // parseRanges parses the address flags and checks that the ranges do
 // not overlap each other or the simulated fabric.
-func (c *Options) parseRanges() (ranges, []error) {
+func (o *Options) parseRanges() (ranges, []error) {
 	var r ranges
 	var errs []error
 	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
-	svcs, err := parseServiceCIDRs(c.ServiceCIDRs)
+	svcs, err := parseServiceCIDRs(o.ServiceCIDRs)
 	if err != nil {
 		errs = append(errs, err)
 	} else {
@@ -283,29 +283,29 @@ func (c *Options) parseRanges() (ranges, []error) {
 		for _, p := range svcs {
 			taken["--service-cluster-ip-range "+p.String()] = p
 		}
-		if c.DNS && c.Nodes > 0 {
+		if o.DNS && o.Nodes > 0 {
 			if r.kubeDNS, err = kubeDNSIP(svcs); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	cluster, err := netip.ParsePrefix(c.ClusterCIDR)
+	cluster, err := netip.ParsePrefix(o.ClusterCIDR)
 	switch {
 	case err != nil:
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q: %w", c.ClusterCIDR, err))
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q: %w", o.ClusterCIDR, err))
 	case !cluster.Addr().Is4() || cluster.Bits() > 23:
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q must be an IPv4 range of /23 or larger", c.ClusterCIDR))
-	case c.Nodes >= 1<<(24-cluster.Bits()):
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", c.ClusterCIDR, 1<<(24-cluster.Bits())-1, c.Nodes))
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q must be an IPv4 range of /23 or larger", o.ClusterCIDR))
+	case o.Nodes >= 1<<(24-cluster.Bits()):
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", o.ClusterCIDR, 1<<(24-cluster.Bits())-1, o.Nodes))
 	default:
 		r.cluster = cluster.Masked()
 		errs = append(errs, overlaps("--cluster-cidr", r.cluster, taken)...)
 		taken["--cluster-cidr"] = r.cluster
 	}
-	if c.LoadBalancerRange != "" {
-		lb, err := netip.ParsePrefix(c.LoadBalancerRange)
+	if o.LoadBalancerRange != "" {
+		lb, err := netip.ParsePrefix(o.LoadBalancerRange)
 		if err != nil || !lb.Addr().Is4() {
-			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", c.LoadBalancerRange))
+			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", o.LoadBalancerRange))
 		} else {
 			r.loadBalancer = lb.Masked()
 			errs = append(errs, overlaps("--load-balancer-ip-range", r.loadBalancer, taken)...)
@@ -347,9 +347,9 @@ const upstreamNodeBinary = "kube-proxy"
 
 // findBinDir resolves the folder holding the Kubernetes binaries and checks
 // that each one is there.
-func (c *Options) findBinDir() (string, error) {
-	candidates := []string{c.K8sBinDir}
-	if c.K8sBinDir == "" {
+func (o *Options) findBinDir() (string, error) {
+	candidates := []string{o.K8sBinDir}
+	if o.K8sBinDir == "" {
 		candidates = []string{os.Getenv("SVCNET_K8S_BIN_DIR")}
 		if exe, err := os.Executable(); err == nil {
 			candidates = append(candidates, filepath.Join(filepath.Dir(exe), "k8s"))
@@ -372,8 +372,8 @@ func (c *Options) findBinDir() (string, error) {
 
 // findSvcnetBinary resolves the svcnet binary that runs the manager and the
 // agents: --svcnet-binary, or svcnet beside this program.
-func (c *Options) findSvcnetBinary() (string, error) {
-	path := c.SvcnetBinary
+func (o *Options) findSvcnetBinary() (string, error) {
+	path := o.SvcnetBinary
 	if path == "" {
 		exe, err := os.Executable()
 		if err != nil {
