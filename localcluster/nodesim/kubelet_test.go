@@ -168,9 +168,7 @@ func TestKubeletAPI(t *testing.T) {
 	caCert, caKey, err := certs.NewCA("svcnet-test-ca", time.Now(), time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
 	store := &images.Store{}
-	app := buildProbeApp(t)
-	store.Add(shellImage, images.Image{Name: "probeapp", Repositories: []string{"svcnet.test/probeapp"},
-		Config: images.Config{Entrypoint: []string{"/probeapp"}}, Files: map[string]string{"/probeapp": app}})
+	store.Add(shellImage, probeAppImage(t))
 	logDir := filepath.Join(t.TempDir(), "pods")
 	runSimulator(t, env, Options{Nodes: []Node{node}, Images: store, RestartBackoff: time.Second, LogDir: logDir,
 		Kubelet: &KubeletOptions{CACert: caCert, CAKey: caKey}})

@@ -29,22 +29,26 @@ import (
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
-// buildProbeApp builds testdata/probeapp, the image of TestPrograms,
-// static, since a container's root holds nothing but the program.
-func buildProbeApp(t *testing.T) string {
+// probeAppImage builds testdata/probeapp, static, into the root of the
+// image of TestPrograms, which holds nothing but the program, as an
+// image's layers hold it (the container's root is an overlay over it).
+// Folder and program get an image's modes whatever the umask.
+func probeAppImage(t *testing.T) images.Image {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "probeapp")
+	root := filepath.Join(t.TempDir(), "rootfs")
+	out := filepath.Join(root, "probeapp")
 	cmd := exec.Command("go", "build", "-o", out, "./testdata/probeapp")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the probe app: %v\n%s", err, b)
 	}
-	// An image's program is executable by any user, whatever the umask
-	// it was built under.
-	if err := os.Chmod(out, 0o755); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{root, out} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return out
+	return images.Image{Name: "probeapp", Repositories: []string{"svcnet.test/probeapp"},
+		Config: images.Config{Entrypoint: []string{"/probeapp"}}, Rootfs: root}
 }
 
 // TestPrograms runs a Program against a real API server in a real Pod
@@ -55,7 +59,6 @@ func TestPrograms(t *testing.T) {
 	privateNS.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	app := buildProbeApp(t)
 	env, err := testenv.Start(testenv.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
@@ -68,8 +71,7 @@ func TestPrograms(t *testing.T) {
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
 
 	store := &images.Store{}
-	store.Add(images.Image{Name: "probeapp", Repositories: []string{"svcnet.test/probeapp"},
-		Config: images.Config{Entrypoint: []string{"/probeapp"}}, Files: map[string]string{"/probeapp": app}})
+	store.Add(probeAppImage(t))
 	runSimulator(t, env, Options{
 		Nodes:          []Node{{Name: n.Name, Zone: "zone-a", Net: n}},
 		Images:         store,
@@ -126,6 +128,24 @@ func TestPrograms(t *testing.T) {
 	web := netlab.Client(n.NetNS, 2*time.Second)
 	call := func(p *corev1.Pod, path string) (string, error) {
 		return netlab.Get(ctx, web, fmt.Sprintf("http://%s:8080%s", p.Status.PodIP, path))
+	}
+	// describePod is what a test that waited for a Pod in vain shows: the
+	// Pod's status and its container's last log.
+	describePod := func(name string) string {
+		var p corev1.Pod
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			return fmt.Sprintf("Pod %s: %v", name, err)
+		}
+		status, _ := json.MarshalIndent(p.Status, "", "  ")
+		restarts := int32(0)
+		if len(p.Status.ContainerStatuses) > 0 {
+			restarts = p.Status.ContainerStatuses[0].RestartCount
+		}
+		log, err := os.ReadFile(container.LogPath(logDir, ns, name, string(p.UID), "app", restarts))
+		if err != nil {
+			log = []byte(err.Error())
+		}
+		return fmt.Sprintf("Pod %s, status:\n%s\nlog of restart %d:\n%s", name, status, restarts, log)
 	}
 	// deleteAtEnd deletes a subtest's Pod when it ends, passed or failed,
 	// so that no program of it outlives it.
@@ -205,7 +225,7 @@ func TestPrograms(t *testing.T) {
 				p := current(g, name)
 				g.Expect(podReady(p)).To(BeTrue())
 				i = readInfo(g, p)
-			}).WithTimeout(20*time.Second).Should(Succeed(), name)
+			}).WithTimeout(20*time.Second).Should(Succeed(), func() string { return describePod(name) })
 			return i
 		}
 		nonroot := infoOf("nonroot")
