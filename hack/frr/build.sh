@@ -7,6 +7,10 @@
 # unpacked libraries (localcluster/frr). Only the libraries this
 # machine lacks are unpacked beside FRR. A stamp skips a second run.
 set -euo pipefail
+# The unpacked folders keep the modes the packages and this script give
+# them, whatever the builder's umask: under 077 a daemon that drops root
+# could not reach its own files.
+umask 022
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 out=${1:-$repo/bin/frr}

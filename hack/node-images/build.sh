@@ -16,6 +16,10 @@
 # A stamp records the inputs, so a second run with nothing changed does
 # nothing.
 set -euo pipefail
+# An image's folders and files keep the modes its packages and this
+# script give them, whatever the builder's umask: under 077 a container
+# user other than root could not reach its own programs.
+umask 022
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 out=${1:-$repo/bin/images}
