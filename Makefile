@@ -62,11 +62,13 @@ bench: deps k8s-bins frr build ## Run the benchmarks side by side with upstream;
 
 # make conformance: upstream's [sig-network] e2e tests on `svcnet up`
 # (docs/conformance.md). SUITE chooses the tests: conformance (the 47
-# [sig-network] conformance tests) or network (upstream's [sig-network]
-# suite as its kind-based network CI selects it); FOCUS replaces the suite's
-# ginkgo focus, SKIP adds to its skip; PROCS is ginkgo's parallel
-# processes, TIMEOUT the whole run's bound, ARGS svcnet up's flags (after
-# the suite's --nodes and --zones), OUT the results folder.
+# [sig-network] conformance tests), network (upstream's [sig-network]
+# suite as its kind-based network CI selects it) or endpoints-free (the
+# network suite on the Endpoints-free cluster of KEP-4974, as upstream's
+# job for it runs); FOCUS replaces the suite's ginkgo focus, SKIP adds to
+# its skip; PROCS is ginkgo's parallel processes, TIMEOUT the whole run's
+# bound, ARGS svcnet up's flags (after the suite's own), OUT the results
+# folder.
 SUITE   ?= conformance
 FOCUS   ?=
 SKIP    ?=
@@ -75,7 +77,7 @@ TIMEOUT ?= 60m
 OUT     ?=
 
 .PHONY: conformance
-conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] e2e tests on svcnet up (SUITE=conformance|network, FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
+conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] e2e tests on svcnet up (SUITE=conformance|network|endpoints-free, FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
 	$(GO) build -o $(BIN)/conformance ./test/conformance
 	$(BIN)/conformance -suite '$(SUITE)' -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
 
