@@ -103,7 +103,7 @@ func (c *clusterIPs) assign(ctx context.Context, svc, old *corev1.Service, dryRu
 	var reserved []netip.Addr
 	undo = func() {
 		for _, a := range reserved {
-			c.alloc.Release(a, svc.Namespace+"/"+svc.Name)
+			c.alloc.Release(a, feed.ServiceKey(svc))
 		}
 	}
 	if !needsClusterIP(svc) {
@@ -113,7 +113,7 @@ func (c *clusterIPs) assign(ctx context.Context, svc, old *corev1.Service, dryRu
 	if !ok {
 		return undo, nil, nil
 	}
-	owner := svc.Namespace + "/" + svc.Name
+	owner := feed.ServiceKey(svc)
 	bound, denied, err := c.tenancy(ctx, svc.Namespace)
 	if err != nil {
 		return nil, nil, err

@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -92,7 +93,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 				return admission.Denied(uerr.msg), "denied"
 			}
 			// Our own trouble (e.g. a cache read): let kube-apiserver allocate.
-			ctrl.LoggerFrom(ctx).Error(err, "Admitting Service unchanged", "service", req.Namespace+"/"+req.Name)
+			ctrl.LoggerFrom(ctx).Error(err, "Admitting Service unchanged", "service", klog.KRef(req.Namespace, req.Name))
 			return admission.Allowed("svcnet could not allocate: " + err.Error()), "passed"
 		}
 		undos = append(undos, undo)

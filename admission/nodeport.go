@@ -33,7 +33,7 @@ func needsHealthCheckNodePort(svc *corev1.Service) bool {
 // same number and different protocols share a nodePort;
 // allocateLoadBalancerNodePorts: false allocates none.
 func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun bool) (undo func(), warnings []string, err error) {
-	a := &portAssignment{n: n, svcKey: svc.Namespace + "/" + svc.Name, dryRun: dryRun, committed: committedPorts(old)}
+	a := &portAssignment{n: n, svcKey: feed.ServiceKey(svc), dryRun: dryRun, committed: committedPorts(old)}
 	if !needsNodePorts(svc) {
 		return a.undo, nil, nil
 	}

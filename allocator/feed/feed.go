@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet-io/svcnet/allocator/ipam"
@@ -70,7 +71,7 @@ func CIDRHandler(a *ipam.Allocator, also func(sc *networkingv1.ServiceCIDR, dele
 // Owner is the namespace/name an IPAddress's parentRef names.
 func Owner(ip *networkingv1.IPAddress) string {
 	if ref := ip.Spec.ParentRef; ref != nil {
-		return ref.Namespace + "/" + ref.Name
+		return types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String()
 	}
 	return ""
 }
@@ -116,7 +117,7 @@ func ServiceAddressHandler(a *ipam.Allocator, exists func(addr string) bool) too
 		}
 		for _, ip := range svc.Spec.ClusterIPs {
 			if addr, err := netip.ParseAddr(ip); err == nil {
-				a.Observe(addr, svc.Namespace+"/"+svc.Name)
+				a.Observe(addr, ServiceKey(svc))
 			}
 		}
 	}
@@ -168,4 +169,11 @@ func Tenancy(bindings []svcnetv1alpha1.ServiceCIDRBinding, nsLabels map[string]s
 	}
 	denied = slices.DeleteFunc(denied, func(n string) bool { return slices.Contains(bound, n) })
 	return bound, denied
+}
+
+// ServiceKey is the owner key of svc's addresses and ports in the
+// allocators, its "namespace/name", as Owner reads it from an
+// IPAddress's parentRef.
+func ServiceKey(svc *corev1.Service) string {
+	return types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}.String()
 }

@@ -74,7 +74,7 @@ func NodePortHandler(a *portrange.Allocator) toolscache.ResourceEventHandler {
 	}
 	set := func(obj any) {
 		if svc, ok := obj.(*corev1.Service); ok {
-			apply(svc.Namespace+"/"+svc.Name, NodePortUses(svc))
+			apply(ServiceKey(svc), NodePortUses(svc))
 		}
 	}
 	return toolscache.ResourceEventHandlerFuncs{
@@ -82,7 +82,7 @@ func NodePortHandler(a *portrange.Allocator) toolscache.ResourceEventHandler {
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
 			if svc, ok := tombstone.As[*corev1.Service](obj); ok {
-				apply(svc.Namespace+"/"+svc.Name, nil)
+				apply(ServiceKey(svc), nil)
 			}
 		},
 	}

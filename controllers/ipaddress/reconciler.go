@@ -379,7 +379,7 @@ func (r *Reconciler) createIPAddress(ctx context.Context, ip string, svc *corev1
 	if err != nil {
 		return false, fmt.Errorf("creating IPAddress %s for Service %s/%s: %w", ip, svc.Namespace, svc.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Created IPAddress", "ipAddress", ip, "service", svc.Namespace+"/"+svc.Name)
+	ctrl.LoggerFrom(ctx).Info("Created IPAddress", "ipAddress", ip, "service", klog.KObj(svc))
 	return true, nil
 }
 

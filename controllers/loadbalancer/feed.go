@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -81,7 +82,7 @@ func holder(ipa *networkingv1.IPAddress) string {
 	case ref == nil:
 		return managedBy + ": no parent"
 	case ref.Group == "" && ref.Resource == "services" && (managedBy == ManagedBy || managedBy == ""):
-		return ref.Namespace + "/" + ref.Name
+		return types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String()
 	default:
 		return fmt.Sprintf("%s: %s.%s %s/%s", managedBy, ref.Resource, ref.Group, ref.Namespace, ref.Name)
 	}

@@ -151,7 +151,7 @@ func (r *Reconciler) handles(svc *corev1.Service) bool {
 	return class == "" || class == r.opts.Class
 }
 
-func owner(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
+func owner(key types.NamespacedName) string { return key.String() }
 
 // Reconcile gives a LoadBalancer Service one address per family, or
 // releases what a Service that no longer needs them holds.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,7 +51,7 @@ var indexes = []struct {
 		if !ownLabel(ipa) || ipa.Spec.ParentRef == nil || ipa.Spec.ParentRef.Group != "" || ipa.Spec.ParentRef.Resource != "services" {
 			return nil
 		}
-		return []string{ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name}
+		return []string{types.NamespacedName{Namespace: ipa.Spec.ParentRef.Namespace, Name: ipa.Spec.ParentRef.Name}.String()}
 	}},
 	{&corev1.Service{}, ingressIndex, func(obj client.Object) []string {
 		var out []string

@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for i := range others.Items {
 			o := &others.Items[i]
 			if o.Namespace != svc.Namespace || o.Name != svc.Name {
-				names = append(names, o.Namespace+"/"+o.Name)
+				names = append(names, client.ObjectKeyFromObject(o).String())
 			}
 		}
 		if len(names) > 0 {

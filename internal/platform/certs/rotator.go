@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,7 +102,7 @@ func (r *Rotator) ensureSecret(ctx context.Context) (Bundle, error) {
 		if err != nil {
 			return Bundle{}, fmt.Errorf("writing Secret %s/%s: %w", r.Namespace, r.SecretName, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Renewed webhook certificates", "secret", r.Namespace+"/"+r.SecretName)
+		ctrl.LoggerFrom(ctx).Info("Renewed webhook certificates", "secret", klog.KRef(r.Namespace, r.SecretName))
 		return next, nil
 	}
 	return Bundle{}, fmt.Errorf("the Secret %s/%s keeps changing under us", r.Namespace, r.SecretName)
