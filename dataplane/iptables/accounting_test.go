@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -42,7 +43,7 @@ func nodePortModel(family corev1.IPFamily) *model.Model {
 		s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	})
-	return model.Build(family, model.Node{Name: node}, []*corev1.Service{svc}, map[string][]*discoveryv1.EndpointSlice{"ns/web": {
+	return model.Build(family, model.Node{Name: node}, []*corev1.Service{svc}, map[types.NamespacedName][]*discoveryv1.EndpointSlice{{Namespace: "ns", Name: "web"}: {
 		slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, ready("10.244.1.2", node)),
 		slice("web", "ns", discoveryv1.AddressTypeIPv6, 8080, ready("fd00:244::2", node)),
 	}}, model.Options{})

@@ -9,14 +9,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane/model"
 )
 
 // cluster builds n Services with 10 endpoints each.
-func benchCluster(n int) ([]*corev1.Service, map[string][]*discoveryv1.EndpointSlice) {
+func benchCluster(n int) ([]*corev1.Service, map[types.NamespacedName][]*discoveryv1.EndpointSlice) {
 	var svcs []*corev1.Service
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	bySvc := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
 	for i := range n {
 		s := web(nil)
 		s.Name = fmt.Sprintf("svc%d", i)
@@ -27,7 +28,7 @@ func benchCluster(n int) ([]*corev1.Service, map[string][]*discoveryv1.EndpointS
 		for e := range 10 {
 			eps = append(eps, ready(fmt.Sprintf("10.%d.%d.%d", 100+i/250, i%250, e+1), node))
 		}
-		bySvc["ns/"+s.Name] = []*discoveryv1.EndpointSlice{slice(s.Name, "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}
+		bySvc[types.NamespacedName{Namespace: "ns", Name: s.Name}] = []*discoveryv1.EndpointSlice{slice(s.Name, "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}
 	}
 	return svcs, bySvc
 }
@@ -59,7 +60,7 @@ func BenchmarkPartialSync10kServices(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		flip = !flip
-		flipEndpoint(bySvc["ns/svc0"][0], flip)
+		flipEndpoint(bySvc[types.NamespacedName{Namespace: "ns", Name: "svc0"}][0], flip)
 		res, err := s.Sync(ctx, render())
 		if err != nil || res.Full || res.Chains == 0 {
 			b.Fatalf("sync %+v: %v", res, err)
@@ -75,7 +76,7 @@ func BenchmarkIncrementalSync10kServices(b *testing.B) {
 	nodeInfo := model.Node{Name: node}
 	frags := make([]*Fragment, len(svcs))
 	for i, svc := range svcs {
-		frags[i] = RenderService(model.BuildService(corev1.IPv4Protocol, nodeInfo, svc, bySvc["ns/"+svc.Name], model.Options{}), Config{})
+		frags[i] = RenderService(model.BuildService(corev1.IPv4Protocol, nodeInfo, svc, bySvc[types.NamespacedName{Namespace: "ns", Name: svc.Name}], model.Options{}), Config{})
 	}
 	s := NewSyncer(discard{})
 	ctx := context.Background()
@@ -86,8 +87,8 @@ func BenchmarkIncrementalSync10kServices(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		flip = !flip
-		flipEndpoint(bySvc["ns/svc0"][0], flip)
-		frags[0] = RenderService(model.BuildService(corev1.IPv4Protocol, nodeInfo, svcs[0], bySvc["ns/svc0"], model.Options{}), Config{})
+		flipEndpoint(bySvc[types.NamespacedName{Namespace: "ns", Name: "svc0"}][0], flip)
+		frags[0] = RenderService(model.BuildService(corev1.IPv4Protocol, nodeInfo, svcs[0], bySvc[types.NamespacedName{Namespace: "ns", Name: "svc0"}], model.Options{}), Config{})
 		res, err := s.Sync(ctx, Assemble(frags, Config{}))
 		if err != nil || res.Full || res.Chains == 0 {
 			b.Fatalf("sync %+v: %v", res, err)

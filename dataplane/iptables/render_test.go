@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane/internal/goldencases"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -77,7 +78,7 @@ func TestProbabilities(t *testing.T) {
 		eps = append(eps, goldencases.Ready(fmt.Sprintf("10.244.0.%d", i+1), goldencases.Node))
 	}
 	m := model.Build(corev1.IPv4Protocol, model.Node{Name: goldencases.Node}, []*corev1.Service{goldencases.Web(nil)},
-		map[string][]*discoveryv1.EndpointSlice{"ns/web": {goldencases.Slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
+		map[types.NamespacedName][]*discoveryv1.EndpointSlice{{Namespace: "ns", Name: "web"}: {goldencases.Slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
 	r := Render(m, Config{})
 	var svc *Chain
 	for _, c := range r.NAT {

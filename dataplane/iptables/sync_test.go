@@ -10,13 +10,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane/model"
 )
 
 func rulesetFor(eps ...ep) *Ruleset {
 	m := model.Build(corev1.IPv4Protocol, model.Node{Name: node}, []*corev1.Service{web(nil)},
-		map[string][]*discoveryv1.EndpointSlice{"ns/web": {slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
+		map[types.NamespacedName][]*discoveryv1.EndpointSlice{{Namespace: "ns", Name: "web"}: {slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, eps...)}}, model.Options{})
 	return Render(m, Config{})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
@@ -166,16 +167,16 @@ type Options struct {
 }
 
 // Build computes the model of one node and family: the ports of every
-// Service, in the order of the Services' "namespace/name" and then of the
-// ports' names.
-func Build(family corev1.IPFamily, node Node, services []*corev1.Service, slicesByService map[string][]*discoveryv1.EndpointSlice, opts Options) *Model {
+// Service, in the order of the Services' namespace and name and then of
+// the ports' names; slicesByService holds each Service's EndpointSlices.
+func Build(family corev1.IPFamily, node Node, services []*corev1.Service, slicesByService map[types.NamespacedName][]*discoveryv1.EndpointSlice, opts Options) *Model {
 	sorted := slices.Clone(services)
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	m := &Model{Family: family}
 	for _, svc := range sorted {
-		m.Ports = append(m.Ports, BuildService(family, node, svc, slicesByService[svc.Namespace+"/"+svc.Name], opts)...)
+		m.Ports = append(m.Ports, BuildService(family, node, svc, slicesByService[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}], opts)...)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -83,7 +84,7 @@ func TestAgentCleanup(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 	}
 	m := model.Build(corev1.IPv4Protocol, model.Node{Name: "node-1"}, []*corev1.Service{svc},
-		map[string][]*discoveryv1.EndpointSlice{"ns/web": {slice}}, model.Options{})
+		map[types.NamespacedName][]*discoveryv1.EndpointSlice{{Namespace: "ns", Name: "web"}: {slice}}, model.Options{})
 	if _, err := iptables.NewSyncer(ipt).Sync(ctx, iptables.Render(m, iptables.Config{})); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -47,9 +48,9 @@ type Case struct {
 
 // Model builds the case's model.
 func (c Case) Model() *model.Model {
-	bySvc := map[string][]*discoveryv1.EndpointSlice{}
+	bySvc := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
 	for _, s := range c.Slices {
-		k := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+		k := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
 		bySvc[k] = append(bySvc[k], s)
 	}
 	return model.Build(c.Family, model.Node{Name: Node, Zone: c.Zone, IPs: c.NodeIPs}, c.Services, bySvc, model.Options{})
