@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -153,12 +152,7 @@ func TestKubeletAPI(t *testing.T) {
 	privateNS.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	lab, err := netlab.New(fmt.Sprintf("svcnet-kl%04d", rand.IntN(10000)))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(lab.Close)
+	env, lab, _ := startEnvAndLab(t, "kl")
 	n, err := lab.AddNode("node-1", netip.MustParsePrefix("172.31.0.11/24"), netip.MustParsePrefix("10.244.1.0/24"))
 	g.Expect(err).NotTo(HaveOccurred())
 	client1, err := lab.AddClient("client", netip.MustParsePrefix("172.31.0.100/24"))

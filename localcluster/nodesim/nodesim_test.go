@@ -142,6 +142,24 @@ func runSimulator(t *testing.T, env *testenv.Env, opts Options) manager.Manager 
 	return mgr
 }
 
+// startEnvAndLab starts a real API server and a network lab whose
+// namespaces start with svcnet-<tag> and a random number, both stopped
+// when t ends; prefix is that start.
+func startEnvAndLab(t *testing.T, tag string) (env *testenv.Env, lab *netlab.Lab, prefix string) {
+	t.Helper()
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	prefix = fmt.Sprintf("svcnet-%s%04d", tag, rand.IntN(10000))
+	if lab, err = netlab.New(prefix); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lab.Close)
+	return env, lab, prefix
+}
+
 // TestSimulator runs the simulator against a real API server and real
 // namespaces: registration, scheduling, addresses, servers, readiness
 // delay, graceful deletion, nodeSelector.
@@ -149,13 +167,7 @@ func TestSimulator(t *testing.T) {
 	privateNS.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	prefix := fmt.Sprintf("svcnet-st%04d", rand.IntN(10000))
-	lab, err := netlab.New(prefix)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(lab.Close)
+	env, lab, prefix := startEnvAndLab(t, "st")
 	var nodes []Node
 	for i := 1; i <= 2; i++ {
 		n, err := lab.AddNode(fmt.Sprintf("node-%d", i), netip.MustParsePrefix(fmt.Sprintf("172.31.0.%d/24", 10+i)), netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)))

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -26,7 +25,6 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/container"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/images"
-	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
 // probeAppImage builds testdata/probeapp, static, into the root of the
@@ -59,12 +57,7 @@ func TestPrograms(t *testing.T) {
 	privateNS.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	lab, err := netlab.New(fmt.Sprintf("svcnet-pg%04d", rand.IntN(10000)))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(lab.Close)
+	env, lab, _ := startEnvAndLab(t, "pg")
 	n, err := lab.AddNode("node-1", netip.MustParsePrefix("172.31.0.11/24"), netip.MustParsePrefix("10.244.1.0/24"))
 	g.Expect(err).NotTo(HaveOccurred())
 	logDir := t.TempDir()
