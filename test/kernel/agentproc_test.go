@@ -5,6 +5,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,13 +35,16 @@ func (c *cluster) forwardAPIServer(t *testing.T, n *netlab.Node) {
 	}
 }
 
-// agentProcessEnv makes this test binary run `svcnet agent` ("1") or
-// `svcnet kube-proxy` (kubeProxyProcess) with its arguments instead of
-// the tests: agents that a test can SIGKILL.
+// agentProcessEnv makes this test binary run `svcnet agent`
+// (agentProcess) or `svcnet kube-proxy` (kubeProxyProcess) with its
+// arguments instead of the tests: agents that a test can SIGKILL.
 const agentProcessEnv = "SVCNET_KERNEL_AGENT_PROCESS"
 
-// kubeProxyProcess is agentProcessEnv's value for `svcnet kube-proxy`.
-const kubeProxyProcess = "kube-proxy"
+// agentProcessEnv's values.
+const (
+	agentProcess     = "1"
+	kubeProxyProcess = "kube-proxy"
+)
 
 func runAgentProcess(opts agent.Options, args []string) int {
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
@@ -64,6 +68,21 @@ func runAgentProcess(opts agent.Options, args []string) int {
 	return 0
 }
 
+// startInNode starts this test binary as an agent process (its
+// agentProcessEnv set to kind) in node n's network namespace, writing its
+// output to out and killed if the test process dies.
+func startInNode(t *testing.T, n *netlab.Node, kind string, out io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), agentProcessEnv+"="+kind)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := netns.Do(netlab.Path(n.NetNS), cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
 // startAgentProcess runs node n's agent as a process inside n's network
 // namespace, as a DaemonSet Pod with hostNetwork runs (its BGP speaker
 // then dials its peers from the node), reaching the API server through a
@@ -78,13 +97,7 @@ func (c *cluster) startAgentProcess(t *testing.T, n *netlab.Node, kubeconfig str
 	defer log.Close()
 	args := append([]string{"--kubeconfig", kubeconfig, "--node-name", n.Name, "--mode", c.mode,
 		"--cluster-cidr", "10.244.0.0/16", "--healthz-bind-address", "0", "--metrics-bind-address", "0", "--conntrack-max-per-core=0"}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), agentProcessEnv+"=1")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := netns.Do(netlab.Path(n.NetNS), cmd.Start); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startInNode(t, n, agentProcess, log, args...)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {

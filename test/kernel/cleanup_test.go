@@ -48,7 +48,7 @@ func TestCleanupRemovesEveryMode(t *testing.T) {
 	}
 
 	cmd := exec.Command(os.Args[0], "--cleanup")
-	cmd.Env = append(os.Environ(), agentProcessEnv+"=1")
+	cmd.Env = append(os.Environ(), agentProcessEnv+"="+agentProcess)
 	out, err := netnsOutput(n, cmd)
 	g.Expect(err).NotTo(HaveOccurred(), "--cleanup: %s", out)
 

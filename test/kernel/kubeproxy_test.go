@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
-	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
@@ -105,14 +103,7 @@ winkernel:
 // as a process inside the node's network namespace.
 func (c *cluster) startKubeadmAgent(t *testing.T, n *netlab.Node, config string, out *bytes.Buffer) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--config="+config, "--hostname-override="+n.Name)
-	cmd.Env = append(os.Environ(), agentProcessEnv+"="+kubeProxyProcess)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := netns.Do(netlab.Path(n.NetNS), cmd.Start); err != nil {
-		t.Fatal(err)
-	}
-	return cmd
+	return startInNode(t, n, kubeProxyProcess, out, "--config="+config, "--hostname-override="+n.Name)
 }
 
 // writeKubeadmConfig writes the cluster's kubeconfig and a kubeadm

@@ -25,7 +25,7 @@ var privateNS *privatens.Env
 func TestMain(m *testing.M) {
 	// The BGP tests run agents as processes of this binary, to kill them.
 	switch os.Getenv(agentProcessEnv) {
-	case "1":
+	case agentProcess:
 		os.Exit(runAgentProcess(agent.DefaultOptions(), os.Args[1:]))
 	case kubeProxyProcess:
 		os.Exit(runAgentProcess(agent.KubeProxyOptions(), os.Args[1:]))
