@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/dataplane/announce"
+	"github.com/svcnet-io/svcnet/test/builder"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -81,12 +82,26 @@ func kubeProxyDefaults() Config {
 func TestKubeProxyConfigFiles(t *testing.T) {
 	kind := kubeProxyDefaults()
 	kind.Conntrack.MaxPerCore = 0
-	for name, want := range map[string]Config{
-		"kubeadm-config.conf": kubeProxyDefaults(),
-		"kind-config.conf":    kind,
+	for name, tc := range map[string]struct {
+		changes map[string]any
+		want    Config
+	}{
+		"kubeadm": {want: kubeProxyDefaults()},
+		// kind's KubeProxyConfiguration patch over kubeadm's file: the
+		// global nf_conntrack_max stays alone, a minimum sync period of 1s.
+		"kind": {changes: map[string]any{"conntrack.maxPerCore": 0, "iptables.minSyncPeriod": "1s"}, want: kind},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := completeFlags("--config="+filepath.Join("testdata", name), "--hostname-override=Node-A")
+			file, err := builder.KubeadmKubeProxyConfig(tc.changes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			config := filepath.Join(t.TempDir(), "config.conf")
+			if err := os.WriteFile(config, file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			got, err := completeFlags("--config="+config, "--hostname-override=Node-A")
 			if err != nil {
 				t.Fatal(err)
 			}

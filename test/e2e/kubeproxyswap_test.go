@@ -27,6 +27,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/builder"
 )
 
 // kubeadmPodSubnet is the Pod range svcnet up gives its nodes, and the
@@ -35,79 +36,15 @@ const kubeadmPodSubnet = "10.244.0.0/16"
 
 // kubeadmProxyConfig is the config.conf of ConfigMap kube-system/kube-proxy
 // as kubeadm v1.37 renders it (`kubeadm init`, addon phase kube-proxy) for
-// podSubnet %s and a KubeProxyConfiguration that sets only
+// podSubnet kubeadmPodSubnet and a KubeProxyConfiguration that sets only
 // conntrack.maxPerCore to 0, as kind's does: on the simulated nodes, as in
 // kind's, nf_conntrack_max belongs to the host and is read-only in the
 // node's network namespace, and kube-proxy (and the agent) fail to start
 // when told to raise it. Every other field is kubeadm's default, the mode
 // included: kubeadm v1.37 writes iptables when none is given.
-const kubeadmProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-bindAddress: 0.0.0.0
-bindAddressHardFail: false
-clientConnection:
-  acceptContentTypes: ""
-  burst: 0
-  contentType: ""
-  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-  qps: 0
-clusterCIDR: %s
-configSyncPeriod: 0s
-conntrack:
-  maxPerCore: 0
-  min: null
-  tcpBeLiberal: false
-  tcpCloseWaitTimeout: null
-  tcpEstablishedTimeout: null
-  udpStreamTimeout: 0s
-  udpTimeout: 0s
-detectLocal:
-  bridgeInterface: ""
-  interfaceNamePrefix: ""
-detectLocalMode: ""
-enableProfiling: false
-healthzBindAddress: ""
-hostnameOverride: ""
-iptables:
-  localhostNodePorts: null
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-ipvs:
-  excludeCIDRs: null
-  minSyncPeriod: 0s
-  scheduler: ""
-  strictARP: false
-  syncPeriod: 0s
-  tcpFinTimeout: 0s
-  tcpTimeout: 0s
-  udpTimeout: 0s
-kind: KubeProxyConfiguration
-logging:
-  flushFrequency: 0
-  options:
-    json:
-      infoBufferSize: "0"
-    text:
-      infoBufferSize: "0"
-  verbosity: 0
-metricsBindAddress: ""
-mode: iptables
-nftables:
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-nodePortAddresses: null
-oomScoreAdj: null
-portRange: ""
-showHiddenMetricsForVersion: ""
-winkernel:
-  enableDSR: false
-  forwardHealthCheckVip: false
-  networkName: ""
-  rootHnsEndpointName: ""
-  sourceVip: ""`
+func kubeadmProxyConfig() ([]byte, error) {
+	return builder.KubeadmKubeProxyConfig(map[string]any{"clusterCIDR": kubeadmPodSubnet, "conntrack.maxPerCore": 0})
+}
 
 // kubeadmProxyKubeconfig is the kubeconfig.conf beside it: the API server
 // at kubeadm's control plane endpoint (%s, the advertised address and
@@ -137,8 +74,8 @@ users:
 // the Role and RoleBinding that let joining nodes read the ConfigMap, the
 // ConfigMap, and the DaemonSet running kube-proxy's image with config.conf
 // and the node's name. apiServer is the control plane endpoint,
-// https://host:port.
-func kubeadmKubeProxy(apiServer string) []client.Object {
+// https://host:port; config is config.conf.
+func kubeadmKubeProxy(apiServer string, config []byte) []client.Object {
 	const ns, name = metav1.NamespaceSystem, "kube-proxy"
 	labels := map[string]string{"k8s-app": name}
 	return []client.Object{
@@ -161,7 +98,7 @@ func kubeadmKubeProxy(apiServer string) []client.Object {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
 			Data: map[string]string{
 				"kubeconfig.conf": fmt.Sprintf(kubeadmProxyKubeconfig, apiServer),
-				"config.conf":     fmt.Sprintf(kubeadmProxyConfig, kubeadmPodSubnet),
+				"config.conf":     string(config),
 			},
 		},
 		&appsv1.DaemonSet{
@@ -271,7 +208,11 @@ func TestUpKubeProxySwap(t *testing.T) {
 	}
 
 	apiServer := kubeadmControlPlaneEndpoint(t, c)
-	objs := kubeadmKubeProxy(apiServer)
+	config, err := kubeadmProxyConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := kubeadmKubeProxy(apiServer, config)
 	swapToSvcnet(t, objs[len(objs)-1].(*appsv1.DaemonSet), agentImage)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -21,81 +21,8 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/builder"
 )
-
-// kubeadmConfig is kube-proxy's config.conf as kubeadm v1.37 writes it
-// into the ConfigMap kube-system/kube-proxy (every field, most zero), with
-// the settings this test changes: nftables mode, conntrack settings a
-// private network namespace can take (nf_conntrack_max is the host's), and
-// the kubeconfig's path.
-const kubeadmConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-bindAddress: 0.0.0.0
-bindAddressHardFail: false
-clientConnection:
-  acceptContentTypes: ""
-  burst: 0
-  contentType: ""
-  kubeconfig: %s
-  qps: 0
-clusterCIDR: 10.244.0.0/16
-configSyncPeriod: 0s
-conntrack:
-  maxPerCore: %s
-  min: %s
-  tcpBeLiberal: true
-  tcpCloseWaitTimeout: null
-  tcpEstablishedTimeout: null
-  udpStreamTimeout: 150s
-  udpTimeout: 45s
-detectLocal:
-  bridgeInterface: ""
-  interfaceNamePrefix: ""
-detectLocalMode: ""
-enableProfiling: false
-healthzBindAddress: ""
-hostnameOverride: ""
-iptables:
-  localhostNodePorts: null
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-ipvs:
-  excludeCIDRs: null
-  minSyncPeriod: 0s
-  scheduler: ""
-  strictARP: false
-  syncPeriod: 0s
-  tcpFinTimeout: 0s
-  tcpTimeout: 0s
-  udpTimeout: 0s
-kind: KubeProxyConfiguration
-logging:
-  flushFrequency: 0
-  options:
-    json:
-      infoBufferSize: "0"
-    text:
-      infoBufferSize: "0"
-  verbosity: 2
-metricsBindAddress: ""
-mode: nftables
-nftables:
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-nodePortAddresses: null
-oomScoreAdj: null
-portRange: ""
-showHiddenMetricsForVersion: ""
-winkernel:
-  enableDSR: false
-  forwardHealthCheckVip: false
-  networkName: ""
-  rootHnsEndpointName: ""
-  sourceVip: ""
-`
 
 // startKubeadmAgent runs the agent on node n as kubeadm's kube-proxy
 // DaemonSet runs kube-proxy, only the binary swapped:
@@ -108,15 +35,31 @@ func (c *cluster) startKubeadmAgent(t *testing.T, n *netlab.Node, config string,
 
 // writeKubeadmConfig writes the cluster's kubeconfig and a kubeadm
 // config.conf naming it, as the DaemonSet mounts them.
-func (c *cluster) writeKubeadmConfig(t *testing.T, maxPerCore, floor string) string {
+func (c *cluster) writeKubeadmConfig(t *testing.T, maxPerCore, floor any) string {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig.conf")
 	if err := c.env.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// kubeadm's file with what this test changes: nftables mode,
+	// conntrack settings a private network namespace can take
+	// (nf_conntrack_max is the host's), and the kubeconfig's path.
+	file, err := builder.KubeadmKubeProxyConfig(map[string]any{
+		"clientConnection.kubeconfig": kubeconfig,
+		"conntrack.maxPerCore":        maxPerCore,
+		"conntrack.min":               floor,
+		"conntrack.tcpBeLiberal":      true,
+		"conntrack.udpStreamTimeout":  "150s",
+		"conntrack.udpTimeout":        "45s",
+		"logging.verbosity":           2,
+		"mode":                        "nftables",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	config := filepath.Join(dir, "config.conf")
-	if err := os.WriteFile(config, fmt.Appendf(nil, kubeadmConfig, kubeconfig, maxPerCore, floor), 0o600); err != nil {
+	if err := os.WriteFile(config, file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return config
@@ -135,7 +78,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 	n := c.nodes[0]
 	c.forwardAPIServer(t, n)
 	var out bytes.Buffer
-	cmd := c.startKubeadmAgent(t, n, c.writeKubeadmConfig(t, "0", "null"), &out)
+	cmd := c.startKubeadmAgent(t, n, c.writeKubeadmConfig(t, 0, nil), &out)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
@@ -192,7 +135,7 @@ func TestKubeadmDaemonSetConntrackMax(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	cmd := c.startKubeadmAgent(t, n, c.writeKubeadmConfig(t, "1", strconv.Itoa(current+4096)), &out)
+	cmd := c.startKubeadmAgent(t, n, c.writeKubeadmConfig(t, 1, current+4096), &out)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
