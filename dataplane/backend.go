@@ -16,6 +16,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane/model"
 )
@@ -26,10 +27,10 @@ type Backend interface {
 	Mode() string
 	// Family is the IP family whose rules the backend programs.
 	Family() corev1.IPFamily
-	// SetService renders the ports of one Service ("namespace/name") and
-	// keeps them for the next Sync, replacing what the Service had; no
-	// ports remove the Service's rules.
-	SetService(key string, ports []*model.ServicePort)
+	// SetService renders the ports of one Service and keeps them for the
+	// next Sync, replacing what the Service had; no ports remove the
+	// Service's rules.
+	SetService(svc types.NamespacedName, ports []*model.ServicePort)
 	// Sync applies the rules of every Service set so far in one atomic
 	// transaction. After a failed Sync the previous rules stay in place and
 	// the next Sync is full.

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -88,25 +90,25 @@ type Agent struct {
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []time.Time
-	// dirty holds the "namespace/name" of Services whose objects changed
-	// since they were last rendered; allDirty re-renders every Service.
-	dirty    map[string]bool
+	// dirty holds the Services whose objects changed since they were last
+	// rendered; allDirty re-renders every Service.
+	dirty    map[types.NamespacedName]bool
 	allDirty bool
 	// recheckPasses counts the periodic rechecks that went through every
 	// rendered Service.
 	recheckPasses int
 
 	// Owned by the sync loop.
-	services map[string]*serviceState
-	order    []string // keys of services, sorted
+	services map[types.NamespacedName]*serviceState
+	order    []types.NamespacedName // keys of services, sorted
 	// withHealth are the keys of the services that have health check
 	// node ports, sorted: a sync sums theirs without walking every
 	// Service.
-	withHealth []string
+	withHealth []types.NamespacedName
 	// rechecking is set while a periodic recheck is under way; its next
 	// step starts at the Service recheckFrom, or the first after it.
 	rechecking  bool
-	recheckFrom string
+	recheckFrom types.NamespacedName
 	// staleUDP are UDP endpoints removed by the last renders, whose
 	// conntrack entries go once the rules without them are applied.
 	staleUDP []udpPort
@@ -146,13 +148,21 @@ type udpPort struct {
 	endpoints map[netip.AddrPort]bool
 }
 
-// sliceServiceIndex indexes EndpointSlices by "namespace/service", so that
-// re-rendering one Service reads only its slices.
+// sliceServiceIndex indexes EndpointSlices by their Service's
+// types.NamespacedName String(), so that re-rendering one Service reads
+// only its slices.
 const sliceServiceIndex = "svcnet.io/service"
 
-func sliceServiceKey(obj client.Object) []string {
-	if name := obj.GetLabels()[discoveryv1.LabelServiceName]; name != "" {
-		return []string{obj.GetNamespace() + "/" + name}
+// sliceService is the Service an EndpointSlice belongs to, by its label.
+func sliceService(obj client.Object) (types.NamespacedName, bool) {
+	name := obj.GetLabels()[discoveryv1.LabelServiceName]
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, name != ""
+}
+
+// sliceServiceIndexValue is sliceServiceIndex's indexer.
+func sliceServiceIndexValue(obj client.Object) []string {
+	if svc, ok := sliceService(obj); ok {
+		return []string{svc.String()}
 	}
 	return nil
 }
@@ -205,7 +215,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if err != nil {
 		return fmt.Errorf("creating agent manager: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceIndexValue); err != nil {
 		return err
 	}
 	a, err := New(mgr.GetCache(), cfg, log)
@@ -322,10 +332,10 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		clock:    clk,
 		backends: backends,
 		trigger:  make(chan struct{}, 1),
-		dirty:    map[string]bool{},
+		dirty:    map[types.NamespacedName]bool{},
 		allDirty: true,
 		queuedAt: clk.Now(),
-		services: map[string]*serviceState{},
+		services: map[types.NamespacedName]*serviceState{},
 	}
 	a.health = newHealthServers(cfg.NetNS, log, func() bool { return a.Health().Healthy })
 	return a
@@ -358,14 +368,14 @@ func (a *Agent) changed(old, obj any) {
 	a.mu.Lock()
 	switch o := obj.(type) {
 	case *corev1.Service:
-		a.dirty[o.Namespace+"/"+o.Name] = true
+		a.dirty[client.ObjectKeyFromObject(o)] = true
 	case *discoveryv1.EndpointSlice:
-		for _, k := range sliceServiceKey(o) {
-			a.dirty[k] = true
+		if svc, ok := sliceService(o); ok {
+			a.dirty[svc] = true
 		}
 		if prev, ok := old.(*discoveryv1.EndpointSlice); ok {
-			for _, k := range sliceServiceKey(prev) {
-				a.dirty[k] = true
+			if svc, ok := sliceService(prev); ok {
+				a.dirty[svc] = true
 			}
 		}
 		if v, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
@@ -476,7 +486,7 @@ func (a *Agent) periodicResync() {
 		return
 	}
 	if !a.rechecking {
-		a.rechecking, a.recheckFrom = true, ""
+		a.rechecking, a.recheckFrom = true, types.NamespacedName{}
 	}
 }
 
@@ -485,7 +495,7 @@ func (a *Agent) periodicResync() {
 // their events would have. Services the agent never rendered are found by
 // their events and by the hourly full resync.
 func (a *Agent) recheckStep(ctx context.Context) {
-	i, _ := slices.BinarySearch(a.order, a.recheckFrom)
+	i, _ := slices.BinarySearchFunc(a.order, a.recheckFrom, compareKeys)
 	end := min(i+recheckChunk, len(a.order))
 	node, err := a.nodeModel(ctx)
 	if err != nil {
@@ -494,7 +504,7 @@ func (a *Agent) recheckStep(ctx context.Context) {
 		a.rechecking = false
 		return
 	}
-	var stale []string
+	var stale []types.NamespacedName
 	for _, k := range a.order[i:end] {
 		svc, endpointSlices, err := a.readService(ctx, k)
 		if err != nil || svc == nil || a.services[k].inputs != inputsOf(node, svc, endpointSlices) {
@@ -527,7 +537,7 @@ func (a *Agent) recheckStep(ctx context.Context) {
 // pending is the work a sync takes over: what changed since the last one.
 type pending struct {
 	triggers []time.Time
-	dirty    map[string]bool
+	dirty    map[types.NamespacedName]bool
 	all      bool
 	// queuedAt is when the oldest of these changes was queued.
 	queuedAt time.Time
@@ -538,7 +548,7 @@ func (a *Agent) takePending() pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, queuedAt: a.queuedAt}
-	a.triggers, a.dirty, a.allDirty = nil, map[string]bool{}, false
+	a.triggers, a.dirty, a.allDirty = nil, map[types.NamespacedName]bool{}, false
 	a.syncingQueuedAt, a.queuedAt = a.queuedAt, time.Time{}
 	return p
 }
@@ -727,10 +737,10 @@ func (a *Agent) healthEntries() map[int32]healthEntry {
 	return health
 }
 
-// setMember puts key into the sorted keys, or takes it out, and returns
-// them.
-func setMember(keys []string, key string, in bool) []string {
-	i, found := slices.BinarySearch(keys, key)
+// setMember puts key into the keys sorted by compareKeys, or takes it
+// out, and returns them.
+func setMember(keys []types.NamespacedName, key types.NamespacedName, in bool) []types.NamespacedName {
+	i, found := slices.BinarySearchFunc(keys, key, compareKeys)
 	switch {
 	case in && !found:
 		return slices.Insert(keys, i, key)
@@ -738,6 +748,11 @@ func setMember(keys []string, key string, in bool) []string {
 		return slices.Delete(keys, i, i+1)
 	}
 	return keys
+}
+
+// compareKeys orders Services by namespace, then name.
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
 // recordSuccess updates the health state, the metrics and the log after a
@@ -818,13 +833,17 @@ func inputsOf(node model.Node, svc *corev1.Service, endpointSlices []*discoveryv
 // changedServices is what a render reads from the cache: the keys to
 // re-render, the Services among them that exist, and their slices.
 type changedServices struct {
-	keys     map[string]bool
-	services map[string]*corev1.Service
-	slices   map[string][]*discoveryv1.EndpointSlice
+	keys     map[types.NamespacedName]bool
+	services map[types.NamespacedName]*corev1.Service
+	slices   map[types.NamespacedName][]*discoveryv1.EndpointSlice
 }
 
 func newChangedServices() changedServices {
-	return changedServices{keys: map[string]bool{}, services: map[string]*corev1.Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
+	return changedServices{
+		keys:     map[types.NamespacedName]bool{},
+		services: map[types.NamespacedName]*corev1.Service{},
+		slices:   map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+	}
 }
 
 // listAll reads every Service and slice; every Service known so far is
@@ -840,7 +859,7 @@ func (a *Agent) listAll(ctx context.Context) (changedServices, error) {
 		return c, err
 	}
 	for i := range list.Items {
-		for _, k := range sliceServiceKey(&list.Items[i]) {
+		if k, ok := sliceService(&list.Items[i]); ok {
 			c.slices[k] = append(c.slices[k], &list.Items[i])
 		}
 	}
@@ -848,7 +867,7 @@ func (a *Agent) listAll(ctx context.Context) (changedServices, error) {
 		c.keys[k] = true
 	}
 	for i := range services.Items {
-		k := services.Items[i].Namespace + "/" + services.Items[i].Name
+		k := client.ObjectKeyFromObject(&services.Items[i])
 		c.keys[k] = true
 		c.services[k] = &services.Items[i]
 	}
@@ -856,7 +875,7 @@ func (a *Agent) listAll(ctx context.Context) (changedServices, error) {
 }
 
 // getDirty reads the dirty Services and their slices.
-func (a *Agent) getDirty(ctx context.Context, dirty map[string]bool) (changedServices, error) {
+func (a *Agent) getDirty(ctx context.Context, dirty map[types.NamespacedName]bool) (changedServices, error) {
 	c := newChangedServices()
 	for k := range dirty {
 		c.keys[k] = true
@@ -874,17 +893,16 @@ func (a *Agent) getDirty(ctx context.Context, dirty map[string]bool) (changedSer
 // readService reads one Service and its slices (through the slice index)
 // from the cache, without copying what it holds: nothing that renders
 // changes them. A Service that does not exist is nil.
-func (a *Agent) readService(ctx context.Context, key string) (*corev1.Service, []*discoveryv1.EndpointSlice, error) {
-	ns, name, _ := strings.Cut(key, "/")
+func (a *Agent) readService(ctx context.Context, key types.NamespacedName) (*corev1.Service, []*discoveryv1.EndpointSlice, error) {
 	var svc corev1.Service
-	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc, client.UnsafeDisableDeepCopy); err != nil {
+	if err := a.reader.Get(ctx, key, &svc, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, nil
 		}
 		return nil, nil, err
 	}
 	var list discoveryv1.EndpointSliceList
-	if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := a.reader.List(ctx, &list, client.MatchingFields{sliceServiceIndex: key.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
 	endpointSlices := make([]*discoveryv1.EndpointSlice, len(list.Items))
@@ -895,7 +913,7 @@ func (a *Agent) readService(ctx context.Context, key string) (*corev1.Service, [
 }
 
 // forgetService removes a Service that no longer exists.
-func (a *Agent) forgetService(key string) {
+func (a *Agent) forgetService(key types.NamespacedName) {
 	old := a.services[key]
 	if old == nil {
 		return
@@ -913,7 +931,7 @@ func (a *Agent) forgetService(key string) {
 // renderService builds one Service's ports for every family, hands them to
 // the family's backend, and keeps what the agent itself serves or cleans
 // up for them: health check node ports and UDP endpoints.
-func (a *Agent) renderService(key string, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
+func (a *Agent) renderService(key types.NamespacedName, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
 	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices)}
 	if bad := model.InvalidSourceRanges(svc.Spec.LoadBalancerSourceRanges); len(bad) > 0 {
 		a.log.Error(nil, "Invalid loadBalancerSourceRanges ignored", "service", key, "ranges", bad)

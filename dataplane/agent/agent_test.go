@@ -20,6 +20,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -37,7 +38,7 @@ import (
 
 func newFakeClient() client.Client {
 	return fake.NewClientBuilder().WithScheme(scheme.Scheme).
-		WithIndex(&discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey).Build()
+		WithIndex(&discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceIndexValue).Build()
 }
 
 func testAgent(t *testing.T, c client.Client) (*Agent, *iptables.Fake) {
@@ -256,9 +257,9 @@ type countingBackend struct {
 	renders map[string]int
 }
 
-func (c *countingBackend) SetService(key string, ports []*model.ServicePort) {
+func (c *countingBackend) SetService(key types.NamespacedName, ports []*model.ServicePort) {
 	c.mu.Lock()
-	c.renders[key]++
+	c.renders[key.String()]++
 	c.mu.Unlock()
 	c.Backend.SetService(key, ports)
 }
@@ -351,20 +352,20 @@ func TestPeriodicRecheckGoesInStepsBetweenChanges(t *testing.T) {
 	}
 	// A change now is synced at once, between two steps.
 	changedKey, unseenKey := a.order[0], a.order[len(a.order)-1]
-	next := m.slices[changedKey][0].DeepCopy()
+	next := m.slices[changedKey.String()][0].DeepCopy()
 	next.ResourceVersion = "2"
 	next.Endpoints[0].Addresses = []string{"10.200.0.1"}
-	a.changed(m.slices[changedKey][0], next)
-	m.slices[changedKey] = []*discoveryv1.EndpointSlice{next}
+	a.changed(m.slices[changedKey.String()][0], next)
+	m.slices[changedKey.String()] = []*discoveryv1.EndpointSlice{next}
 	// And one that no event tells of, in the last chunk.
-	unseen := m.slices[unseenKey][0].DeepCopy()
+	unseen := m.slices[unseenKey.String()][0].DeepCopy()
 	unseen.ResourceVersion = "2"
 	unseen.Endpoints[0].Addresses = []string{"10.200.0.2"}
-	m.slices[unseenKey] = []*discoveryv1.EndpointSlice{unseen}
+	m.slices[unseenKey.String()] = []*discoveryv1.EndpointSlice{unseen}
 	a.mu.Lock()
 	queued := maps.Clone(a.dirty)
 	a.mu.Unlock()
-	if !cmp.Equal(queued, map[string]bool{changedKey: true}) {
+	if !cmp.Equal(queued, map[types.NamespacedName]bool{changedKey: true}) {
 		t.Fatalf("queued between two steps: %v, want %s", queued, changedKey)
 	}
 	must(t, a.SyncOnce(ctx))
@@ -376,7 +377,7 @@ func TestPeriodicRecheckGoesInStepsBetweenChanges(t *testing.T) {
 	if want := services/recheckChunk + 1; steps != want || a.recheckPasses != 1 {
 		t.Fatalf("the recheck took %d steps and %d passes, want %d steps of %d Services and one pass", steps, a.recheckPasses, want, recheckChunk)
 	}
-	if work := a.takePending(); !cmp.Equal(work.dirty, map[string]bool{unseenKey: true}) {
+	if work := a.takePending(); !cmp.Equal(work.dirty, map[types.NamespacedName]bool{unseenKey: true}) {
 		t.Fatalf("the recheck queued %v, want the Service changed without an event, %s", work.dirty, unseenKey)
 	}
 }
@@ -446,7 +447,7 @@ func TestInitialListIsLeftToTheFirstSync(t *testing.T) {
 		t.Fatalf("the initial list queued %+v, want nothing", work)
 	}
 	h.OnAdd(svc("api", "10.96.0.11", nil), false)
-	if work := a.takePending(); !cmp.Equal(work.dirty, map[string]bool{"ns/api": true}) || work.queuedAt.IsZero() {
+	if work := a.takePending(); !cmp.Equal(work.dirty, map[types.NamespacedName]bool{{Namespace: "ns", Name: "api"}: true}) || work.queuedAt.IsZero() {
 		t.Fatalf("an add after the initial list queued %+v, want ns/api", work)
 	}
 }
@@ -501,8 +502,8 @@ type recordingBackend struct {
 	ports map[string][]*model.ServicePort
 }
 
-func (r *recordingBackend) SetService(key string, ports []*model.ServicePort) {
-	r.ports[key] = ports
+func (r *recordingBackend) SetService(key types.NamespacedName, ports []*model.ServicePort) {
+	r.ports[key.String()] = ports
 	r.Backend.SetService(key, ports)
 }
 

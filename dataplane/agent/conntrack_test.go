@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/model"
 )
@@ -111,7 +112,7 @@ func TestStaleUDPEndpointsFollowTargetPortsAndServing(t *testing.T) {
 		{"the target port changes on the same Pod", slice(5354, ep("10.244.1.5", true, true, false)), []string{"10.244.1.5:5353"}},
 	}
 	for _, step := range steps {
-		a.renderService("ns/dns", node, dns, []*discoveryv1.EndpointSlice{step.slice})
+		a.renderService(client.ObjectKeyFromObject(dns), node, dns, []*discoveryv1.EndpointSlice{step.slice})
 		if got := stale(); !slices.Equal(got, step.stale) {
 			t.Errorf("%s: stale endpoints %v, want %v", step.what, got, step.stale)
 		}

@@ -45,7 +45,7 @@ func newHealthWorld(t *testing.T) *healthWorld {
 	w := &healthWorld{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), kernel: iptables.NewFake()}
 	broken := errors.New("the cache is gone")
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).
-		WithIndex(&discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceKey).
+		WithIndex(&discoveryv1.EndpointSlice{}, sliceServiceIndex, sliceServiceIndexValue).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				if _, ok := obj.(*corev1.Node); ok && w.failNode {

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
@@ -22,22 +24,22 @@ type world struct {
 	announcements []*announcementpolicy.Announcement // accepted ones only
 	pools         []announcementpolicy.Pool
 	services      []*corev1.Service
-	// slices are the EndpointSlices of each Service, by "namespace/name".
-	slices map[string][]*discoveryv1.EndpointSlice
-	// byKey indexes services by "namespace/name"; makePlan fills it.
-	byKey map[string]*corev1.Service
+	// slices are the EndpointSlices of each Service.
+	slices map[types.NamespacedName][]*discoveryv1.EndpointSlice
+	// byKey indexes services; makePlan fills it.
+	byKey map[types.NamespacedName]*corev1.Service
 }
 
 // service is the Service of key, nil if it is not in the world.
-func (w *world) service(key string) *corev1.Service {
+func (w *world) service(key types.NamespacedName) *corev1.Service {
 	return w.byKey[key]
 }
 
 // addrPlan is one LoadBalancer address as this node sees it.
 type addrPlan struct {
 	addr netip.Addr
-	// services are the "namespace/name" of the Services holding it.
-	services []string
+	// services are the Services holding it, sorted by namespace and name.
+	services []types.NamespacedName
 	// announcement covers the address and selects this node.
 	announcement *announcementpolicy.Announcement
 	// candidates are the nodes that may announce it: selected by the
@@ -63,9 +65,9 @@ type plan struct {
 // makePlan decides what this node may announce. Pure.
 func makePlan(w world) plan {
 	p := plan{l2Interfaces: map[string][]string{}}
-	w.byKey = make(map[string]*corev1.Service, len(w.services))
+	w.byKey = make(map[types.NamespacedName]*corev1.Service, len(w.services))
 	for _, svc := range w.services {
-		w.byKey[svc.Namespace+"/"+svc.Name] = svc
+		w.byKey[client.ObjectKeyFromObject(svc)] = svc
 	}
 	self := findNode(w.nodes, w.node)
 	if self == nil {
@@ -142,12 +144,14 @@ func addresses(w world) []addrPlan {
 				ap = &addrPlan{addr: a}
 				byAddr[a] = ap
 			}
-			ap.services = append(ap.services, svc.Namespace+"/"+svc.Name)
+			ap.services = append(ap.services, client.ObjectKeyFromObject(svc))
 		}
 	}
 	out := make([]addrPlan, 0, len(byAddr))
 	for _, ap := range byAddr {
-		slices.Sort(ap.services)
+		slices.SortFunc(ap.services, func(a, b types.NamespacedName) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
 		out = append(out, *ap)
 	}
 	slices.SortFunc(out, func(a, b addrPlan) int { return a.addr.Compare(b.addr) })
@@ -177,7 +181,7 @@ func firstCovering(anns []*announcementpolicy.Announcement, ap addrPlan, w world
 // candidates are the nodes a selects that have, for each Local Service on
 // the address, an endpoint kube-proxy would use (ready, else serving and
 // terminating), sorted.
-func candidates(w world, a *announcementpolicy.Announcement, services []string) []string {
+func candidates(w world, a *announcementpolicy.Announcement, services []types.NamespacedName) []string {
 	var out []string
 	for _, n := range w.nodes {
 		if !a.SelectsNode(n) {

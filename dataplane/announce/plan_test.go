@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
@@ -60,8 +61,8 @@ func TestMakePlan(t *testing.T) {
 		lbSvc("local", "192.168.240.2", true),
 		lbSvc("outside", "10.1.1.1", false), // in no pool
 	}
-	slices := map[string][]*discoveryv1.EndpointSlice{
-		"default/local": {slice("local", ep("n2", true, true, false), ep("n3", false, true, true), ep("n1", false, false, true))},
+	slices := map[types.NamespacedName][]*discoveryv1.EndpointSlice{
+		{Namespace: "default", Name: "local"}: {slice("local", ep("n2", true, true, false), ep("n3", false, true, true), ep("n1", false, false, true))},
 	}
 	type got struct {
 		L2, BGP    map[string][]string // address -> candidates

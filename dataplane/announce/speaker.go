@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -221,7 +222,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 
 // read takes the world from the caches: accepted announcements only.
 func (s *Speaker) read(ctx context.Context) (world, error) {
-	w := world{node: s.cfg.Node, slices: map[string][]*discoveryv1.EndpointSlice{}}
+	w := world{node: s.cfg.Node, slices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{}}
 	var nodes corev1.NodeList
 	var anns svcnetv1alpha1.LoadBalancerAnnouncementList
 	var pools svcnetv1alpha1.LoadBalancerIPPoolList
@@ -266,7 +267,7 @@ func (s *Speaker) read(ctx context.Context) (world, error) {
 			if err := s.reader.List(ctx, &sl, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
 				return w, err
 			}
-			key := svc.Namespace + "/" + svc.Name
+			key := client.ObjectKeyFromObject(svc)
 			for j := range sl.Items {
 				w.slices[key] = append(w.slices[key], &sl.Items[j])
 			}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,7 +78,7 @@ func (w *statusWriter) setPlan(p plan) {
 	w.mu.Unlock()
 }
 
-func (w *statusWriter) servicesOf(a netip.Addr) []string {
+func (w *statusWriter) servicesOf(a netip.Addr) []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.plan[a].services
@@ -143,10 +144,9 @@ func proto(a netip.Addr) string {
 }
 
 // writeOne updates one Service's condition for the change.
-func (w *statusWriter) writeOne(ctx context.Context, key string, c l2Change) error {
-	ns, name, _ := strings.Cut(key, "/")
+func (w *statusWriter) writeOne(ctx context.Context, key types.NamespacedName, c l2Change) error {
 	var svc corev1.Service
-	if err := w.api.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+	if err := w.api.Get(ctx, key, &svc); err != nil {
 		return err
 	}
 	parts := messageParts(apimeta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced))
@@ -196,9 +196,8 @@ func messageParts(c *metav1.Condition) map[string]string {
 // address, on each of its Services.
 func (w *statusWriter) bgpChanged(ctx context.Context, ap addrPlan, peers int, advertised bool) {
 	for _, key := range ap.services {
-		ns, name, _ := strings.Cut(key, "/")
 		var svc corev1.Service
-		if err := w.api.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		if err := w.api.Get(ctx, key, &svc); err != nil {
 			continue
 		}
 		if advertised {

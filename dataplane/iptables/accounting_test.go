@@ -127,7 +127,7 @@ func TestBackendEnsuresCountersOnFullSyncs(t *testing.T) {
 	acct := &fakeAccounting{fail: map[string]bool{}}
 	fake := NewFake()
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{}, WithAccounting(acct))
-	b.SetService("ns/web", nodePortModel(corev1.IPv4Protocol).Ports)
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, nodePortModel(corev1.IPv4Protocol).Ports)
 	if len(acct.ensured) != 0 {
 		t.Fatalf("counters ensured before any sync: %v", acct.ensured)
 	}
@@ -155,7 +155,7 @@ func TestBackendEnsuresCountersOnFullSyncs(t *testing.T) {
 		}
 	}
 
-	b.SetService("ns/other", model.BuildService(corev1.IPv4Protocol, model.Node{Name: node}, web(func(s *corev1.Service) { s.Name = "other" }), nil, model.Options{}))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "other"}, model.BuildService(corev1.IPv4Protocol, model.Node{Name: node}, web(func(s *corev1.Service) { s.Name = "other" }), nil, model.Options{}))
 	syncNow(false)
 	if len(acct.ensured) != 0 {
 		t.Errorf("a partial sync ensured %v, want nothing", acct.ensured)
@@ -189,7 +189,7 @@ func TestBackendEnsuresCountersOnFullSyncs(t *testing.T) {
 func TestNoAccountingNoCounting(t *testing.T) {
 	fake := NewFake()
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{Counters: allCounters})
-	b.SetService("ns/web", nodePortModel(corev1.IPv4Protocol).Ports)
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, nodePortModel(corev1.IPv4Protocol).Ports)
 	if _, err := b.Sync(context.Background(), dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}

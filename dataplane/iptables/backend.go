@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -59,7 +60,10 @@ func (b *Backend) Mode() string { return Mode }
 func (b *Backend) Family() corev1.IPFamily { return b.family }
 
 // SetService implements dataplane.Backend.
-func (b *Backend) SetService(key string, ports []*model.ServicePort) {
+func (b *Backend) SetService(svc types.NamespacedName, ports []*model.ServicePort) {
+	// KUBE-SERVICES lists the Services in the order of their
+	// "namespace/name", and the chain names hash that string.
+	key := svc.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i, found := slices.BinarySearch(b.order, key)

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -21,7 +22,7 @@ func webBackend(t *testing.T, cfg Config) (*Backend, *Fake) {
 	t.Helper()
 	fake := NewFake()
 	b := NewBackend(corev1.IPv4Protocol, fake, cfg)
-	b.SetService("ns/web", model.BuildService(corev1.IPv4Protocol, model.Node{Name: node}, web(nil),
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, model.BuildService(corev1.IPv4Protocol, model.Node{Name: node}, web(nil),
 		[]*discoveryv1.EndpointSlice{slice("web", "ns", discoveryv1.AddressTypeIPv4, 8080, ready("10.244.1.2", node))}, model.Options{}))
 	return b, fake
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -177,7 +178,7 @@ func checkNode(t *testing.T, seed uint64) (othersRules int) {
 		fake := NewFake()
 		b := NewBackend(corev1.IPv4Protocol, fake, Config{ClusterCIDRs: nil})
 		for svc, ss := range services {
-			b.SetService(svc.Namespace+"/"+svc.Name, model.BuildService(corev1.IPv4Protocol, node, svc, ss, model.Options{}))
+			b.SetService(client.ObjectKeyFromObject(svc), model.BuildService(corev1.IPv4Protocol, node, svc, ss, model.Options{}))
 		}
 		if _, err := b.Sync(context.Background(), dataplane.Node{}); err != nil {
 			t.Fatalf("seed %d: the restore of the rendered rules fails: %v", seed, err)

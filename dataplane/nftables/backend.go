@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -59,14 +60,14 @@ func (b *Backend) Mode() string { return Mode }
 func (b *Backend) Family() corev1.IPFamily { return b.family }
 
 // SetService implements dataplane.Backend.
-func (b *Backend) SetService(key string, ports []*model.ServicePort) {
+func (b *Backend) SetService(svc types.NamespacedName, ports []*model.ServicePort) {
 	var f *Fragment
 	if len(ports) > 0 {
 		f = Render(b.fam, ports)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.st.set(key, f)
+	b.st.set(svc.String(), f)
 }
 
 // ForceFull implements dataplane.Backend.

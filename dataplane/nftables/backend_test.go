@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -55,7 +56,7 @@ func normalized(dump string) string {
 }
 
 // fullDump is the table a fresh backend writes for the same Services.
-func fullDump(t *testing.T, services map[string][]*model.ServicePort, node dataplane.Node) string {
+func fullDump(t *testing.T, services map[types.NamespacedName][]*model.ServicePort, node dataplane.Node) string {
 	t.Helper()
 	fake := knftables.NewFake(knftables.IPv4Family, TableName)
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{})
@@ -76,34 +77,34 @@ func TestPartialSyncsMatchFullSync(t *testing.T) {
 	ctx := context.Background()
 	fake := &failingFake{Fake: knftables.NewFake(knftables.IPv4Family, TableName)}
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{})
-	services := map[string][]*model.ServicePort{}
+	services := map[types.NamespacedName][]*model.ServicePort{}
 	affinity := func(p *model.ServicePort, seconds int32) *model.ServicePort { p.AffinitySeconds = seconds; return p }
 	steps := []struct {
 		name    string
-		key     string
+		key     types.NamespacedName
 		ports   []*model.ServicePort
 		node    dataplane.Node
 		touches []string // substrings the partial transaction must hold
 	}{
-		{name: "first service", key: "ns/a", ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.2")}},
-		{name: "second service, same count", key: "ns/b", ports: []*model.ServicePort{port("b", "10.96.0.2", "10.0.1.1", "10.0.1.2")},
+		{name: "first service", key: types.NamespacedName{Namespace: "ns", Name: "a"}, ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.2")}},
+		{name: "second service, same count", key: types.NamespacedName{Namespace: "ns", Name: "b"}, ports: []*model.ServicePort{port("b", "10.96.0.2", "10.0.1.1", "10.0.1.2")},
 			touches: []string{`add element ip svcnet endpoints-tcp-2 { 10.96.0.2 . tcp . 80 . 0 comment "ns/b:http" : 10.0.1.1 . 8080 }`}},
-		{name: "endpoint replaced", key: "ns/a", ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3")},
+		{name: "endpoint replaced", key: types.NamespacedName{Namespace: "ns", Name: "a"}, ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3")},
 			touches: []string{"delete element ip svcnet endpoints-tcp-2 { 10.96.0.1 . tcp . 80 . 1 }", `add element ip svcnet endpoints-tcp-2 { 10.96.0.1 . tcp . 80 . 1 comment "ns/a:http" : 10.0.0.3 . 8080 }`}},
-		{name: "scaled to 3", key: "ns/a", ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3", "10.0.0.4")},
+		{name: "scaled to 3", key: types.NamespacedName{Namespace: "ns", Name: "a"}, ports: []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3", "10.0.0.4")},
 			touches: []string{"add map ip svcnet endpoints-tcp-3", "numgen random mod 3 map @endpoints-tcp-3"}},
-		{name: "no endpoints", key: "ns/b", ports: []*model.ServicePort{port("b", "10.96.0.2")},
+		{name: "no endpoints", key: types.NamespacedName{Namespace: "ns", Name: "b"}, ports: []*model.ServicePort{port("b", "10.96.0.2")},
 			touches: []string{`add element ip svcnet no-endpoint-services { 10.96.0.2 . tcp . 80 comment "ns/b:http" }`, "delete map ip svcnet endpoints-tcp-2"}},
-		{name: "affinity", key: "ns/a", ports: []*model.ServicePort{affinity(port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3"), 60)},
+		{name: "affinity", key: types.NamespacedName{Namespace: "ns", Name: "a"}, ports: []*model.ServicePort{affinity(port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3"), 60)},
 			touches: []string{"goto service-"}},
-		{name: "affinity timeout changed", key: "ns/a", ports: []*model.ServicePort{affinity(port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3"), 120)},
+		{name: "affinity timeout changed", key: types.NamespacedName{Namespace: "ns", Name: "a"}, ports: []*model.ServicePort{affinity(port("a", "10.96.0.1", "10.0.0.1", "10.0.0.3"), 120)},
 			touches: []string{"timeout 120s"}},
 		{name: "node port addresses", node: dataplane.Node{NodePortIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
 			touches: []string{"add element ip svcnet nodeport-ips { 192.168.0.10 }"}},
-		{name: "service deleted", key: "ns/a", node: dataplane.Node{NodePortIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")}}},
+		{name: "service deleted", key: types.NamespacedName{Namespace: "ns", Name: "a"}, node: dataplane.Node{NodePortIPs: []netip.Addr{netip.MustParseAddr("192.168.0.10")}}},
 	}
 	for i, step := range steps {
-		if step.key != "" {
+		if step.key != (types.NamespacedName{}) {
 			b.SetService(step.key, step.ports)
 			if step.ports == nil {
 				delete(services, step.key)
@@ -138,12 +139,12 @@ func TestEndpointChangeWritesOnlyElements(t *testing.T) {
 	fake := &failingFake{Fake: knftables.NewFake(knftables.IPv4Family, TableName)}
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{})
 	for i := range 50 {
-		b.SetService(fmt.Sprintf("ns/s%d", i), []*model.ServicePort{port(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.0.%d", i+1), fmt.Sprintf("10.0.%d.1", i), fmt.Sprintf("10.0.%d.2", i))})
+		b.SetService(types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("s%d", i)}, []*model.ServicePort{port(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.0.%d", i+1), fmt.Sprintf("10.0.%d.1", i), fmt.Sprintf("10.0.%d.2", i))})
 	}
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
-	b.SetService("ns/s7", []*model.ServicePort{port("s7", "10.96.0.8", "10.0.7.1", "10.0.7.9")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "s7"}, []*model.ServicePort{port("s7", "10.96.0.8", "10.0.7.1", "10.0.7.9")})
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +159,12 @@ func TestFailedSyncIsRetriedInFull(t *testing.T) {
 	ctx := context.Background()
 	fake := &failingFake{Fake: knftables.NewFake(knftables.IPv4Family, TableName)}
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{})
-	b.SetService("ns/a", []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "a"}, []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1")})
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
 	before := fake.Dump()
-	b.SetService("ns/a", []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.2")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "a"}, []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.2")})
 	fake.fail = true
 	if _, err := b.Sync(ctx, dataplane.Node{}); err == nil {
 		t.Fatal("sync did not fail")
@@ -181,7 +182,7 @@ func TestFailedSyncIsRetriedInFull(t *testing.T) {
 	if err != nil || !res.Full {
 		t.Fatalf("sync after a failure: full=%v err=%v", res.Full, err)
 	}
-	want := fullDump(t, map[string][]*model.ServicePort{"ns/a": {port("a", "10.96.0.1", "10.0.0.2")}}, dataplane.Node{})
+	want := fullDump(t, map[types.NamespacedName][]*model.ServicePort{{Namespace: "ns", Name: "a"}: {port("a", "10.96.0.1", "10.0.0.2")}}, dataplane.Node{})
 	if diff := cmp.Diff(want, normalized(fake.Dump())); diff != "" {
 		t.Errorf("table after the full resync (-want +got):\n%s", diff)
 	}
@@ -214,7 +215,7 @@ func TestFailedFullSyncRecreatesTheTable(t *testing.T) {
 	ctx := context.Background()
 	fake := &failingFake{Fake: knftables.NewFake(knftables.IPv4Family, TableName), fail: true}
 	b := NewBackend(corev1.IPv4Protocol, fake, Config{})
-	b.SetService("ns/a", []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "a"}, []*model.ServicePort{port("a", "10.96.0.1", "10.0.0.1")})
 	if _, err := b.Sync(ctx, dataplane.Node{}); err == nil {
 		t.Fatal("sync did not fail")
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -35,7 +36,7 @@ func benchBackend(b *testing.B, services int) *Backend {
 	b.Helper()
 	be := NewBackend(corev1.IPv4Protocol, discard{knftables.NewFake(knftables.IPv4Family, TableName)}, Config{})
 	for i := range services {
-		be.SetService(fmt.Sprintf("ns/svc%d", i), benchPorts(i, 0))
+		be.SetService(types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("svc%d", i)}, benchPorts(i, 0))
 	}
 	if _, err := be.Sync(context.Background(), dataplane.Node{NodePortIPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}); err != nil {
 		b.Fatal(err)
@@ -73,7 +74,7 @@ func BenchmarkEndpointChange10kServices(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		gen++
-		be.SetService("ns/svc0", benchPorts(0, gen))
+		be.SetService(types.NamespacedName{Namespace: "ns", Name: "svc0"}, benchPorts(0, gen))
 		res, err := be.Sync(context.Background(), node)
 		if err != nil || res.Full || res.Rules == 0 {
 			b.Fatalf("sync %+v: %v", res, err)

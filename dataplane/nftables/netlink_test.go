@@ -13,6 +13,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -157,8 +158,8 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 	ctx := context.Background()
 	f := newNetlinkFake(t)
 	b := NewBackend(corev1.IPv4Protocol, f, Config{})
-	b.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.2")})
-	b.SetService("ns/api", []*model.ServicePort{port("api", "10.96.0.11", "10.244.2.1", "10.244.2.2", "10.244.2.3")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.2")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "api"}, []*model.ServicePort{port("api", "10.96.0.11", "10.244.2.1", "10.244.2.2", "10.244.2.3")})
 	sync := func(step string) {
 		t.Helper()
 		if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
@@ -174,7 +175,7 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 		t.Errorf("cold sync's netlink transactions (-want +got):\n%s", diff)
 	}
 
-	b.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.9")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.9")})
 	sync("endpoint change")
 	if f.runs != 1 {
 		t.Errorf("an endpoint change ran nft (%d knftables transactions in all, want 1)", f.runs)
@@ -184,7 +185,7 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 		t.Errorf("endpoint change's netlink transactions (-want +got):\n%s", diff)
 	}
 
-	b.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.9", "10.244.1.3")})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1", "10.244.1.9", "10.244.1.3")})
 	sync("endpoint count change")
 	if got := f.takeBatches(); f.runs != 2 || len(got) != 0 {
 		t.Errorf("a change of endpoint count: %d knftables transactions in all and netlink %v; want 2 and none", f.runs, got)
@@ -194,7 +195,7 @@ func TestElementsGoOverNetlinkObjectsThroughKnftables(t *testing.T) {
 	}
 
 	again := NewBackend(corev1.IPv4Protocol, f, Config{})
-	again.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1")})
+	again.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", "10.244.1.1")})
 	if _, err := again.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestFullSyncChunksOnlyNewSets(t *testing.T) {
 	for i := range 100 {
 		eps = append(eps, fmt.Sprintf("10.244.1.%d", i+1))
 	}
-	b.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", eps...)})
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", eps...)})
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestFullSyncChunksOnlyNewSets(t *testing.T) {
 		t.Fatalf("a cold sync of 200 elements in %d transactions, want them in chunks of about %d bytes", len(cold), maxChunkBytes)
 	}
 	again := NewBackend(corev1.IPv4Protocol, f, Config{})
-	again.SetService("ns/web", []*model.ServicePort{port("web", "10.96.0.10", eps...)})
+	again.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{port("web", "10.96.0.10", eps...)})
 	if _, err := again.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}

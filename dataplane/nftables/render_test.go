@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -22,9 +23,10 @@ func TestRenderGolden(t *testing.T) {
 			fake := knftables.NewFake(fam.nft, TableName)
 			b := NewBackend(tc.Family, fake, Config{ClusterCIDRs: tc.ClusterCIDRs, MasqueradeAll: tc.MasqueradeAll})
 			m := tc.Model()
-			byService := map[string][]int{}
+			byService := map[types.NamespacedName][]int{}
 			for i, p := range m.Ports {
-				byService[p.Namespace+"/"+p.Service] = append(byService[p.Namespace+"/"+p.Service], i)
+				svc := types.NamespacedName{Namespace: p.Namespace, Name: p.Service}
+				byService[svc] = append(byService[svc], i)
 			}
 			for key, idx := range byService {
 				ports := make([]*model.ServicePort, 0, len(idx))

@@ -291,7 +291,7 @@ func iptablesRestoreFile(ctx context.Context, w *agentWorld, path string) error 
 	node := model.Node{Name: "dpnode"}
 	for i := range services.Items {
 		svc := &services.Items[i]
-		b.SetService(svc.Namespace+"/"+svc.Name, model.BuildService(corev1.IPv4Protocol, node, svc, byService[svc.Name], model.Options{}))
+		b.SetService(client.ObjectKeyFromObject(svc), model.BuildService(corev1.IPv4Protocol, node, svc, byService[svc.Name], model.Options{}))
 	}
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -104,7 +105,7 @@ func svcnetFloor(ctx context.Context, path string, size int) (floorResult, error
 	}
 	start := time.Now()
 	for i := range eps {
-		b.SetService(fmt.Sprintf("bench/svc%d", i), floorPort(i, eps[i]))
+		b.SetService(types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc%d", i)}, floorPort(i, eps[i]))
 	}
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		return r, err
@@ -116,7 +117,7 @@ func svcnetFloor(ctx context.Context, path string, size int) (floorResult, error
 		eps[i][c%10] = floorEndpoint(next)
 		next++
 		start := time.Now()
-		b.SetService(fmt.Sprintf("bench/svc%d", i), floorPort(i, eps[i]))
+		b.SetService(types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc%d", i)}, floorPort(i, eps[i]))
 		if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 			return r, err
 		}

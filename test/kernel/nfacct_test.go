@@ -18,6 +18,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -127,7 +128,7 @@ func TestIPTablesRulesCountWithEitherVariant(t *testing.T) {
 			node := newNetNS(t, "svcnet-nfacct-"+string(variant))
 			ipt := iptables.NewExecVariant(corev1.IPv4Protocol, node, variant)
 			b := iptables.NewBackend(corev1.IPv4Protocol, ipt, iptables.Config{}, iptables.WithAccounting(nfacct.New(node)))
-			b.SetService("ns/web", []*model.ServicePort{{
+			b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, []*model.ServicePort{{
 				Name: "ns/web:http", Namespace: "ns", Service: "web", Protocol: corev1.ProtocolTCP,
 				ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 80, NodePort: 30080, HasEndpoints: true,
 				ClusterEndpoints: []model.Endpoint{{IP: netip.MustParseAddr("10.244.1.1"), Port: 8080}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -74,11 +75,11 @@ func TestNFTablesFailedTransactionKeepsTableAndRecovers(t *testing.T) {
 		}
 		return out
 	}
-	b.SetService("ns/web", webPorts("10.244.1.1"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.1.1"))
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
-	b.SetService("ns/web", webPorts("10.244.9.9"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.9.9"))
 	broken.broken = true
 	if _, err := b.Sync(ctx, dataplane.Node{}); err == nil {
 		t.Fatal("the broken transaction succeeded")
@@ -111,13 +112,13 @@ func TestNFTablesAgentCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := nftables.NewBackend(corev1.IPv4Protocol, nft, nftables.Config{})
-	b.SetService("ns/web", webPorts("10.244.1.1"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.1.1"))
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
 	// A restarted agent's first (full) sync works over the table it finds.
 	again := nftables.NewBackend(corev1.IPv4Protocol, nft, nftables.Config{})
-	again.SetService("ns/web", webPorts("10.244.1.2"))
+	again.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.1.2"))
 	if _, err := again.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatalf("a full sync over an existing table: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane"
@@ -85,7 +86,7 @@ func (c netlinkCase) endpoints(from, n int, local bool) []model.Endpoint {
 }
 
 // services are the case's Services; gen changes one endpoint of web.
-func (c netlinkCase) services(gen int) map[string][]*model.ServicePort {
+func (c netlinkCase) services(gen int) map[types.NamespacedName][]*model.ServicePort {
 	port := func(name string, proto corev1.Protocol, ip int, p int32) *model.ServicePort {
 		return &model.ServicePort{Name: "ns/" + name + ":p", Namespace: "ns", Service: name, Protocol: proto,
 			ClusterIP: c.ip(ip), Port: p, HasEndpoints: true}
@@ -109,12 +110,12 @@ func (c netlinkCase) services(gen int) map[string][]*model.ServicePort {
 	sticky := port("sticky", corev1.ProtocolTCP, 7, 80)
 	sticky.AffinitySeconds = 600
 	sticky.ClusterEndpoints = c.endpoints(70, 2, false)
-	return map[string][]*model.ServicePort{
-		"ns/web": {web}, "ns/dns": {dns}, "ns/sctp": {sctp}, "ns/np": {np}, "ns/lb": {lb}, "ns/empty": {empty}, "ns/sticky": {sticky},
+	return map[types.NamespacedName][]*model.ServicePort{
+		{Namespace: "ns", Name: "web"}: {web}, {Namespace: "ns", Name: "dns"}: {dns}, {Namespace: "ns", Name: "sctp"}: {sctp}, {Namespace: "ns", Name: "np"}: {np}, {Namespace: "ns", Name: "lb"}: {lb}, {Namespace: "ns", Name: "empty"}: {empty}, {Namespace: "ns", Name: "sticky"}: {sticky},
 	}
 }
 
-func syncAll(t *testing.T, b *nftables.Backend, services map[string][]*model.ServicePort, node dataplane.Node) {
+func syncAll(t *testing.T, b *nftables.Backend, services map[types.NamespacedName][]*model.ServicePort, node dataplane.Node) {
 	t.Helper()
 	for k, ports := range services {
 		b.SetService(k, ports)
@@ -150,7 +151,7 @@ func TestNFTablesNetlinkElementsAsNFTWritesThem(t *testing.T) {
 			}
 			node := dataplane.Node{NodePortIPs: c.nodeIPs}
 			b := nftables.NewBackend(c.family, nl, nftables.Config{})
-			compare := func(step string, services map[string][]*model.ServicePort) {
+			compare := func(step string, services map[types.NamespacedName][]*model.ServicePort) {
 				t.Helper()
 				ref := nftables.NewBackend(c.family, knftablesOnly{txt}, nftables.Config{})
 				if err := nftables.Cleanup(ctx, txt); err != nil {
@@ -173,12 +174,12 @@ func TestNFTablesNetlinkElementsAsNFTWritesThem(t *testing.T) {
 			syncAll(t, b, services, node)
 			compare("endpoint change", services)
 
-			services["ns/web"][0].ClusterEndpoints = c.endpoints(90, 5, false)
+			services[types.NamespacedName{Namespace: "ns", Name: "web"}][0].ClusterEndpoints = c.endpoints(90, 5, false)
 			syncAll(t, b, services, node)
 			compare("endpoint count change", services)
 
-			delete(services, "ns/dns")
-			b.SetService("ns/dns", nil)
+			delete(services, types.NamespacedName{Namespace: "ns", Name: "dns"})
+			b.SetService(types.NamespacedName{Namespace: "ns", Name: "dns"}, nil)
 			restarted := nftables.NewBackend(c.family, nl, nftables.Config{})
 			syncAll(t, restarted, services, node)
 			compare("restart without a Service", services)
@@ -197,14 +198,14 @@ func TestNFTablesNetlinkFailureIsTypedAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := nftables.NewBackend(corev1.IPv4Protocol, nft, nftables.Config{})
-	b.SetService("ns/web", webPorts("10.244.1.1"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.1.1"))
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := netlabRun(node, "nft", "delete", "element", "ip", "svcnet", "endpoints-tcp-1", "{ 10.96.0.10 . tcp . 80 . 0 }"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	b.SetService("ns/web", webPorts("10.244.9.9"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.9.9"))
 	_, err = b.Sync(ctx, dataplane.Node{})
 	if !nftables.IsNotFound(err) {
 		t.Fatalf("deleting an element that is gone: got %v, want a not-found error", err)
@@ -245,7 +246,7 @@ func TestNFTablesCleanupWithoutTable(t *testing.T) {
 	// The same through the backend: its full sync over a missing table
 	// starts it afresh, and its cleanup twice over is no error.
 	b := nftables.NewBackend(corev1.IPv4Protocol, nft, nftables.Config{})
-	b.SetService("ns/web", webPorts("10.244.1.1"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, webPorts("10.244.1.1"))
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
@@ -95,7 +96,7 @@ func (l *parityLab) program(t *testing.T, svc *corev1.Service, endpoints ...*net
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To(l.node2.Name)})
 	}
 	node := model.Node{Name: l.node1.Name, IPs: []netip.Addr{l.node1.IP}}
-	l.backend.SetService(svc.Namespace+"/"+svc.Name, model.BuildService(corev1.IPv4Protocol, node, svc, []*discoveryv1.EndpointSlice{slice}, model.Options{}))
+	l.backend.SetService(client.ObjectKeyFromObject(svc), model.BuildService(corev1.IPv4Protocol, node, svc, []*discoveryv1.EndpointSlice{slice}, model.Options{}))
 	if _, err := l.backend.Sync(context.Background(), dataplane.Node{ServiceCIDRs: l.serviceCIDRs}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
@@ -64,11 +65,11 @@ func TestFailedRestoreKeepsRulesAndRecovers(t *testing.T) {
 		return string(save)
 	}
 
-	b.SetService("ns/web", web("10.244.1.1"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, web("10.244.1.1"))
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		t.Fatal(err)
 	}
-	b.SetService("ns/web", web("10.244.9.9"))
+	b.SetService(types.NamespacedName{Namespace: "ns", Name: "web"}, web("10.244.9.9"))
 	ipt.corrupt = true
 	if _, err := b.Sync(ctx, dataplane.Node{}); err == nil || !strings.Contains(err.Error(), "iptables-restore") {
 		t.Fatalf("the corrupted restore: got %v, want iptables-restore's error", err)
