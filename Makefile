@@ -41,7 +41,8 @@ run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane
 UNIT_PKGS = ./allocator/... ./cmd/... ./controllers ./controllers/internal/... ./dataplane/... \
 	./internal/announcementpolicy ./internal/platform/auditevents ./internal/platform/certs ./internal/platform/childproc \
 	./internal/platform/ipfamily ./internal/platform/nfacct ./internal/platform/repairs ./internal/platform/restconfig ./internal/platform/tombstone \
-	./localcluster/up ./localcluster/nodesim/images ./localcluster/nodesim/kuberuntime \
+	./localcluster/up ./localcluster/addons ./localcluster/controlplane ./localcluster/walkthrough \
+	./localcluster/nodesim/images ./localcluster/nodesim/kuberuntime \
 	./test/conformance ./test/harness/proctree ./hack/prodimports
 
 .PHONY: unit

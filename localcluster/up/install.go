@@ -19,6 +19,8 @@ import (
 
 	svcnetconfig "github.com/svcnet-io/svcnet/config"
 	"github.com/svcnet-io/svcnet/internal/platform/version"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
+	"github.com/svcnet-io/svcnet/localcluster/controlplane"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/images"
 )
 
@@ -119,7 +121,7 @@ func (cl *cluster) installManifests(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 2*time.Minute, "the svcnet-agent DaemonSet ready on every node", func() (bool, error) {
+	if err := controlplane.WaitFor(ctx, 2*time.Minute, "the svcnet-agent DaemonSet ready on every node", func() (bool, error) {
 		var ds appsv1.DaemonSet
 		if err := s.admin.Get(ctx, client.ObjectKey{Namespace: svcnetNamespace, Name: agentName}, &ds); err != nil {
 			return false, err
@@ -130,7 +132,7 @@ func (cl *cluster) installManifests(ctx context.Context, s *session) error {
 	}
 	// Every replica in sync is Ready; the leader is the one the webhook
 	// Service selects, so its Ready endpoint there means a leader answers.
-	return waitFor(ctx, 2*time.Minute, "a leading svcnet-manager behind "+webhookService, func() (bool, error) {
+	return controlplane.WaitFor(ctx, 2*time.Minute, "a leading svcnet-manager behind "+webhookService, func() (bool, error) {
 		var slices discoveryv1.EndpointSliceList
 		if err := s.admin.List(ctx, &slices, client.InNamespace(svcnetNamespace), client.MatchingLabels{discoveryv1.LabelServiceName: webhookService}); err != nil {
 			return false, err
@@ -156,7 +158,7 @@ func applyConfigDefault(ctx context.Context, s *session) error {
 	if err := setKnobs(objs, s.cfg); err != nil {
 		return err
 	}
-	if err := applyObjects(ctx, s.admin, objs); err != nil {
+	if err := addons.Apply(ctx, s.admin, objs); err != nil {
 		return fmt.Errorf("applying config/default: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/images"
 )
 
@@ -45,7 +46,7 @@ func (s *session) imageStore() (*images.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the node images (make node-images): %w", err)
 	}
-	store.Add(coreDNSImageOf(filepath.Join(s.binDir, "coredns")))
+	store.Add(addons.CoreDNSImage(filepath.Join(s.binDir, "coredns")))
 	if s.manifests {
 		imgs, err := s.svcnetImagesOf()
 		if err != nil {

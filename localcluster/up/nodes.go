@@ -33,6 +33,8 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
+	"github.com/svcnet-io/svcnet/localcluster/controlplane"
 	"github.com/svcnet-io/svcnet/localcluster/frr"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim"
@@ -346,11 +348,11 @@ func (cl *cluster) startSimulator(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	caCert, err := os.ReadFile(s.pk.caCert)
+	caCert, err := os.ReadFile(s.pk.CACert)
 	if err != nil {
 		return err
 	}
-	caKey, err := os.ReadFile(s.pk.caKey)
+	caKey, err := os.ReadFile(s.pk.CAKey)
 	if err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (cl *cluster) startSimulator(ctx context.Context, s *session) error {
 		Images:  store,
 		PodsDir: podsDir,
 		LogDir:  filepath.Join(s.logs, "pods"),
-		DNS:     nodesim.DNS{Domain: clusterDomain},
+		DNS:     nodesim.DNS{Domain: addons.ClusterDomain},
 		Kubelet: &nodesim.KubeletOptions{CACert: caCert, CAKey: caKey},
 	}
 	if c.DNS {
@@ -428,7 +430,7 @@ func (cl *cluster) startNodeProxy(ctx context.Context, n nodesim.Node, apiURL, n
 		return err
 	}
 	tr := &http.Transport{DialContext: netns.DialContext(netlab.Path(n.Net.NetNS))}
-	return waitReadyVia(ctx, p, "http://"+nodeProxyHealthz+readyPath, tr, "", 60*time.Second)
+	return controlplane.WaitReadyVia(ctx, p, "http://"+nodeProxyHealthz+readyPath, tr, "", 60*time.Second)
 }
 
 // waitNodes waits until the simulator registered every Node.

@@ -3,7 +3,6 @@
 package up
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcnet-io/svcnet/internal/platform/childproc"
+	"github.com/svcnet-io/svcnet/localcluster/controlplane"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/kuberuntime"
 )
 
@@ -52,8 +52,14 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 	return p, nil
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+// Name names the process in progress lines and errors.
+func (p *process) Name() string { return p.name }
+
+// LogPath is the process's log file.
+func (p *process) LogPath() string { return p.logPath }
+
+// Exited reports whether the process has ended.
+func (p *process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -64,7 +70,7 @@ func (p *process) exited() bool {
 
 // stop sends SIGTERM to the process group, then SIGKILL after grace.
 func (p *process) stop(grace time.Duration) {
-	if p.exited() {
+	if p.Exited() {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
@@ -85,21 +91,9 @@ func (p *process) status() string {
 	return "exited"
 }
 
-// failure describes an unexpected exit with the end of the log.
-func (p *process) failure() error {
-	return fmt.Errorf("%s stopped unexpectedly (%s); last lines of %s:\n%s", p.name, p.status(), p.logPath, tail(p.logPath, 15))
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "  (no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "  " + string(bytes.Join(lines, []byte("\n  ")))
+// Failure describes an unexpected exit with the end of the log.
+func (p *process) Failure() error {
+	return fmt.Errorf("%s stopped unexpectedly (%s); last lines of %s:\n%s", p.name, p.status(), p.logPath, controlplane.Tail(p.logPath, 15))
 }
 
 // restartPolicy says how a supervised child is started again after it

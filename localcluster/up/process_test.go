@@ -85,7 +85,7 @@ func TestSupervisedStop(t *testing.T) {
 	done := make(chan struct{})
 	go func() { sv.run(io.Discard, make(chan *process, 1)); close(done) }()
 	sv.stop(5 * time.Second)
-	if !p.exited() {
+	if !p.Exited() {
 		t.Fatal("the process still runs after stop")
 	}
 	select {

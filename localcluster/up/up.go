@@ -7,18 +7,17 @@
 // since svcnet replaces them) and svcnet's manager and node agents from
 // the production svcnet binary beside it, supervises them as a kubelet
 // supervises static Pods and DaemonSet Pods, keeps their state in a data
-// dir, and stops every child on the way out.
+// dir, and stops every child on the way out. Its credentials, kubeconfig
+// and readiness waits are localcluster/controlplane's, cluster DNS is
+// localcluster/addons', and --demo runs localcluster/walkthrough.
 package up
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -31,10 +30,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +44,9 @@ import (
 	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
+	"github.com/svcnet-io/svcnet/localcluster/controlplane"
+	"github.com/svcnet-io/svcnet/localcluster/walkthrough"
 )
 
 // Options are `svcnet up`'s settings as its flags give them; Complete
@@ -284,7 +284,7 @@ func (o *Options) parseRanges() (ranges, []error) {
 			taken["--service-cluster-ip-range "+p.String()] = p
 		}
 		if o.DNS && o.Nodes > 0 {
-			if r.kubeDNS, err = kubeDNSIP(svcs); err != nil {
+			if r.kubeDNS, err = addons.KubeDNSIP(svcs); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -446,7 +446,7 @@ type session struct {
 	svcnetBin string
 	// dataDir holds the state; logs its log files.
 	dataDir, logs string
-	pk            *pki
+	pk            *controlplane.PKI
 	upstream      bool
 	// manifests: --install=manifests or helm.
 	manifests bool
@@ -530,9 +530,9 @@ func (s *session) prepare() error {
 		}
 	}
 	firstIP := c.ranges.services[0].Addr().Next()
-	s.pk = newPKI(s.dataDir)
-	if err := s.pk.ensure(net.IP(firstIP.AsSlice())); err != nil {
-		return fmt.Errorf("preparing credentials in %s: %w", s.pk.dir, err)
+	s.pk = controlplane.NewPKI(s.dataDir)
+	if err := s.pk.Ensure(net.IP(firstIP.AsSlice()), fabricAddr.Addr()); err != nil {
+		return fmt.Errorf("preparing credentials in %s: %w", s.pk.Dir, err)
 	}
 	s.logs = filepath.Join(s.dataDir, "logs")
 	return os.MkdirAll(s.logs, 0o755)
@@ -570,7 +570,7 @@ func (s *session) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, etcd, s.etcdURL+"/health", nil, "", 60*time.Second); err != nil {
+	if err := controlplane.WaitReady(ctx, etcd, s.etcdURL+"/health", nil, "", 60*time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.out, "etcd ready on %s\n", s.etcdURL)
@@ -590,25 +590,25 @@ func (s *session) startAPIServer(ctx context.Context) error {
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
 		"--service-cluster-ip-range=" + c.ServiceCIDRs,
 		"--service-node-port-range=" + c.Manager.Controllers.NodePort.Range,
-		"--tls-cert-file=" + pk.servingCert, "--tls-private-key-file=" + pk.servingKey,
-		"--client-ca-file=" + pk.caCert, "--token-auth-file=" + pk.tokenFile,
+		"--tls-cert-file=" + pk.ServingCert, "--tls-private-key-file=" + pk.ServingKey,
+		"--client-ca-file=" + pk.CACert, "--token-auth-file=" + pk.TokenFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + pk.saPub, "--service-account-signing-key-file=" + pk.saKey,
+		"--service-account-key-file=" + pk.SAPub, "--service-account-signing-key-file=" + pk.SAKey,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(s.dataDir, "apiserver-certs"),
 	}, extra...), filepath.Join(s.logs, "kube-apiserver.log"))
 	if err != nil {
 		return err
 	}
-	caPEM, err := os.ReadFile(pk.caCert)
+	caPEM, err := os.ReadFile(pk.CACert)
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, apiserver, apiURL+"/readyz", caPEM, pk.adminToken, 120*time.Second); err != nil {
+	if err := controlplane.WaitReady(ctx, apiserver, apiURL+"/readyz", caPEM, pk.AdminToken, 120*time.Second); err != nil {
 		return err
 	}
 	s.kubeconfig = filepath.Join(s.dataDir, "kubeconfig")
-	if err := writeKubeconfig(s.kubeconfig, apiURL, caPEM, pk.adminToken); err != nil {
+	if err := controlplane.WriteKubeconfig(s.kubeconfig, apiURL, caPEM, pk.AdminToken); err != nil {
 		return fmt.Errorf("writing %s: %w", s.kubeconfig, err)
 	}
 	if s.restCfg, err = clientcmd.BuildConfigFromFlags("", s.kubeconfig); err != nil {
@@ -637,8 +637,8 @@ func (s *session) clusterAPIServerFlags() ([]string, error) {
 	return []string{
 		"--advertise-address=" + fabricAddr.Addr().String(), "--endpoint-reconciler-type=lease",
 		"--egress-selector-config-file=" + path,
-		"--kubelet-client-certificate=" + s.pk.kubeletClientCert, "--kubelet-client-key=" + s.pk.kubeletClientKey,
-		"--kubelet-certificate-authority=" + s.pk.caCert,
+		"--kubelet-client-certificate=" + s.pk.KubeletClientCert, "--kubelet-client-key=" + s.pk.KubeletClientKey,
+		"--kubelet-certificate-authority=" + s.pk.CACert,
 		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 	}, nil
 }
@@ -649,7 +649,7 @@ func (s *session) startControllerManager() error {
 		"--kubeconfig=" + s.kubeconfig,
 		"--controllers=" + kcmControllers,
 		"--leader-elect=false", "--secure-port=0",
-		"--service-account-private-key-file=" + s.pk.saKey, "--root-ca-file=" + s.pk.caCert,
+		"--service-account-private-key-file=" + s.pk.SAKey, "--root-ca-file=" + s.pk.CACert,
 		"--use-service-account-credentials=false",
 		"--service-cluster-ip-range=" + s.cfg.ServiceCIDRs,
 	}, filepath.Join(s.logs, "kube-controller-manager.log"))
@@ -698,7 +698,7 @@ func (s *session) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil, "", 60*time.Second); err != nil {
+	if err := controlplane.WaitReady(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), nil, "", 60*time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
@@ -788,21 +788,35 @@ func (s *session) startNodesAndTour(ctx context.Context) error {
 			// The tour's first request is by name: it is printed once
 			// kube-dns answers (CoreDNS's first readiness probe comes a
 			// probe period after it starts, as a kubelet's does).
-			if err := waitDNS(ctx, s.admin, dnsReadyTimeout); err != nil {
-				fmt.Fprintf(s.out, "%s: NOT READY (%v; its logs are in %s)\n", dnsLine(cl.dnsIP), err, filepath.Join(s.logs, "pods"))
+			if err := addons.WaitDNS(ctx, s.admin, addons.DNSReadyTimeout); err != nil {
+				fmt.Fprintf(s.out, "%s: NOT READY (%v; its logs are in %s)\n", addons.DNSLine(cl.dnsIP), err, filepath.Join(s.logs, "pods"))
 			} else {
-				fmt.Fprintln(s.out, dnsLine(cl.dnsIP))
+				fmt.Fprintln(s.out, addons.DNSLine(cl.dnsIP))
 			}
 		}
 	}
 	fmt.Fprintln(s.out)
 	printTour(s.out, s.binDir, s.kubeconfig, s.cluster)
 	if c.Demo {
-		if err := runDemo(ctx, s.out, s.binDir, s.kubeconfig, s.admin, s.cluster); err != nil && ctx.Err() == nil {
+		if err := walkthrough.Run(ctx, s.walkthroughCluster()); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("the walkthrough failed: %w", err)
 		}
 	}
 	return nil
+}
+
+// walkthroughCluster is what the walkthrough (--demo) uses of the
+// session and its simulated cluster.
+func (s *session) walkthroughCluster() walkthrough.Cluster {
+	cl := s.cluster
+	w := walkthrough.Cluster{
+		Out: s.out, BinDir: s.binDir, Kubeconfig: s.kubeconfig, Client: s.admin,
+		ClientNetNS: cl.client, Mode: string(cl.mode), KubeProxy: cl.proxyName == "kube-proxy", DNSIP: cl.dnsIP,
+	}
+	for _, n := range cl.nodes {
+		w.Nodes = append(w.Nodes, walkthrough.Node{Name: n.Name, NetNS: n.Net.NetNS, IP: n.Net.IP})
+	}
+	return w
 }
 
 // wait blocks until ctx ends or a supervised child keeps failing (the
@@ -813,7 +827,7 @@ func (s *session) wait(ctx context.Context) error {
 		fmt.Fprintln(s.out, "\nStopping svcnet up")
 		return nil
 	case p := <-s.failed:
-		return p.failure()
+		return p.Failure()
 	}
 }
 
@@ -880,54 +894,4 @@ func portFree(port int) error {
 		return err
 	}
 	return l.Close()
-}
-
-// waitReady polls url until it answers 200, the process exits, or the
-// timeout passes.
-func waitReady(ctx context.Context, p *process, url string, caPEM []byte, token string, timeout time.Duration) error {
-	tr := &http.Transport{}
-	if caPEM != nil {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(caPEM)
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	return waitReadyVia(ctx, p, url, tr, token, timeout)
-}
-
-// waitReadyVia is waitReady with the caller's transport (e.g. one that
-// dials inside a node's namespace).
-func waitReadyVia(ctx context.Context, p *process, url string, tr *http.Transport, token string, timeout time.Duration) error {
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true, nil
-			}
-		}
-		if p.exited() {
-			return false, p.failure()
-		}
-		return false, nil
-	})
-	switch {
-	case err == nil || ctx.Err() != nil || p.exited():
-		return err
-	default:
-		return fmt.Errorf("%s not ready at %s after %s; last lines of %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
-	}
-}
-
-func writeKubeconfig(path, server string, caPEM []byte, token string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["svcnet"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["svcnet-admin"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["svcnet"] = &clientcmdapi.Context{Cluster: "svcnet", AuthInfo: "svcnet-admin", Namespace: "default"}
-	cfg.CurrentContext = "svcnet"
-	return clientcmd.WriteToFile(*cfg, path)
 }

@@ -1,11 +1,12 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package up
+package controlplane
 
 import (
 	"crypto/x509"
 	"encoding/pem"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,17 +16,18 @@ import (
 // the API server's for loopback and the first Service IP, and are reused
 // on the next start.
 func TestPKI(t *testing.T) {
-	p := newPKI(t.TempDir())
+	p := NewPKI(t.TempDir())
 	serviceIP := net.ParseIP("10.96.0.1")
-	if err := p.ensure(serviceIP); err != nil {
+	fabricIP := netip.MustParseAddr("172.30.0.1")
+	if err := p.Ensure(serviceIP, fabricIP); err != nil {
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
-	caPEM := read(t, p.caCert)
+	caPEM := read(t, p.CACert)
 	if !roots.AppendCertsFromPEM(caPEM) {
 		t.Fatal("the CA file holds no certificate")
 	}
-	block, _ := pem.Decode(read(t, p.servingCert))
+	block, _ := pem.Decode(read(t, p.ServingCert))
 	if block == nil {
 		t.Fatal("the serving certificate file holds no PEM block")
 	}
@@ -38,15 +40,15 @@ func TestPKI(t *testing.T) {
 			t.Errorf("the serving certificate does not verify for %s: %v", host, err)
 		}
 	}
-	if p.adminToken == "" {
+	if p.AdminToken == "" {
 		t.Fatal("no admin token")
 	}
 
-	again := newPKI(filepath.Dir(p.dir))
-	if err := again.ensure(serviceIP); err != nil {
+	again := NewPKI(filepath.Dir(p.Dir))
+	if err := again.Ensure(serviceIP, fabricIP); err != nil {
 		t.Fatal(err)
 	}
-	if again.adminToken != p.adminToken || string(read(t, again.caCert)) != string(caPEM) {
+	if again.AdminToken != p.AdminToken || string(read(t, again.CACert)) != string(caPEM) {
 		t.Error("a second start made new credentials instead of reusing them")
 	}
 }

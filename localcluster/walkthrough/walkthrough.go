@@ -1,6 +1,11 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package up
+// Package walkthrough is `svcnet up --demo`: real kubectl commands against
+// the control plane, real iptables-save in the node namespaces, real
+// requests from the client namespace, through a Deployment, every Service
+// type, scaling and cluster DNS. Each step checks what it shows and fails
+// otherwise.
+package walkthrough
 
 import (
 	"context"
@@ -9,6 +14,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,27 +26,60 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
+	"github.com/svcnet-io/svcnet/localcluster/controlplane"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
+// Cluster is what the walkthrough uses of the simulated cluster.
+type Cluster struct {
+	// Out receives each step, its commands and their output.
+	Out io.Writer
+	// BinDir holds kubectl; Kubeconfig is the admin's kubeconfig it uses.
+	BinDir, Kubeconfig string
+	// Client is the admin's client of the API server.
+	Client client.Client
+	// ClientNetNS is the client namespace, outside the nodes, where the
+	// requests and lookups are made.
+	ClientNetNS string
+	// Nodes are the simulated nodes, whose rules the walkthrough reads.
+	Nodes []Node
+	// Mode is the nodes' dataplane mode: agent.ModeIPTables or
+	// agent.ModeNFTables.
+	Mode string
+	// KubeProxy: kube-proxy programs the nodes (--pipeline=upstream), not
+	// svcnet's agent.
+	KubeProxy bool
+	// DNSIP is kube-dns's address; invalid without cluster DNS, whose
+	// steps are then left out.
+	DNSIP netip.Addr
+}
+
+// Node is a simulated node as the walkthrough uses it.
+type Node struct {
+	// Name is the Node object's name.
+	Name string
+	// NetNS is the node's network namespace.
+	NetNS string
+	// IP is the node's address on the fabric.
+	IP netip.Addr
+}
+
 // demoNamespace holds the walkthrough's objects; it is recreated on every
-// --demo run.
+// run.
 const demoNamespace = "demo"
 
-// demo is the walkthrough: real kubectl commands against the control
-// plane, real iptables-save in the node namespaces, real requests from the
-// client namespace. Each step checks what it shows and fails otherwise.
+// demo is one run of the walkthrough.
 type demo struct {
 	out     io.Writer
 	kubectl string
 	env     []string
 	c       client.Client
-	cl      *cluster
+	cl      *Cluster
 	http    *http.Client
 	steps   int
 }
@@ -50,21 +89,24 @@ type demo struct {
 // reached.
 const demoImage = "registry.k8s.io/serve_hostname"
 
-func runDemo(ctx context.Context, out io.Writer, binDir, kubeconfig string, c client.Client, cl *cluster) error {
+// Run runs the walkthrough on cl, printing each command and its output,
+// and fails at the first step whose output is not what it shows.
+func Run(ctx context.Context, cl Cluster) error {
+	out := cl.Out
 	d := &demo{
-		out: out, kubectl: filepath.Join(binDir, "kubectl"), c: c, cl: cl,
-		env:  append(os.Environ(), "KUBECONFIG="+kubeconfig),
-		http: netlab.Client(cl.client, 2*time.Second),
+		out: out, kubectl: filepath.Join(cl.BinDir, "kubectl"), c: cl.Client, cl: &cl,
+		env:  append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig),
+		http: netlab.Client(cl.ClientNetNS, 2*time.Second),
 	}
 	if _, err := os.Stat(d.kubectl); err != nil {
-		return fmt.Errorf("the walkthrough runs kubectl from %s: %w", binDir, err)
+		return fmt.Errorf("the walkthrough runs kubectl from %s: %w", cl.BinDir, err)
 	}
 	fmt.Fprintf(out, "\n===== The walkthrough (namespace %s) =====\n", demoNamespace)
 	if err := d.freshNamespace(ctx); err != nil {
 		return err
 	}
 	steps := []func(context.Context) error{d.clusterIP, d.scale, d.nodePort, d.headless, d.externalName, d.loadBalancer}
-	if cl.dnsIP.IsValid() {
+	if cl.DNSIP.IsValid() {
 		steps = slices.Insert(steps, 1, d.byName)
 	}
 	for _, step := range steps {
@@ -119,7 +161,7 @@ func (d *demo) inNode(ctx context.Context, netns, pipeline string) string {
 // would (getent: the C library's resolver, through cluster DNS) and
 // returns the addresses, silently.
 func (d *demo) resolve(ctx context.Context, name string) ([]string, string) {
-	b, _ := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.client, "getent", "hosts", name).CombinedOutput()
+	b, _ := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.ClientNetNS, "getent", "hosts", name).CombinedOutput()
 	var addrs []string
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) > 0 && !slices.Contains(addrs, f[0]) {
@@ -136,11 +178,11 @@ func (d *demo) waitResolve(ctx context.Context, name string, want []string, time
 	slices.Sort(want)
 	var got []string
 	var out string
-	err := waitFor(ctx, timeout, fmt.Sprintf("%s to resolve to %v", name, want), func() (bool, error) {
+	err := controlplane.WaitFor(ctx, timeout, fmt.Sprintf("%s to resolve to %v", name, want), func() (bool, error) {
 		got, out = d.resolve(ctx, name)
 		return slices.Equal(got, want), nil
 	})
-	d.show(fmt.Sprintf("ip netns exec %s getent hosts %s", d.cl.client, name), out)
+	d.show(fmt.Sprintf("ip netns exec %s getent hosts %s", d.cl.ClientNetNS, name), out)
 	if err != nil {
 		return fmt.Errorf("%w (last answer: %v)", err, got)
 	}
@@ -153,7 +195,7 @@ func (d *demo) freshNamespace(ctx context.Context) error {
 	if err := d.c.Delete(ctx, ns); err == nil {
 		fmt.Fprintf(d.out, "(removing the namespace %s left by an earlier walkthrough)\n", demoNamespace)
 	}
-	err := waitFor(ctx, 120*time.Second, "namespace "+demoNamespace+" to be gone", func() (bool, error) {
+	err := controlplane.WaitFor(ctx, 120*time.Second, "namespace "+demoNamespace+" to be gone", func() (bool, error) {
 		err := d.c.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -161,29 +203,6 @@ func (d *demo) freshNamespace(ctx context.Context) error {
 		return err
 	}
 	return d.c.Create(ctx, &corev1.Namespace{ObjectMeta: ns.ObjectMeta})
-}
-
-// waitFor polls cond every 50 ms until it holds or timeout passes; the
-// error names what it waited for and cond's last error.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		if err != nil {
-			last = err
-		}
-		return ok, nil
-	})
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case last != nil:
-		return fmt.Errorf("waiting %s for %s: %w", timeout, what, last)
-	default:
-		return fmt.Errorf("waited %s for %s", timeout, what)
-	}
 }
 
 func (d *demo) service(ctx context.Context, name string) (*corev1.Service, error) {
@@ -212,7 +231,7 @@ func (d *demo) readyEndpoints(ctx context.Context, name string) (int, error) {
 // endpointsInRules counts the endpoints every node's rules give a
 // Service's port (-1: none), read in parallel.
 func (d *demo) endpointsInRules(ctx context.Context, name string) []int {
-	counts := make([]int, len(d.cl.nodes))
+	counts := make([]int, len(d.cl.Nodes))
 	var svc corev1.Service
 	if err := d.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: name}, &svc); err != nil {
 		for i := range counts {
@@ -221,10 +240,10 @@ func (d *demo) endpointsInRules(ctx context.Context, name string) []int {
 		return counts
 	}
 	var wg sync.WaitGroup
-	for i, n := range d.cl.nodes {
+	for i, n := range d.cl.Nodes {
 		wg.Go(func() {
 			counts[i] = -1
-			if rules, err := d.cl.nodeRules(ctx, n.Net.NetNS); err == nil {
+			if rules, err := d.cl.nodeRules(ctx, n.NetNS); err == nil {
 				counts[i] = d.cl.endpointCount(rules, &svc)
 			}
 		})
@@ -264,7 +283,7 @@ func (d *demo) tally(ctx context.Context, url string, n, want int) (map[string]i
 	for _, pod := range slices.Sorted(maps.Keys(seen)) {
 		lines = append(lines, fmt.Sprintf("%4d %s", seen[pod], pod))
 	}
-	d.show(fmt.Sprintf("for i in $(seq %d); do ip netns exec %s curl -s %s; done | sort | uniq -c", total+errs, d.cl.client, url), strings.Join(lines, "\n"))
+	d.show(fmt.Sprintf("for i in $(seq %d); do ip netns exec %s curl -s %s; done | sort | uniq -c", total+errs, d.cl.ClientNetNS, url), strings.Join(lines, "\n"))
 	if errs > 0 {
 		return seen, fmt.Errorf("%d of %d requests to %s failed", errs, total+errs, url)
 	}
@@ -303,7 +322,7 @@ func (d *demo) clusterIP(ctx context.Context) error {
 	}
 
 	d.title("The EndpointSlice lists the 3 Pod IPs")
-	if err := waitFor(ctx, 30*time.Second, "3 ready endpoints of web", func() (bool, error) {
+	if err := controlplane.WaitFor(ctx, 30*time.Second, "3 ready endpoints of web", func() (bool, error) {
 		n, err := d.readyEndpoints(ctx, "web")
 		return n == 3, err
 	}); err != nil {
@@ -313,14 +332,14 @@ func (d *demo) clusterIP(ctx context.Context) error {
 		return err
 	}
 
-	d.title("Every node's " + string(d.cl.mode) + " rules send web's cluster IP to its 3 Pods (DNAT)")
-	if err := waitFor(ctx, 30*time.Second, "web's rules on every node", func() (bool, error) {
+	d.title("Every node's " + d.cl.Mode + " rules send web's cluster IP to its 3 Pods (DNAT)")
+	if err := controlplane.WaitFor(ctx, 30*time.Second, "web's rules on every node", func() (bool, error) {
 		return allEqual(d.endpointsInRules(ctx, "web"), 3), nil
 	}); err != nil {
 		return err
 	}
 	view, wants := d.cl.serviceRulesView(svc, 3)
-	rules := d.inNode(ctx, d.cl.nodes[0].Net.NetNS, view)
+	rules := d.inNode(ctx, d.cl.Nodes[0].NetNS, view)
 	for _, want := range wants {
 		if !strings.Contains(rules, want) {
 			return fmt.Errorf("the node's rules for demo/web lack %q", want)
@@ -334,8 +353,8 @@ func (d *demo) clusterIP(ctx context.Context) error {
 
 func (d *demo) byName(ctx context.Context) error {
 	d.title("Cluster DNS: web's name resolves to its ClusterIP, and curl by name reaches a Pod")
-	d.say("CoreDNS runs as 2 Pods of kube-system behind kube-dns %s, itself a Service programmed like any other", d.cl.dnsIP)
-	if err := waitDNS(ctx, d.c, dnsReadyTimeout); err != nil {
+	d.say("CoreDNS runs as 2 Pods of kube-system behind kube-dns %s, itself a Service programmed like any other", d.cl.DNSIP)
+	if err := addons.WaitDNS(ctx, d.c, addons.DNSReadyTimeout); err != nil {
 		return err
 	}
 	if _, err := d.k(ctx, "get", "pods", "--namespace=kube-system", "-l", "k8s-app=kube-dns", "-o", "wide"); err != nil {
@@ -345,13 +364,13 @@ func (d *demo) byName(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("the client resolves like a Pod of namespace default (search default.svc.%s ...): the demo's Services are <name>.%s, a Service of default is just <name>", clusterDomain, demoNamespace)
+	d.say("the client resolves like a Pod of namespace default (search default.svc.%s ...): the demo's Services are <name>.%s, a Service of default is just <name>", addons.ClusterDomain, demoNamespace)
 	if err := d.waitResolve(ctx, "web."+demoNamespace, []string{svc.Spec.ClusterIP}, 60*time.Second); err != nil {
 		return err
 	}
 	url := "http://web." + demoNamespace + "/"
-	b, err := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.client, "curl", "-s", "--max-time", "5", url).CombinedOutput()
-	d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.client, url), string(b))
+	b, err := exec.CommandContext(ctx, "ip", "netns", "exec", d.cl.ClientNetNS, "curl", "-s", "--max-time", "5", url).CombinedOutput()
+	d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.ClientNetNS, url), string(b))
 	if err != nil {
 		return fmt.Errorf("curl %s from the client: %w: %s", url, err, b)
 	}
@@ -384,13 +403,13 @@ func (d *demo) scale(ctx context.Context) error {
 	if _, err := d.k(ctx, "scale", "deployment", "web", "--replicas=10"); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules", func() (bool, error) {
+	if err := controlplane.WaitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules", func() (bool, error) {
 		return allEqual(d.endpointsInRules(ctx, "web"), 10), nil
 	}); err != nil {
 		return err
 	}
 	took := time.Since(start)
-	d.say("all %d nodes were reprogrammed with 10 endpoints %d ms after `kubectl scale` started", len(d.cl.nodes), took.Milliseconds())
+	d.say("all %d nodes were reprogrammed with 10 endpoints %d ms after `kubectl scale` started", len(d.cl.Nodes), took.Milliseconds())
 	d.say("(kubectl itself, the Deployment and ReplicaSet controllers, Pod start-up, the EndpointSlice write and the nodes' rule updates included)")
 	if _, err := d.k(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=web"); err != nil {
 		return err
@@ -419,15 +438,15 @@ func (d *demo) nodePort(ctx context.Context) error {
 	if port == 0 {
 		return errors.New("web-nodeport has no nodePort")
 	}
-	for _, n := range d.cl.nodes {
-		url := fmt.Sprintf("http://%s:%d/", n.Net.IP, port)
+	for _, n := range d.cl.Nodes {
+		url := fmt.Sprintf("http://%s:%d/", n.IP, port)
 		var body string
-		err := waitFor(ctx, 30*time.Second, url+" to answer", func() (bool, error) {
+		err := controlplane.WaitFor(ctx, 30*time.Second, url+" to answer", func() (bool, error) {
 			var err error
 			body, err = netlab.Get(ctx, d.http, url)
 			return err == nil, err
 		})
-		d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.client, url), body)
+		d.show(fmt.Sprintf("ip netns exec %s curl -s %s", d.cl.ClientNetNS, url), body)
 		if err != nil {
 			return err
 		}
@@ -443,7 +462,7 @@ func (d *demo) headless(ctx context.Context) error {
 	if _, err := d.k(ctx, "get", "service", "web-headless"); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 30*time.Second, "10 ready endpoints of web-headless", func() (bool, error) {
+	if err := controlplane.WaitFor(ctx, 30*time.Second, "10 ready endpoints of web-headless", func() (bool, error) {
 		n, err := d.readyEndpoints(ctx, "web-headless")
 		return n == 10, err
 	}); err != nil {
@@ -455,7 +474,7 @@ func (d *demo) headless(ctx context.Context) error {
 	if err := d.noRules(ctx, "web-headless"); err != nil {
 		return err
 	}
-	if d.cl.dnsIP.IsValid() {
+	if d.cl.DNSIP.IsValid() {
 		return d.headlessDNS(ctx)
 	}
 	return nil
@@ -477,7 +496,7 @@ func (d *demo) headlessDNS(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := waitFor(ctx, 60*time.Second, "4 ready Pods of web", func() (bool, error) {
+	if err := controlplane.WaitFor(ctx, 60*time.Second, "4 ready Pods of web", func() (bool, error) {
 		ips, err = d.podIPs(ctx)
 		return len(ips) == 4, err
 	}); err != nil {
@@ -491,19 +510,19 @@ func (d *demo) headlessDNS(ctx context.Context) error {
 	if _, err := d.k(ctx, "scale", "deployment", "web", "--replicas=10"); err != nil {
 		return err
 	}
-	return waitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules again", func() (bool, error) {
+	return controlplane.WaitFor(ctx, 60*time.Second, "10 endpoints of web in every node's rules again", func() (bool, error) {
 		return allEqual(d.endpointsInRules(ctx, "web"), 10), nil
 	})
 }
 
 // noRules shows and checks that no node has a rule for a Service.
 func (d *demo) noRules(ctx context.Context, name string) error {
-	for _, n := range d.cl.nodes {
+	for _, n := range d.cl.Nodes {
 		list := "iptables-save"
-		if d.cl.mode == agent.ModeNFTables {
+		if d.cl.Mode == agent.ModeNFTables {
 			list = "nft list ruleset"
 		}
-		out := d.inNode(ctx, n.Net.NetNS, list+" | grep -c demo/"+name+"[^-]")
+		out := d.inNode(ctx, n.NetNS, list+" | grep -c demo/"+name+"[^-]")
 		if strings.TrimSpace(out) != "0" {
 			return fmt.Errorf("node %s has rules for demo/%s", n.Name, name)
 		}
@@ -513,7 +532,7 @@ func (d *demo) noRules(ctx context.Context, name string) error {
 
 func (d *demo) externalName(ctx context.Context) error {
 	d.title("ExternalName: no IP, no slices, no rules; a CNAME in cluster DNS")
-	target := "web." + demoNamespace + ".svc." + clusterDomain
+	target := "web." + demoNamespace + ".svc." + addons.ClusterDomain
 	if _, err := d.k(ctx, "create", "service", "externalname", "web-external", "--external-name="+target); err != nil {
 		return err
 	}
@@ -535,7 +554,7 @@ func (d *demo) externalName(ctx context.Context) error {
 	if err := d.noRules(ctx, "web-external"); err != nil {
 		return err
 	}
-	if !d.cl.dnsIP.IsValid() {
+	if !d.cl.DNSIP.IsValid() {
 		return nil
 	}
 	d.say("its name is a CNAME to %s, which the client's resolver follows to web's ClusterIP", target)
@@ -552,7 +571,7 @@ func (d *demo) loadBalancer(ctx context.Context) error {
 		return err
 	}
 	var ip string
-	err := waitFor(ctx, 15*time.Second, "web-lb's load-balancer IP", func() (bool, error) {
+	err := controlplane.WaitFor(ctx, 15*time.Second, "web-lb's load-balancer IP", func() (bool, error) {
 		svc, err := d.service(ctx, "web-lb")
 		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 			return false, err

@@ -1,6 +1,6 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package up
+package addons
 
 import (
 	"net/netip"
@@ -19,17 +19,17 @@ func TestKubeDNSIP(t *testing.T) {
 		"10.0.0.0/24,fd00:10:96::/112": "10.0.0.10",
 		"fd00:10:96::/112":             "fd00:10:96::a",
 	} {
-		parsed, err := parseServiceCIDRs(cidrs)
-		if err != nil {
-			t.Fatal(err)
+		var parsed []netip.Prefix
+		for _, p := range strings.Split(cidrs, ",") {
+			parsed = append(parsed, netip.MustParsePrefix(p))
 		}
-		got, err := kubeDNSIP(parsed)
+		got, err := KubeDNSIP(parsed)
 		if err != nil || got.String() != want {
-			t.Errorf("kubeDNSIP(%s) = %s, %v; want %s", cidrs, got, err, want)
+			t.Errorf("KubeDNSIP(%s) = %s, %v; want %s", cidrs, got, err, want)
 		}
 	}
-	if got, err := kubeDNSIP([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/29")}); err == nil || !strings.Contains(err.Error(), "--dns=false") {
-		t.Errorf("kubeDNSIP(/29) = %s, %v; want an error pointing at --dns=false", got, err)
+	if got, err := KubeDNSIP([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/29")}); err == nil || !strings.Contains(err.Error(), "--dns=false") {
+		t.Errorf("KubeDNSIP(/29) = %s, %v; want an error pointing at --dns=false", got, err)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestCoreDNSAddon(t *testing.T) {
 		t.Fatal("an empty store knows an image")
 	}
 	store := &images.Store{}
-	store.Add(coreDNSImageOf("/bin/coredns"))
+	store.Add(CoreDNSImage("/bin/coredns"))
 	if _, ok := store.Lookup(image); !ok || !strings.HasSuffix(image, ":"+coreDNSVersion) {
 		t.Errorf("CoreDNS image = %q, want the one the simulator runs", image)
 	}

@@ -1,6 +1,6 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package up
+package controlplane
 
 import (
 	"crypto/rand"
@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,33 +21,41 @@ import (
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 )
 
-// pki holds the paths of the credentials `svcnet up` makes once per data
+// PKI holds the paths of the credentials `svcnet up` makes once per data
 // dir and reuses on every start, so kubeconfigs handed out stay valid.
-type pki struct {
-	dir                     string
-	caCert, caKey           string
-	servingCert, servingKey string
-	// kubeletClientCert and Key are the API server's credentials for the
+type PKI struct {
+	// Dir is the folder of the files below.
+	Dir string
+	// CACert and CAKey are the certificate authority's.
+	CACert, CAKey string
+	// ServingCert and ServingKey are the API server's serving credentials.
+	ServingCert, ServingKey string
+	// KubeletClientCert and Key are the API server's credentials for the
 	// nodes' kubelet API (--kubelet-client-certificate).
-	kubeletClientCert, kubeletClientKey string
-	saKey, saPub                        string
-	tokenFile                           string
-	adminToken                          string
+	KubeletClientCert, KubeletClientKey string
+	// SAKey and SAPub sign and verify ServiceAccount tokens.
+	SAKey, SAPub string
+	// TokenFile is the API server's --token-auth-file.
+	TokenFile string
+	// AdminToken is the system:masters user's token in TokenFile, read
+	// by Ensure.
+	AdminToken string
 }
 
-func newPKI(dataDir string) *pki {
+// NewPKI is the PKI kept in the pki folder of a data dir.
+func NewPKI(dataDir string) *PKI {
 	dir := filepath.Join(dataDir, "pki")
-	return &pki{
-		dir:               dir,
-		caCert:            filepath.Join(dir, "ca.crt"),
-		caKey:             filepath.Join(dir, "ca.key"),
-		servingCert:       filepath.Join(dir, "apiserver.crt"),
-		servingKey:        filepath.Join(dir, "apiserver.key"),
-		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
-		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
-		saKey:             filepath.Join(dir, "sa.key"),
-		saPub:             filepath.Join(dir, "sa.pub"),
-		tokenFile:         filepath.Join(dir, "tokens.csv"),
+	return &PKI{
+		Dir:               dir,
+		CACert:            filepath.Join(dir, "ca.crt"),
+		CAKey:             filepath.Join(dir, "ca.key"),
+		ServingCert:       filepath.Join(dir, "apiserver.crt"),
+		ServingKey:        filepath.Join(dir, "apiserver.key"),
+		KubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		KubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
+		SAKey:             filepath.Join(dir, "sa.key"),
+		SAPub:             filepath.Join(dir, "sa.pub"),
+		TokenFile:         filepath.Join(dir, "tokens.csv"),
 	}
 }
 
@@ -54,18 +63,19 @@ func newPKI(dataDir string) *pki {
 // meant to be reused, not rotated.
 const validity = 10 * 365 * 24 * time.Hour
 
-// ensure creates whatever is missing: a CA, the apiserver's serving
-// certificate (for loopback and the first Service IP), the service-account
-// signing key and a static admin token.
-func (p *pki) ensure(serviceIP net.IP) error {
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+// Ensure creates whatever is missing: a CA, the apiserver's serving
+// certificate (for loopback, the first Service IP and the fabric address
+// fabricIP the simulated nodes dial), the service-account signing key and
+// a static admin token.
+func (p *PKI) Ensure(serviceIP net.IP, fabricIP netip.Addr) error {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return err
 	}
 	caCert, caKey, err := p.ensureCA()
 	if err != nil {
 		return fmt.Errorf("certificate authority: %w", err)
 	}
-	if err := p.ensureServing(caCert, caKey, serviceIP); err != nil {
+	if err := p.ensureServing(caCert, caKey, serviceIP, fabricIP); err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
 	if err := p.ensureKubeletClient(caCert, caKey); err != nil {
@@ -78,12 +88,12 @@ func (p *pki) ensure(serviceIP net.IP) error {
 }
 
 // ensureCA reads the CA, or makes one.
-func (p *pki) ensureCA() (certPEM, keyPEM []byte, err error) {
-	if exists(p.caCert) && exists(p.caKey) {
-		if certPEM, err = os.ReadFile(p.caCert); err != nil {
+func (p *PKI) ensureCA() (certPEM, keyPEM []byte, err error) {
+	if exists(p.CACert) && exists(p.CAKey) {
+		if certPEM, err = os.ReadFile(p.CACert); err != nil {
 			return nil, nil, err
 		}
-		if keyPEM, err = os.ReadFile(p.caKey); err != nil {
+		if keyPEM, err = os.ReadFile(p.CAKey); err != nil {
 			return nil, nil, err
 		}
 		return certPEM, keyPEM, nil
@@ -91,30 +101,30 @@ func (p *pki) ensureCA() (certPEM, keyPEM []byte, err error) {
 	if certPEM, keyPEM, err = certs.NewCA("svcnet-up-ca", time.Now(), validity); err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(p.caCert, certPEM, 0o644); err != nil {
+	if err := os.WriteFile(p.CACert, certPEM, 0o644); err != nil {
 		return nil, nil, err
 	}
-	return certPEM, keyPEM, os.WriteFile(p.caKey, keyPEM, 0o600)
+	return certPEM, keyPEM, os.WriteFile(p.CAKey, keyPEM, 0o600)
 }
 
 // ensureServing keeps the API server's serving certificate, or makes one
 // when there is none or it lacks one of the names clients use: the
 // kubernetes Service, loopback, and the fabric address the nodes (and the
 // agents of --install=manifests) dial.
-func (p *pki) ensureServing(caCert, caKey []byte, serviceIP net.IP) error {
+func (p *PKI) ensureServing(caCert, caKey []byte, serviceIP net.IP, fabricIP netip.Addr) error {
 	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-		"127.0.0.1", "::1", serviceIP.String(), fabricAddr.Addr().String()}
-	if exists(p.servingCert) && exists(p.servingKey) && coversHosts(p.servingCert, hosts) {
+		"127.0.0.1", "::1", serviceIP.String(), fabricIP.String()}
+	if exists(p.ServingCert) && exists(p.ServingKey) && coversHosts(p.ServingCert, hosts) {
 		return nil
 	}
 	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, "kube-apiserver", hosts, time.Now(), validity)
 	if err != nil {
 		return fmt.Errorf("%w; delete the pki folder to have new credentials made", err)
 	}
-	if err := os.WriteFile(p.servingCert, certPEM, 0o644); err != nil {
+	if err := os.WriteFile(p.ServingCert, certPEM, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(p.servingKey, keyPEM, 0o600)
+	return os.WriteFile(p.ServingKey, keyPEM, 0o600)
 }
 
 // kubeletClientUser is the API server's user on the kubelets, in the
@@ -123,18 +133,18 @@ const kubeletClientUser = "kube-apiserver-kubelet-client"
 
 // ensureKubeletClient keeps, or makes, the API server's client
 // certificate for the kubelets' API.
-func (p *pki) ensureKubeletClient(caCert, caKey []byte) error {
-	if exists(p.kubeletClientCert) && exists(p.kubeletClientKey) {
+func (p *PKI) ensureKubeletClient(caCert, caKey []byte) error {
+	if exists(p.KubeletClientCert) && exists(p.KubeletClientKey) {
 		return nil
 	}
 	certPEM, keyPEM, err := certs.NewClient(caCert, caKey, kubeletClientUser, []string{"system:masters"}, time.Now(), validity)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p.kubeletClientCert, certPEM, 0o644); err != nil {
+	if err := os.WriteFile(p.KubeletClientCert, certPEM, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(p.kubeletClientKey, keyPEM, 0o600)
+	return os.WriteFile(p.KubeletClientKey, keyPEM, 0o600)
 }
 
 // coversHosts tells whether the certificate at path is valid for every
@@ -162,8 +172,8 @@ func coversHosts(path string, hosts []string) bool {
 
 // ensureServiceAccountKey makes the key pair that signs ServiceAccount
 // tokens.
-func (p *pki) ensureServiceAccountKey() error {
-	if exists(p.saKey) && exists(p.saPub) {
+func (p *PKI) ensureServiceAccountKey() error {
+	if exists(p.SAKey) && exists(p.SAPub) {
 		return nil
 	}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -174,37 +184,37 @@ func (p *pki) ensureServiceAccountKey() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p.saKey, keyPEM, 0o600); err != nil {
+	if err := os.WriteFile(p.SAKey, keyPEM, 0o600); err != nil {
 		return err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+	return os.WriteFile(p.SAPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
 }
 
 // ensureAdminToken makes the static token of the system:masters user in
 // the API server's token file, and reads it back.
-func (p *pki) ensureAdminToken() error {
-	if !exists(p.tokenFile) {
+func (p *PKI) ensureAdminToken() error {
+	if !exists(p.TokenFile) {
 		b := make([]byte, 24)
 		if _, err := rand.Read(b); err != nil {
 			return err
 		}
 		line := fmt.Sprintf("%s,svcnet-admin,svcnet-admin,system:masters\n", hex.EncodeToString(b))
-		if err := os.WriteFile(p.tokenFile, []byte(line), 0o600); err != nil {
+		if err := os.WriteFile(p.TokenFile, []byte(line), 0o600); err != nil {
 			return err
 		}
 	}
-	b, err := os.ReadFile(p.tokenFile)
+	b, err := os.ReadFile(p.TokenFile)
 	if err != nil {
 		return err
 	}
-	p.adminToken, _, _ = strings.Cut(string(b), ",")
-	if p.adminToken == "" || !strings.Contains(string(b), ",") {
-		p.adminToken = ""
-		return fmt.Errorf("%s holds no token; delete it to have a new one made", p.tokenFile)
+	p.AdminToken, _, _ = strings.Cut(string(b), ",")
+	if p.AdminToken == "" || !strings.Contains(string(b), ",") {
+		p.AdminToken = ""
+		return fmt.Errorf("%s holds no token; delete it to have a new one made", p.TokenFile)
 	}
 	return nil
 }
