@@ -9,7 +9,8 @@
 ARG GO_VERSION=1.26
 ARG DEBIAN_VERSION=bookworm
 
-# The svcnet binary, static: the same for both images.
+# The binaries, static: svcnet (the manager's image) and svcnet-agent (the
+# agent's).
 FROM golang:${GO_VERSION}-${DEBIAN_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -18,7 +19,7 @@ COPY . .
 ARG VERSION=devel
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
     -ldflags "-s -w -buildid= -X github.com/svcnet-io/svcnet/internal/platform/version.Version=${VERSION}" \
-    -o /out/svcnet ./cmd/svcnet
+    -o /out/ ./cmd/svcnet ./cmd/svcnet-agent
 
 # The images' roots, assembled by the script `make images` runs.
 FROM debian:${DEBIAN_VERSION} AS roots
@@ -36,11 +37,11 @@ USER 65532:65532
 ENTRYPOINT ["/svcnet"]
 CMD ["manager"]
 
-# The node agent: the binary with Debian's iptables, nftables and conntrack.
+# The node agent: svcnet-agent with Debian's iptables, nftables and conntrack.
 FROM scratch AS svcnet-agent
 COPY --from=roots /roots/svcnet-agent/ /
-COPY --from=build /out/svcnet /svcnet
+COPY --from=build /out/svcnet-agent /svcnet-agent
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 USER 0:0
-ENTRYPOINT ["/svcnet"]
+ENTRYPOINT ["/svcnet-agent"]
 CMD ["agent"]

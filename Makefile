@@ -27,8 +27,8 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/svcnet (manager and agent, what the images ship) and bin/svcnet-up (the simulator `svcnet up` runs).
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/svcnet ./cmd/svcnet-up
+build: ## Build bin/svcnet (the manager), bin/svcnet-agent (the node agent), what the images ship, and bin/svcnet-up (the simulator `svcnet up` runs).
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/svcnet ./cmd/svcnet-agent ./cmd/svcnet-up
 
 .PHONY: run
 run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).
@@ -43,7 +43,7 @@ UNIT_PKGS = ./allocator/... ./cmd/... ./controllers ./controllers/internal/... .
 	./internal/platform/ipfamily ./internal/platform/nfacct ./internal/platform/repairs ./internal/platform/restconfig ./internal/platform/tombstone \
 	./localcluster/up ./localcluster/addons ./localcluster/controlplane ./localcluster/walkthrough \
 	./localcluster/nodesim/images ./localcluster/nodesim/kuberuntime \
-	./test/conformance ./test/harness/proctree ./hack/prodimports
+	./internal/app/cli ./test/conformance ./test/harness/proctree ./hack/prodimports
 
 .PHONY: unit
 unit: ## Run the pure unit tests: no root, no cluster binaries, nothing to install (about 25 s of tests once built).
@@ -120,10 +120,10 @@ vet: ## go vet the code.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml), check that the production binary links no simulator, helm or test package, and every Go file's licence line.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml), check that the production binaries link no simulator, helm or test package, and every Go file's licence line.
 	$(GOLANGCI_LINT) run ./...
 	cd hack/images && $(GOLANGCI_LINT) run ./...
-	$(GO) run ./hack/prodimports ./cmd/svcnet
+	$(GO) run ./hack/prodimports ./cmd/svcnet ./cmd/svcnet-agent
 	hack/verify-boilerplate.sh
 
 ##@ Dependencies

@@ -2,7 +2,8 @@
 
 // Command svcnet-up runs a whole Service networking control plane on one
 // machine with no cluster: etcd, kube-apiserver, kube-controller-manager,
-// svcnet's manager and agents (run from the svcnet binary beside it) and
+// svcnet's manager and agents (run from the svcnet and svcnet-agent
+// binaries beside it) and
 // simulated nodes in network namespaces. Users type `svcnet up`, which
 // hands over to this program; the production svcnet binary links none of
 // it.

@@ -1,54 +1,32 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
 // Command svcnet is the Service networking control plane: `svcnet manager`
-// runs the controllers, `svcnet agent` a node's rules, `svcnet version`
-// tells what this build is. `svcnet up` hands over to the simulator's own
-// binary, svcnet-up, which this one does not link (hack/prodimports
-// checks it).
+// runs the controllers, `svcnet version` tells what this build is. The
+// node agent is a binary of its own, svcnet-agent, and the simulated
+// cluster another, svcnet-up; `svcnet agent`, `svcnet kube-proxy` and
+// `svcnet up` hand over to them, found beside this one. This binary links
+// neither (hack/prodimports checks it).
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime/debug"
-	"strconv"
-	"syscall"
-
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/app/cli"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
-	"github.com/svcnet-io/svcnet/internal/platform/version"
+)
+
+// The binaries svcnet hands commands over to, beside it (make build puts
+// all three into bin/).
+const (
+	agentBinary     = "svcnet-agent"
+	simulatorBinary = "svcnet-up"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := commandFor(os.Args[0]).ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "svcnet:", err)
-		os.Exit(1)
-	}
-}
-
-// commandFor is the command a binary called argv0 runs: the agent with
-// kube-proxy's command line when it is called kube-proxy, svcnet's
-// commands otherwise.
-func commandFor(argv0 string) *cobra.Command {
-	if filepath.Base(argv0) == kubeProxyName {
-		cmd := newKubeProxyCommand()
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		return cmd
-	}
-	return newRootCommand()
+	cli.Main("svcnet", newRootCommand())
 }
 
 func newRootCommand() *cobra.Command {
@@ -58,19 +36,19 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newAgentCommand(), newKubeProxyCommand(), newUpCommand(), newVersionCommand())
+	root.AddCommand(newManagerCommand(), cli.NewVersionCommand(),
+		cli.HandOver("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices (runs svcnet-agent agent)",
+			agentBinary, buildHint(agentBinary), "agent"),
+		cli.HandOver("kube-proxy", "Run the agent with kube-proxy's command line and defaults (runs svcnet-agent kube-proxy)",
+			agentBinary, buildHint(agentBinary), "kube-proxy"),
+		cli.HandOver("up", "Run a whole Service networking control plane on this machine (no cluster needed; runs svcnet-up)",
+			simulatorBinary, buildHint(simulatorBinary)))
 	return root
 }
 
-// addLogFlags adds klog's -v and friends, the Kubernetes component way.
-func addLogFlags(fs *pflag.FlagSet) {
-	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(gofs)
-	for _, name := range []string{"v", "vmodule", "logtostderr", "log_file"} {
-		if f := gofs.Lookup(name); f != nil {
-			fs.AddGoFlag(f)
-		}
-	}
+// buildHint says how to build one of the binaries svcnet hands over to.
+func buildHint(binary string) string {
+	return "`make build` (bin/svcnet, bin/svcnet-agent and bin/svcnet-up) or `go build ./cmd/" + binary + "`"
 }
 
 func newManagerCommand() *cobra.Command {
@@ -92,60 +70,6 @@ func newManagerCommand() *cobra.Command {
 		},
 	}
 	opts.AddFlags(cmd.Flags())
-	addLogFlags(cmd.Flags())
+	cli.AddLogFlags(cmd.Flags())
 	return cmd
-}
-
-func newAgentCommand() *cobra.Command {
-	return agentCommand("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices", agent.DefaultOptions())
-}
-
-// kubeProxyName is the command name under which svcnet runs as kube-proxy:
-// `svcnet kube-proxy`, or the binary called (linked as) kube-proxy, so that
-// kube-proxy's DaemonSet runs the agent with its own command line.
-const kubeProxyName = "kube-proxy"
-
-// newKubeProxyCommand is the agent with kube-proxy's defaults where
-// svcnet's differ (agent.KubeProxyOptions).
-func newKubeProxyCommand() *cobra.Command {
-	return agentCommand(kubeProxyName, "Run the agent with kube-proxy's command line and defaults (see docs/operations.md)", agent.KubeProxyOptions())
-}
-
-func agentCommand(use, short string, opts agent.Options) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := opts.Complete()
-			if err != nil {
-				return err
-			}
-			if cfg.LogVerbosity != nil && !cmd.Flags().Changed("v") {
-				if err := cmd.Flags().Set("v", strconv.Itoa(*cfg.LogVerbosity)); err != nil {
-					return fmt.Errorf("--config logging.verbosity: %w", err)
-				}
-			}
-			log := klog.NewKlogr()
-			ctrl.SetLogger(log)
-			if percent, ok := agent.GCPercentFor(os.LookupEnv); ok {
-				debug.SetGCPercent(percent)
-			}
-			return agent.Main(cmd.Context(), cfg, log)
-		},
-	}
-	opts.AddFlags(cmd.Flags())
-	addLogFlags(cmd.Flags())
-	return cmd
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this build",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), version.String())
-		},
-	}
 }

@@ -22,8 +22,9 @@ import (
 
 // Inputs are what an image is made of.
 type Inputs struct {
-	// Binary is the svcnet binary (static).
-	Binary string
+	// Binaries is the folder of the images' binaries (static), each named
+	// as its Spec's Command.
+	Binaries string
 	// Root is the folder root.sh assembled for the image.
 	Root string
 	// Version labels the image (org.opencontainers.image.version).
@@ -47,7 +48,7 @@ func image(spec Spec, in Inputs) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	binTar, err := fileTar(in.Binary, spec.Binary)
+	binTar, err := fileTar(filepath.Join(in.Binaries, spec.Command), spec.Binary)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func image(spec Spec, in Inputs) (v1.Image, error) {
 		by  string
 	}{
 		{rootTar, fmt.Sprintf("hack/images/root.sh %s", spec.Name)},
-		{binTar, "svcnet at " + spec.Binary},
+		{binTar, spec.Command + " at " + spec.Binary},
 	} {
 		layer, err := gzipLayer(l.tar)
 		if err != nil {

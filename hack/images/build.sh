@@ -46,18 +46,18 @@ fi
 
 work=$out/.build
 rm -rf "$work"
-mkdir -p "$work/roots"
+mkdir -p "$work/roots" "$work/bin"
 trap 'rm -rf "$work"' EXIT
 
 start=$SECONDS
-echo "images: building svcnet $version (static)"
+echo "images: building svcnet and svcnet-agent $version (static)"
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
   -ldflags "-s -w -buildid= -X github.com/svcnet-io/svcnet/internal/platform/version.Version=$version" \
-  -o "$work/svcnet" ./cmd/svcnet)
+  -o "$work/bin/" ./cmd/svcnet ./cmd/svcnet-agent)
 for image in svcnet svcnet-agent; do
   "$here/root.sh" "$image" "$work/roots/$image" "$out/.debs"
 done
 cp "$work/roots/svcnet-agent.packages" "$out/svcnet-agent.packages"
-(cd "$here" && go run . -binary "$work/svcnet" -roots "$work/roots" -out "$out" -version "$version")
+(cd "$here" && go run . -binaries "$work/bin" -roots "$work/roots" -out "$out" -version "$version")
 echo "$want" >"$stamp"
 echo "images: built in $((SECONDS - start))s"

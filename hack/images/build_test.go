@@ -20,15 +20,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// fixture makes a binary and the images' roots under dir, the files'
+// fixture makes the binaries and the images' roots under dir, the files'
 // times, modes and owners as this machine's at mtime, so that two
 // fixtures differ in everything an image must not depend on.
 func fixture(t *testing.T, dir string, mtime time.Time, umaskDirs os.FileMode) Inputs {
 	t.Helper()
 	files := map[string]string{
-		"svcnet":                        "#!/bin/sh\necho svcnet\n",
-		"roots/svcnet/etc/passwd":       "nonroot:x:65532:65532::/:/sbin/nologin\n",
-		"roots/svcnet-agent/etc/passwd": "root:x:0:0::/:/sbin/nologin\n",
+		"bin/svcnet":                                    "#!/bin/sh\necho svcnet\n",
+		"bin/svcnet-agent":                              "#!/bin/sh\necho svcnet-agent\n",
+		"roots/svcnet/etc/passwd":                       "nonroot:x:65532:65532::/:/sbin/nologin\n",
+		"roots/svcnet-agent/etc/passwd":                 "root:x:0:0::/:/sbin/nologin\n",
 		"roots/svcnet-agent/usr/sbin/xtables-nft-multi": "an iptables\n",
 	}
 	for name, content := range files {
@@ -56,7 +57,7 @@ func fixture(t *testing.T, dir string, mtime time.Time, umaskDirs os.FileMode) I
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return Inputs{Binary: filepath.Join(dir, "svcnet"), Root: filepath.Join(dir, "roots"), Version: "v1.2.3", Tags: []string{"v1.2.3", "latest"}}
+	return Inputs{Binaries: filepath.Join(dir, "bin"), Root: filepath.Join(dir, "roots"), Version: "v1.2.3", Tags: []string{"v1.2.3", "latest"}}
 }
 
 // TestReproducible builds each image twice from the same inputs made at
@@ -164,7 +165,7 @@ func TestArchive(t *testing.T) {
 		}
 		files[h.Name] = *h
 	}
-	for name, want := range map[string]byte{"svcnet": tar.TypeReg, "etc/passwd": tar.TypeReg, "usr/sbin/iptables": tar.TypeSymlink, "usr/sbin/xtables-nft-multi": tar.TypeLink} {
+	for name, want := range map[string]byte{"svcnet-agent": tar.TypeReg, "etc/passwd": tar.TypeReg, "usr/sbin/iptables": tar.TypeSymlink, "usr/sbin/xtables-nft-multi": tar.TypeLink} {
 		h, ok := files[name]
 		if !ok || h.Typeflag != want || h.Uid != 0 || !h.ModTime.Equal(epoch) {
 			t.Errorf("%s in the image: %+v (present %t), want type %c owned by root at the epoch", name, h, ok, want)

@@ -82,13 +82,13 @@ func jsonList(t *testing.T, s string) []string {
 
 // goBuild is the `go build` command line of a text (build.sh or a RUN),
 // with ${VERSION} and $version as one word and the output path left out.
-var goBuild = regexp.MustCompile(`CGO_ENABLED=0 go build (.*?) -o \S+ (\./cmd/svcnet)`)
+var goBuild = regexp.MustCompile(`CGO_ENABLED=0 go build (.*?) -o \S+ (\./cmd/svcnet \./cmd/svcnet-agent)`)
 
 func buildFlags(t *testing.T, where, text string) string {
 	t.Helper()
 	m := goBuild.FindStringSubmatch(strings.Join(strings.Fields(strings.ReplaceAll(text, "\\\n", " ")), " "))
 	if m == nil {
-		t.Fatalf("%s: no `CGO_ENABLED=0 go build ... -o ... ./cmd/svcnet`", where)
+		t.Fatalf("%s: no `CGO_ENABLED=0 go build ... -o ... ./cmd/svcnet ./cmd/svcnet-agent`", where)
 	}
 	return regexp.MustCompile(`\$\{?(VERSION|version)\}?`).ReplaceAllString(m[1], "VERSION") + " " + m[2]
 }
@@ -108,7 +108,7 @@ func TestDockerfileBuildsTheSameImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := buildFlags(t, "Dockerfile", strings.Join(build.all("RUN"), "\n")), buildFlags(t, "build.sh", string(script)); got != want {
-		t.Errorf("Dockerfile builds svcnet with\n  %s\nmake images with\n  %s", got, want)
+		t.Errorf("Dockerfile builds the binaries with\n  %s\nmake images with\n  %s", got, want)
 	}
 	gomod, err := os.ReadFile("../../go.mod")
 	if err != nil {
@@ -130,7 +130,7 @@ func TestDockerfileBuildsTheSameImages(t *testing.T) {
 		if s.from != "scratch" {
 			t.Errorf("stage %s is FROM %s, want scratch: its files are the root's and the binary", spec.Name, s.from)
 		}
-		wantCopy := []string{"--from=roots /roots/" + spec.Name + "/ /", "--from=build /out/svcnet " + spec.Binary}
+		wantCopy := []string{"--from=roots /roots/" + spec.Name + "/ /", "--from=build /out/" + spec.Command + " " + spec.Binary}
 		if got := s.all("COPY"); !slices.Equal(got, wantCopy) {
 			t.Errorf("stage %s copies %q, want %q", spec.Name, got, wantCopy)
 		}

@@ -1,8 +1,8 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
 // Command images builds svcnet's container images as OCI archives without
-// a Docker daemon: `make images` (build.sh) runs it on the svcnet binary
-// and the roots that root.sh assembles. The same inputs give the same
+// a Docker daemon: `make images` (build.sh) runs it on the svcnet and
+// svcnet-agent binaries and the roots that root.sh assembles. The same inputs give the same
 // archives, byte for byte: every time stamp is fixed, tar entries are
 // sorted and owned by root, and nothing of this machine but the inputs
 // goes in. The Dockerfile beside the repository's root builds the same
@@ -15,7 +15,10 @@ type Spec struct {
 	Name string
 	// Repository is what the manifests in config/ pull.
 	Repository string
-	// Binary is where the svcnet binary goes in the image.
+	// Command is the image's binary: the command under cmd/ it is built
+	// from, and its file's name where make images builds it.
+	Command string
+	// Binary is where the binary goes in the image.
 	Binary     string
 	Entrypoint []string
 	Cmd        []string
@@ -26,19 +29,19 @@ type Spec struct {
 	Packages bool
 }
 
-// Specs are the images, manager first. The manager's is the binary on a
-// root of a few /etc files, run as nonroot (65532); the agent's adds
-// Debian's iptables, nftables and conntrack and runs as root, which the
-// DaemonSet narrows to NET_ADMIN and NET_RAW.
+// Specs are the images, manager first. The manager's is svcnet on a root
+// of a few /etc files, run as nonroot (65532); the agent's is svcnet-agent
+// with Debian's iptables, nftables and conntrack and runs as root, which
+// the DaemonSet narrows to NET_ADMIN and NET_RAW.
 var Specs = []Spec{
 	{
-		Name: "svcnet", Repository: "ghcr.io/svcnet-io/svcnet", Binary: "/svcnet",
+		Name: "svcnet", Repository: "ghcr.io/svcnet-io/svcnet", Command: "svcnet", Binary: "/svcnet",
 		Entrypoint: []string{"/svcnet"}, Cmd: []string{"manager"},
 		Env: []string{"PATH=" + path}, User: "65532:65532",
 	},
 	{
-		Name: "svcnet-agent", Repository: "ghcr.io/svcnet-io/svcnet-agent", Binary: "/svcnet",
-		Entrypoint: []string{"/svcnet"}, Cmd: []string{"agent"},
+		Name: "svcnet-agent", Repository: "ghcr.io/svcnet-io/svcnet-agent", Command: "svcnet-agent", Binary: "/svcnet-agent",
+		Entrypoint: []string{"/svcnet-agent"}, Cmd: []string{"agent"},
 		Env: []string{"PATH=" + path}, User: "0:0", Packages: true,
 	},
 }

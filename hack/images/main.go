@@ -11,12 +11,12 @@ import (
 )
 
 func main() {
-	binary := flag.String("binary", "", "the svcnet binary (static)")
+	binaries := flag.String("binaries", "", "folder of the images' binaries (static): svcnet and svcnet-agent")
 	roots := flag.String("roots", "", "folder of the images' roots (root.sh), one sub-folder per image name")
 	out := flag.String("out", "", "folder the archives <name>.tar are written to")
 	version := flag.String("version", "devel", "svcnet's version: the images' version label and tag")
 	flag.Parse()
-	if *binary == "" || *roots == "" || *out == "" {
+	if *binaries == "" || *roots == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -26,7 +26,7 @@ func main() {
 	}
 	var lines []string
 	for _, spec := range Specs {
-		b, err := build(spec, Inputs{Binary: *binary, Root: filepath.Join(*roots, spec.Name), Version: *version, Tags: tags}, *out)
+		b, err := build(spec, Inputs{Binaries: *binaries, Root: filepath.Join(*roots, spec.Name), Version: *version, Tags: tags}, *out)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "images:", err)
 			os.Exit(1)

@@ -1,12 +1,12 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
 // Command prodimports fails when a production command links what belongs
-// to svcnet's simulator or to tests: `make lint` runs it on cmd/svcnet, the
-// binary of the manager and agent images. It lists each command's
-// dependencies with `go list -deps` and prints, for each package it
-// refuses, the chain of imports that brought it in.
+// to svcnet's simulator or to tests: `make lint` runs it on cmd/svcnet and
+// cmd/svcnet-agent, the binaries of the manager's and the agent's images.
+// It lists each command's dependencies with `go list -deps` and prints,
+// for each package it refuses, the chain of imports that brought it in.
 //
-//	go run ./hack/prodimports [packages]   (default ./cmd/svcnet)
+//	go run ./hack/prodimports [packages]   (default ./cmd/svcnet ./cmd/svcnet-agent)
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 func main() {
 	roots := os.Args[1:]
 	if len(roots) == 0 {
-		roots = []string{"./cmd/svcnet"}
+		roots = []string{"./cmd/svcnet", "./cmd/svcnet-agent"}
 	}
 	failed := false
 	for _, root := range roots {

@@ -82,15 +82,15 @@ type cluster struct {
 	dnsIP netip.Addr
 	// proxyName names what programs each node: svcnet agent or kube-proxy.
 	proxyName string
-	// agents run each node's svcnet agent (or kube-proxy) from svcnetBin,
+	// agents run each node's svcnet agent (or kube-proxy) from agentBin,
 	// restarted with back-off when they exit; out hears of each restart,
 	// events records it on the Node, and failed hears of an agent that
 	// cannot be started again.
-	agents    []*supervised
-	svcnetBin string
-	out       io.Writer
-	events    client.Client
-	failed    chan<- *process
+	agents   []*supervised
+	agentBin string
+	out      io.Writer
+	events   client.Client
+	failed   chan<- *process
 	// lbAnnounce, router and frr: how the client reaches LoadBalancer
 	// addresses (announce.go).
 	lbAnnounce Announce
@@ -173,7 +173,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 		fmt.Fprintf(out, "removed %d network namespaces left by an earlier run\n", len(removed))
 	}
 	cl := &cluster{prefix: prefix, unlock: unlock, mode: c.ProxyMode, lbAnnounce: c.LBAnnounce,
-		svcnetBin: s.svcnetBin, out: out, events: s.admin, failed: s.failed}
+		agentBin: s.agentBin, out: out, events: s.admin, failed: s.failed}
 	if c.DNS {
 		cl.dnsIP = c.ranges.kubeDNS
 	}
@@ -393,7 +393,7 @@ const (
 // router waits for a restarting speaker to connect).
 func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, apiURL, kubeconfig, logs string) error {
 	cl.proxyName = "a svcnet agent"
-	args := []string{cl.svcnetBin, "agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
+	args := []string{cl.agentBin, "agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
 		"--cluster-cidr=" + c.ClusterCIDR, "--mode=" + string(c.ProxyMode),
 		"--conntrack-max-per-core=0", // nf_conntrack_max is the host's, read-only in a node's namespace
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,

@@ -5,7 +5,7 @@
 // kube-apiserver and kube-controller-manager from bin/k8s (with
 // kube-controller-manager's EndpointSlice and ServiceCIDR controllers off,
 // since svcnet replaces them) and svcnet's manager and node agents from
-// the production svcnet binary beside it, supervises them as a kubelet
+// the production binaries beside it (svcnet, svcnet-agent), supervises them as a kubelet
 // supervises static Pods and DaemonSet Pods, keeps their state in a data
 // dir, and stops every child on the way out. Its credentials, kubeconfig
 // and readiness waits are localcluster/controlplane's, cluster DNS is
@@ -59,7 +59,7 @@ type Options struct {
 	// ImagesDir holds the filesystems of the images the nodes run for
 	// real (make node-images).
 	ImagesDir string
-	// SvcnetBinary runs the manager and the agents (svcnet manager, svcnet
+	// SvcnetBinary runs the manager, and svcnet-agent beside it the agents (svcnet manager, svcnet-agent
 	// agent); empty: svcnet beside this program.
 	SvcnetBinary   string
 	APIServerPort  int
@@ -179,7 +179,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Name, "name", o.Name, "Name of the cluster, as kind create cluster --name: its network namespaces are <name>-node-1 ..., its data dir defaults to .svcnet-<name>, and its ports, unless given, are chosen free on its first start and kept in its data dir, so that clusters run side by side. Empty: the default cluster (namespaces svcnet-*, or svcnet-2-* ... beside another).")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Folder for etcd's data, credentials, logs and the kubeconfig; kept across runs.")
 	fs.StringVar(&o.K8sBinDir, "k8s-bin-dir", o.K8sBinDir, "Folder with etcd, kube-apiserver and kube-controller-manager (make k8s-bins). Empty: $SVCNET_K8S_BIN_DIR, then k8s/ beside the svcnet binary, then ./bin/k8s.")
-	fs.StringVar(&o.SvcnetBinary, "svcnet-binary", o.SvcnetBinary, "The svcnet binary that runs the manager and the node agents (svcnet manager, svcnet agent) as child processes. Empty: svcnet beside this program (bin/svcnet, make build).")
+	fs.StringVar(&o.SvcnetBinary, "svcnet-binary", o.SvcnetBinary, "The svcnet binary that runs the manager (svcnet manager) as a child process; the node agents run from svcnet-agent beside it (svcnet-agent agent). Empty: svcnet beside this program (bin/svcnet, make build).")
 	fs.StringVar(&o.ImagesDir, "images-dir", o.ImagesDir, "Folder with the image filesystems the simulated nodes run for real (make node-images). Empty: $SVCNET_IMAGES_DIR, then images/ beside the svcnet binary, then ./bin/images.")
 	fs.IntVar(&o.APIServerPort, "apiserver-port", o.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
 	fs.IntVar(&o.EtcdClientPort, "etcd-client-port", o.EtcdClientPort, "etcd's client port on 127.0.0.1.")
@@ -370,8 +370,22 @@ func (o *Options) findBinDir() (string, error) {
 	return "", fmt.Errorf("missing Kubernetes binary %s: run `make k8s-bins` to build them (nothing is downloaded)", strings.Join(missing, ", "))
 }
 
-// findSvcnetBinary resolves the svcnet binary that runs the manager and the
-// agents: --svcnet-binary, or svcnet beside this program.
+// findSvcnetBinaries resolves the svcnet binary that runs the manager
+// (--svcnet-binary, or svcnet beside this program) and svcnet-agent
+// beside it, which runs the agents.
+func (o *Options) findSvcnetBinaries() (svcnet, agent string, err error) {
+	if svcnet, err = o.findSvcnetBinary(); err != nil {
+		return "", "", err
+	}
+	agent = filepath.Join(filepath.Dir(svcnet), "svcnet-agent")
+	if !executable(agent) {
+		return "", "", fmt.Errorf("missing the node agent's binary %s beside %s: run `make build`", agent, svcnet)
+	}
+	return svcnet, agent, nil
+}
+
+// findSvcnetBinary resolves the svcnet binary that runs the manager:
+// --svcnet-binary, or svcnet beside this program.
 func (o *Options) findSvcnetBinary() (string, error) {
 	path := o.SvcnetBinary
 	if path == "" {
@@ -382,7 +396,7 @@ func (o *Options) findSvcnetBinary() (string, error) {
 		path = filepath.Join(filepath.Dir(exe), "svcnet")
 	}
 	if !executable(path) {
-		return "", fmt.Errorf("missing the svcnet binary %s, which runs the manager and the node agents: run `make build`, or give its path with --svcnet-binary", path)
+		return "", fmt.Errorf("missing the svcnet binary %s, which runs the manager: run `make build`, or give its path with --svcnet-binary", path)
 	}
 	return filepath.Abs(path)
 }
@@ -442,8 +456,8 @@ type session struct {
 	cfg    Config
 	out    io.Writer
 	binDir string
-	// svcnetBin runs the manager and the agents.
-	svcnetBin string
+	// svcnetBin runs the manager, agentBin the agents.
+	svcnetBin, agentBin string
 	// dataDir holds the state; logs its log files.
 	dataDir, logs string
 	pk            *controlplane.PKI
@@ -482,7 +496,7 @@ func (s *session) preflight() (unlock func(), err error) {
 	s.upstream = c.Pipeline == PipelineUpstream
 	s.manifests = c.Install == InstallManifests || c.Install == InstallHelm
 	if !s.upstream && !s.manifests {
-		if s.svcnetBin, err = c.findSvcnetBinary(); err != nil {
+		if s.svcnetBin, s.agentBin, err = c.findSvcnetBinaries(); err != nil {
 			return nil, err
 		}
 	}

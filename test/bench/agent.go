@@ -69,7 +69,7 @@ func agentImpls() []agentImpl {
 	}
 	svcnet := func(mode string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
-			return []string{filepath.Join(root, "bin/svcnet"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
+			return []string{filepath.Join(root, "bin/svcnet-agent"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
 				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2",
 				"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
 		}

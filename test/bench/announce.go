@@ -184,7 +184,7 @@ func (c *annCluster) addClient() error {
 }
 
 func (c *annCluster) startAgent(n *netlab.Node) error {
-	p, err := startProc(filepath.Join(c.dir, n.Name+".log"), "ip", "netns", "exec", n.NetNS, filepath.Join(c.root, "bin/svcnet"), "agent",
+	p, err := startProc(filepath.Join(c.dir, n.Name+".log"), "ip", "netns", "exec", n.NetNS, filepath.Join(c.root, "bin/svcnet-agent"), "agent",
 		"--kubeconfig="+c.kubeconfig, "--node-name="+n.Name, "--mode=nftables", "--cluster-cidr=10.244.0.0/16",
 		"--conntrack-max-per-core=0", "--healthz-bind-address=0", "--metrics-bind-address=0", "--v=2")
 	if err != nil {

@@ -150,7 +150,7 @@ func swapToSvcnet(t *testing.T, ds *appsv1.DaemonSet, image string) {
 		t.Fatalf("kube-proxy's DaemonSet runs %q, not kube-proxy", ctr.Command)
 	}
 	ctr.Image = image
-	ctr.Command = append([]string{"/svcnet", "kube-proxy"}, ctr.Command[1:]...)
+	ctr.Command = append([]string{"/svcnet-agent", "kube-proxy"}, ctr.Command[1:]...)
 }
 
 // TestUpKubeProxySwap is the last step of replacing kube-proxy on a

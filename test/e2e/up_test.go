@@ -54,7 +54,7 @@ func svcnet(t *testing.T) string {
 			return
 		}
 		svcnetBin = filepath.Join(dir, "svcnet")
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/svcnet-io/svcnet/cmd/svcnet", "github.com/svcnet-io/svcnet/cmd/svcnet-up").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/svcnet-io/svcnet/cmd/svcnet", "github.com/svcnet-io/svcnet/cmd/svcnet-agent", "github.com/svcnet-io/svcnet/cmd/svcnet-up").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}

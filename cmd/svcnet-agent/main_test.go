@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svcnet-io/svcnet/internal/app/agentcmd"
 )
 
 // TestKubeProxyCommand checks that the binary called kube-proxy, and
-// `svcnet kube-proxy`, take kube-proxy's command line as kubeadm's
+// `svcnet-agent kube-proxy`, take kube-proxy's command line as kubeadm's
 // DaemonSet passes it, with the speaker off as kube-proxy has none, while
-// `svcnet agent` keeps svcnet's defaults.
+// `svcnet-agent agent` keeps svcnet's defaults.
 func TestKubeProxyCommand(t *testing.T) {
 	find := func(argv0 string, args ...string) *cobra.Command {
 		t.Helper()
@@ -25,12 +27,12 @@ func TestKubeProxyCommand(t *testing.T) {
 		cmd      *cobra.Command
 		announce string
 	}{
-		"kube-proxy binary": {find("/usr/local/bin/kube-proxy"), "false"},
-		"svcnet kube-proxy": {find("/svcnet", "kube-proxy"), "false"},
-		"svcnet agent":      {find("/svcnet", "agent"), "true"},
+		"kube-proxy binary":       {find("/usr/local/bin/kube-proxy"), "false"},
+		"svcnet-agent kube-proxy": {find("/svcnet-agent", "kube-proxy"), "false"},
+		"svcnet-agent agent":      {find("/svcnet-agent", "agent"), "true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if tc.cmd.Name() != kubeProxyName && tc.cmd.Name() != "agent" {
+			if tc.cmd.Name() != agentcmd.KubeProxyName && tc.cmd.Name() != "agent" {
 				t.Fatalf("runs %q", tc.cmd.Name())
 			}
 			if err := tc.cmd.ParseFlags([]string{"--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-a", "--v=2"}); err != nil {

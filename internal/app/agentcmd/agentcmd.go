@@ -1,0 +1,65 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+// Package agentcmd is the node agent's command line: `svcnet-agent agent`
+// with svcnet's defaults, and `svcnet-agent kube-proxy` (or the binary
+// called kube-proxy) with kube-proxy's.
+package agentcmd
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/app/cli"
+)
+
+// KubeProxyName is the command name under which the agent runs as
+// kube-proxy: `svcnet-agent kube-proxy`, or the binary called (linked
+// as) kube-proxy, so that kube-proxy's DaemonSet runs the agent with its
+// own command line.
+const KubeProxyName = "kube-proxy"
+
+// NewAgentCommand is `agent`: the agent with svcnet's defaults.
+func NewAgentCommand() *cobra.Command {
+	return agentCommand("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices", agent.DefaultOptions())
+}
+
+// NewKubeProxyCommand is the agent with kube-proxy's defaults where
+// svcnet's differ (agent.KubeProxyOptions).
+func NewKubeProxyCommand() *cobra.Command {
+	return agentCommand(KubeProxyName, "Run the agent with kube-proxy's command line and defaults (see docs/operations.md)", agent.KubeProxyOptions())
+}
+
+func agentCommand(use, short string, opts agent.Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := opts.Complete()
+			if err != nil {
+				return err
+			}
+			if cfg.LogVerbosity != nil && !cmd.Flags().Changed("v") {
+				if err := cmd.Flags().Set("v", strconv.Itoa(*cfg.LogVerbosity)); err != nil {
+					return fmt.Errorf("--config logging.verbosity: %w", err)
+				}
+			}
+			log := klog.NewKlogr()
+			ctrl.SetLogger(log)
+			if percent, ok := agent.GCPercentFor(os.LookupEnv); ok {
+				debug.SetGCPercent(percent)
+			}
+			return agent.Main(cmd.Context(), cfg, log)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	cli.AddLogFlags(cmd.Flags())
+	return cmd
+}
