@@ -58,15 +58,16 @@ func newManagerCommand() *cobra.Command {
 		Short: "Run the svcnet controllers against a cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := restconfig.Load(opts.Kubeconfig, "")
+			c, err := opts.Complete()
 			if err != nil {
 				return err
 			}
-			return manager.Run(cmd.Context(), cfg, opts)
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg, err := restconfig.Load(c.Kubeconfig, "")
+			if err != nil {
+				return err
+			}
+			return manager.Run(cmd.Context(), cfg, c)
 		},
 	}
 	opts.AddFlags(cmd.Flags())

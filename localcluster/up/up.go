@@ -232,7 +232,7 @@ func (o *Options) check() (ranges, error) {
 	if _, err := portrange.ParseRange(o.Manager.Controllers.NodePort.Range); err != nil {
 		errs = append(errs, fmt.Errorf("--service-node-port-range: %w", err))
 	}
-	if err := o.Manager.Validate(); err != nil {
+	if _, err := o.Manager.Complete(); err != nil {
 		errs = append(errs, err)
 	}
 	r, rangeErrs := o.parseRanges()

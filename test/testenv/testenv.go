@@ -221,7 +221,11 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 			return nil, err
 		}
 	}
-	mgr, err := manager.New(e.Config, o)
+	c, err := o.Complete()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := manager.New(e.Config, c)
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,11 @@ func TestHTTP2(t *testing.T) {
 			opts.Webhook.CertManagement = manager.CertManagementExternal
 			opts.HealthProbeBindAddress = "0"
 			opts.SkipNameValidation = true
-			mgr, err := manager.New(env.Config, opts)
+			c, err := opts.Complete()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mgr, err := manager.New(env.Config, c)
 			if err != nil {
 				t.Fatal(err)
 			}

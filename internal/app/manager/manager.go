@@ -148,12 +148,6 @@ var deprecatedAliases = []struct{ old, current string }{
 	{old: "endpoint-updates-batch-period", current: "endpointslice-updates-batch-period"},
 }
 
-// Validate checks the options before anything starts, naming the bad flag.
-func (o *Options) Validate() error {
-	_, err := o.Complete()
-	return err
-}
-
 // Config is Options completed: checked once, and with what the manager
 // would otherwise work out while starting settled (the namespaces of the
 // leader election Lease and of the webhook's certificate Secret, whether
@@ -205,12 +199,9 @@ func (o *Options) Complete() (Config, error) {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// New builds a manager with every enabled controller registered.
-func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
-	o, err := opts.Complete()
-	if err != nil {
-		return nil, err
-	}
+// New builds a manager with every enabled controller registered, from
+// options completed once (Options.Complete).
+func New(cfg *rest.Config, o Config) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
@@ -302,7 +293,7 @@ func (o *Options) tlsOptions() []func(*tls.Config) {
 
 // Run waits for the API server, builds the manager and runs it until ctx
 // ends.
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+func Run(ctx context.Context, cfg *rest.Config, o Config) error {
 	if err := WaitForAPIServer(ctx, cfg, o.APIServerWaitTimeout); err != nil {
 		return err
 	}

@@ -47,7 +47,11 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 	opts.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
 	opts.HealthProbeBindAddress = "0"
 	opts.SkipNameValidation = true
-	mgr, err := manager.New(env.Config, opts)
+	c, err := opts.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(env.Config, c)
 	if err != nil {
 		t.Fatal(err)
 	}
