@@ -3,6 +3,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -42,5 +43,31 @@ func TestKubeProxyCommand(t *testing.T) {
 				t.Errorf("--announce defaults to %s, want %s", got, tc.announce)
 			}
 		})
+	}
+}
+
+// TestVersionFlag checks kube-proxy's --version on the binary called
+// kube-proxy: true and raw print the version and run nothing, false runs
+// the agent (here: fails on its missing kubeconfig), and a version to
+// report instead is refused.
+func TestVersionFlag(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		cmd := commandFor("/usr/local/bin/kube-proxy")
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	for _, args := range [][]string{{"--version"}, {"--version=raw"}, {"--version", "--config=/nonexistent/config.conf"}} {
+		if out, err := run(args...); err != nil || !strings.HasPrefix(out, "svcnet ") {
+			t.Errorf("%q: %q, %v; want the version", args, out, err)
+		}
+	}
+	if _, err := run("--version=v1.2.3"); err == nil || !strings.Contains(err.Error(), "--version=v1.2.3") {
+		t.Errorf("--version=v1.2.3: %v, want an error naming it", err)
+	}
+	if out, err := run("--version=false", "--config=/nonexistent/config.conf"); err == nil || out != "" {
+		t.Errorf("--version=false: %q, %v; want the agent to run and fail on its --config", out, err)
 	}
 }

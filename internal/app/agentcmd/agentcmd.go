@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/app/cli"
+	"github.com/svcnet-io/svcnet/internal/platform/version"
 )
 
 // KubeProxyName is the command name under which the agent runs as
@@ -37,11 +38,15 @@ func NewKubeProxyCommand() *cobra.Command {
 }
 
 func agentCommand(use, short string, opts agent.Options) *cobra.Command {
+	var printVersion string
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if done, err := versionRequested(cmd, printVersion); done || err != nil {
+				return err
+			}
 			cfg, err := opts.Complete()
 			if err != nil {
 				return err
@@ -61,5 +66,22 @@ func agentCommand(use, short string, opts agent.Options) *cobra.Command {
 	}
 	opts.AddFlags(cmd.Flags())
 	cli.AddLogFlags(cmd.Flags())
+	cmd.Flags().StringVar(&printVersion, "version", "false", "Print the version and exit (kube-proxy's --version; true and raw print svcnet's version, false runs the agent).")
+	cmd.Flags().Lookup("version").NoOptDefVal = "true"
 	return cmd
+}
+
+// versionRequested prints the version for --version, as kube-proxy does
+// for --version and --version=raw, and tells whether the command is done.
+// kube-proxy's --version=vX.Y.Z (report another version) is refused: the
+// agent reports only its own.
+func versionRequested(cmd *cobra.Command, value string) (bool, error) {
+	switch value {
+	case "false":
+		return false, nil
+	case "true", "raw":
+		fmt.Fprintln(cmd.OutOrStdout(), version.String())
+		return true, nil
+	}
+	return true, fmt.Errorf("--version=%s: the agent reports only its own version (true, raw or false)", value)
 }
