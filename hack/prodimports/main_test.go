@@ -70,3 +70,24 @@ github.com/svcnet-io/svcnet/cmd/svcnet github.com/svcnet-io/svcnet/localcluster/
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
+
+// TestAgentRefusesTheManager checks that the agent's command, and only
+// it, may not link the manager's packages.
+func TestAgentRefusesTheManager(t *testing.T) {
+	manager := "github.com/svcnet-io/svcnet/controllers/endpointslice"
+	if refusedIn(agentCommand, manager) == "" {
+		t.Errorf("the agent may link %s", manager)
+	}
+	if why := refusedIn("github.com/svcnet-io/svcnet/cmd/svcnet", manager); why != "" {
+		t.Errorf("the manager may not link its own controllers: %s", why)
+	}
+	for _, pkg := range []string{"github.com/svcnet-io/svcnet/dataplane/agent", "github.com/svcnet-io/svcnet/allocator/lbipam"} {
+		if why := refusedIn(agentCommand, pkg); why != "" {
+			t.Errorf("the agent may not link %s: %s", pkg, why)
+		}
+	}
+	g := parseGraph([]byte(manager + "\n" + agentCommand + " " + manager + "\n"))
+	if v := g.violations(); len(v) != 1 || v[0].pkg != manager {
+		t.Errorf("violations of an agent linking a controller: %+v", v)
+	}
+}
