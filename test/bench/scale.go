@@ -289,7 +289,7 @@ func scaleTableRow(r scaleRow) string {
 		spreadOf(r.values(changeMs(0.5)), "%.1f ms"), spreadOf(r.values(changeMs(0.99)), "%.1f ms"),
 		slices.Max(r.values(changeMs(1))),
 		spreadOf(r.values(func(a agentResult) float64 { return a.cpu }), "%.2f"),
-		spreadOf(r.values(func(a agentResult) float64 { return a.rssMiB }), "%.0f"))
+		spreadOf(r.values(peakRSS), "%.0f"))
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(firstLines(s, 1), "|", "/") }
@@ -304,6 +304,8 @@ func (r scaleRow) values(of func(agentResult) float64) []float64 {
 }
 
 func coldSyncSeconds(a agentResult) float64 { return a.coldSync.Seconds() }
+
+func peakRSS(a agentResult) float64 { return a.rssMiB }
 
 // changeMs is a run's change latency at quantile q, in milliseconds (q 1:
 // its slowest change).
@@ -415,7 +417,7 @@ func scaleTargets(rows []scaleRow) []string {
 		if !ok1 || !ok2 {
 			continue
 		}
-		a, k := median(agent.values(func(r agentResult) float64 { return r.rssMiB })), median(kp.values(func(r agentResult) float64 { return r.rssMiB }))
+		a, k := median(agent.values(peakRSS)), median(kp.values(peakRSS))
 		rss = append(rss, fmt.Sprintf("%d Services: %.0f against %.0f MiB, %s", size, a, k, verdict(a < k)))
 		ca, ck := median(agent.values(coldSyncSeconds)), median(kp.values(coldSyncSeconds))
 		cold = append(cold, fmt.Sprintf("%.2fx at %d", ca/ck, size))
