@@ -10,27 +10,16 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/svcnet-io/svcnet/internal/app/cli"
 	"github.com/svcnet-io/svcnet/localcluster/up"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newCommand().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "svcnet up:", err)
-		os.Exit(1)
-	}
+	cli.Main("svcnet up", newCommand())
 }
 
 func newCommand() *cobra.Command {
