@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -204,9 +203,11 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		return err
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress, ExtraHandlers: map[string]http.Handler{"/proxyMode": proxyModeHandler(cfg.Mode)}},
-		HealthProbeBindAddress: "0", // the agent serves its own, as kube-proxy's
+		Logger: log,
+		// The agent serves its metrics and health itself, as kube-proxy
+		// does, retrying while another process holds an address.
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 		PprofBindAddress:       cfg.PprofBindAddress,
 		Scheme:                 scheme.New(),
 		NewCache:               informersync.NewCache,
@@ -233,6 +234,11 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	}
 	if cfg.HealthzBindAddress != "0" {
 		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log}); err != nil {
+			return err
+		}
+	}
+	if cfg.MetricsBindAddress != "0" {
+		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg.Mode), log: log}); err != nil {
 			return err
 		}
 	}

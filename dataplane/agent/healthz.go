@@ -5,11 +5,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -144,50 +140,9 @@ func (s *healthzServer) handler() http.Handler {
 	return mux
 }
 
-// healthzRetry is the pause between attempts to listen on the health
-// address while another process holds it.
-const healthzRetry = time.Second
-
-// Start implements manager.Runnable. While the address is taken (the
-// agent Pod a DaemonSet is replacing still ends on the same node's
-// network), it logs and tries again, as kube-proxy's health server does,
-// instead of stopping the rules with it.
+// Start implements manager.Runnable (see retryingServer).
 func (s *healthzServer) Start(ctx context.Context) error {
-	l, err := s.listen(ctx)
-	if err != nil || l == nil {
-		return err
-	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// listen listens on s.addr, retrying while the address is in use; nil
-// when ctx ends first.
-func (s *healthzServer) listen(ctx context.Context) (net.Listener, error) {
-	for {
-		l, err := net.Listen("tcp", s.addr)
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("health server: %w", err)
-		}
-		s.log.Error(err, "Health server cannot listen yet, retrying", "address", s.addr, "retry", healthzRetry)
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-time.After(healthzRetry):
-		}
-	}
+	return (&retryingServer{what: "Health server", addr: s.addr, handler: s.handler(), log: s.log}).Start(ctx)
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every

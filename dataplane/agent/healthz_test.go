@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -192,7 +193,7 @@ func TestHealthServerWaitsForItsAddress(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- (&healthzServer{addr: addr, agent: w.agent, log: logr.Discard()}).Start(ctx) }()
-	time.Sleep(2 * healthzRetry)
+	time.Sleep(2 * listenRetry)
 	select {
 	case err := <-done:
 		t.Fatalf("the health server stopped while its address was held: %v", err)
@@ -200,7 +201,7 @@ func TestHealthServerWaitsForItsAddress(t *testing.T) {
 	}
 	must(t, held.Close())
 	var resp *http.Response
-	for deadline := time.Now().Add(10 * healthzRetry); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * listenRetry); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err = http.Get("http://" + addr + "/readyz"); err == nil {
 			break
 		}
@@ -228,7 +229,7 @@ func TestHealthServerWaitsForItsAddress(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start stopped while waiting: %v", err)
 		}
-	case <-time.After(5 * healthzRetry):
+	case <-time.After(5 * listenRetry):
 		t.Fatal("Start did not return after ctx ended while it waited for its address")
 	}
 }
@@ -323,5 +324,56 @@ func TestProxyMode(t *testing.T) {
 		if rec.Code != http.StatusOK || rec.Body.String() != mode || rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
 			t.Errorf("/proxyMode in %s mode: %d %q %q", mode, rec.Code, rec.Body.String(), rec.Header().Get("Content-Type"))
 		}
+	}
+}
+
+// TestMetricsServerWaitsForItsAddress: kube-proxy still running on the
+// node holds 127.0.0.1:10249 while the agent starts beside it; the
+// agent's metrics server waits instead of stopping the agent, then serves
+// kube-proxy's paths once the address is free.
+func TestMetricsServerWaitsForItsAddress(t *testing.T) {
+	registerMetrics()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := held.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	srv := &retryingServer{what: "Metrics server", addr: addr, handler: metricsHandler(ModeNFTables), log: logr.Discard()}
+	go func() { done <- srv.Start(ctx) }()
+	time.Sleep(2 * listenRetry)
+	select {
+	case err := <-done:
+		t.Fatalf("the metrics server stopped while its address was held: %v", err)
+	default:
+	}
+	must(t, held.Close())
+	get := func(path string) (int, string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * listenRetry); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err == nil {
+				body, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				must(t, err)
+				return resp.StatusCode, string(body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the metrics server does not answer %s after its address was freed: %v", path, err)
+			}
+		}
+	}
+	if code, body := get("/proxyMode"); code != http.StatusOK || body != ModeNFTables {
+		t.Errorf("/proxyMode = %d %q, want 200 %q", code, body, ModeNFTables)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "svcnet_agent_restore_failures_total") {
+		t.Errorf("/metrics = %d, want 200 with the agent's series; got:\n%.500s", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start after ctx ended: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -74,4 +75,20 @@ func proxyModeHandler(mode string) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = io.WriteString(w, mode)
 	})
+}
+
+// metricsHandler serves what kube-proxy's metrics address serves and the
+// agent has: /metrics (controller-runtime's registry, which holds the
+// agent's, client-go's and the Go runtime's series), /proxyMode and
+// /healthz ("ok" while the process serves, as kube-proxy's).
+func metricsHandler(mode string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	mux.Handle("/proxyMode", proxyModeHandler(mode))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = io.WriteString(w, "ok")
+	})
+	return mux
 }
