@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -115,9 +116,17 @@ type Agent struct {
 	// service port, so flows that its rules no longer (or not yet) send
 	// where they go may exist.
 	udpChanged bool
-	// afterFirstSync runs once, after the first sync that applied
-	// everything.
-	afterFirstSync func(ctx context.Context)
+	// handover is the node's ownership between kube-proxy and the agent
+	// (handover.go); removeLeftovers removes kube-proxy's rules of every
+	// mode and svcnet's of the other mode.
+	handover        handover
+	removeLeftovers func(ctx context.Context)
+	// healthListening: the health server holds its address, which
+	// kube-proxy holds while it runs on the node.
+	healthListening atomic.Bool
+	// leftoverRecheckDue: the second look for kube-proxy's rules after a
+	// takeover is due (under mu).
+	leftoverRecheckDue bool
 	// accounting reads the node's nfacct counters for the metrics; nil
 	// outside iptables mode or where the kernel has no nfacct.
 	accounting *nfacct.Client
@@ -323,8 +332,8 @@ func New(reader client.Reader, cfg Config, log logr.Logger) (*Agent, error) {
 	a := newAgent(reader, cfg, log, clock.RealClock{}, backends)
 	a.accounting = acct
 	// The other mode's rules go only once this mode's serve: a node moving
-	// between modes is never without rules.
-	a.afterFirstSync = func(ctx context.Context) { removeOtherModes(ctx, cfg, log) }
+	// between modes, or from kube-proxy, is never without rules.
+	a.removeLeftovers = func(ctx context.Context) { removeOtherModes(ctx, cfg, log) }
 	return a, nil
 }
 
@@ -342,6 +351,7 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		allDirty: true,
 		queuedAt: clk.Now(),
 		services: map[types.NamespacedName]*serviceState{},
+		handover: handover{leftoversDue: cfg.ProxyName == ""},
 	}
 	a.health = newHealthServers(cfg.NetNS, log, func() bool { return a.Health().Healthy })
 	return a
@@ -466,10 +476,6 @@ func (a *Agent) Loop(ctx context.Context) error {
 		}
 		retry = nil
 		backoff = retryMin
-		if a.afterFirstSync != nil {
-			a.afterFirstSync(ctx)
-			a.afterFirstSync = nil
-		}
 	}
 }
 
@@ -585,13 +591,23 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	ctx = logr.NewContext(ctx, a.log) // the backends log through it
 	start := a.clock.Now()
 	work := a.takePending()
+	a.takeLeftoverRecheck()
 	node, err := a.nodeModel(ctx)
+	if err != nil {
+		return a.failed(work, ReasonNode, err)
+	}
+	standby, err := a.kubeProxyOwnsNode(ctx)
 	if err != nil {
 		return a.failed(work, ReasonNode, err)
 	}
 	if err := a.render(ctx, node, work); err != nil {
 		return a.failed(work, ReasonRender, err)
 	}
+	if standby {
+		a.standBy(ctx)
+		return nil
+	}
+	a.takeOver()
 	nodePortIPs, err := a.nodePortIPs()
 	if err != nil {
 		return a.failed(work, ReasonNodeAddresses, err)
@@ -614,6 +630,7 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	}
 	a.recordSuccess(start, rendered, res, work.triggers)
 	a.clearStaleUDP()
+	a.afterApply(ctx)
 	return nil
 }
 
@@ -632,6 +649,19 @@ func (a *Agent) nodeModel(ctx context.Context) (model.Node, error) {
 		node.IPs = primaryIPs(&n, a.cfg.BindAddress)
 	}
 	return node, nil
+}
+
+// kubeProxyOwnsNode tells whether this node's Node is labelled for
+// kube-proxy (handover.go); a Node that does not exist (yet) is not.
+func (a *Agent) kubeProxyOwnsNode(ctx context.Context) (bool, error) {
+	var n corev1.Node
+	switch err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, &n); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
+	}
+	return kubeProxyOwns(&n), nil
 }
 
 // nodeIPs are a Node's primary addresses as kube-proxy picks them: the

@@ -142,7 +142,12 @@ func (s *healthzServer) handler() http.Handler {
 
 // Start implements manager.Runnable (see retryingServer).
 func (s *healthzServer) Start(ctx context.Context) error {
-	return (&retryingServer{what: "Health server", addr: s.addr, handler: s.handler(), log: s.log}).Start(ctx)
+	return (&retryingServer{what: "Health server", addr: s.addr, handler: s.handler(), log: s.log, onListen: func() {
+		// kube-proxy, which holds the same address while it runs on
+		// the node, has left it: its leftovers can go (handover.go).
+		s.agent.healthListening.Store(true)
+		s.agent.Trigger()
+	}}).Start(ctx)
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every

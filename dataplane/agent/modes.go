@@ -131,10 +131,13 @@ func newBackend(cfg Config, f corev1.IPFamily, variant iptables.Variant, liberal
 	}
 }
 
-// removeOtherModes removes what the other mode left on the node, as
-// kube-proxy does on start: in nftables mode the iptables chains (svcnet's
-// iptables mode and kube-proxy's share their names), in iptables mode
-// svcnet's and kube-proxy's nftables tables. A node where the other
+// removeOtherModes removes what kube-proxy and the other mode left on the
+// node, once this mode's rules serve it: in nftables mode the iptables
+// chains (svcnet's iptables mode and kube-proxy's share their names) and
+// kube-proxy's nftables table, in iptables mode svcnet's and kube-proxy's
+// nftables tables. kube-proxy does the same on start for its other modes;
+// the agent also removes kube-proxy's table of its own mode, whose stale
+// rules would sit at the same hooks as the agent's. A node where the other
 // program or mode is missing has nothing to remove; failures are logged,
 // not fatal: the agent's own rules matter more.
 func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
@@ -145,27 +148,26 @@ func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
 		variant = detectVariant(cfg, log)
 	}
 	for _, f := range families {
-		var err error
-		var what string
-		switch cfg.Mode {
-		case ModeNFTables:
-			what = "iptables chains"
-			err = iptables.Cleanup(ctx, iptables.NewExecVariant(f, cfg.NetNS, variant))
-		default:
-			what = "nftables tables"
-			err = removeTables(ctx, f, cfg.NetNS, nftables.TableName, nftables.KubeProxyTableName)
+		if cfg.Mode == ModeNFTables {
+			if err := iptables.Cleanup(ctx, iptables.NewExecVariant(f, cfg.NetNS, variant)); err != nil {
+				log.V(1).Info("Could not remove the iptables chains", "family", f, "err", err.Error())
+			}
 		}
-		if err != nil {
-			log.V(1).Info("Could not remove the other mode's rules", "what", what, "family", f, "err", err.Error())
+		tables := []string{nftables.KubeProxyTableName}
+		if cfg.Mode != ModeNFTables {
+			tables = append(tables, nftables.TableName)
+		}
+		if err := removeTables(ctx, log, f, cfg.NetNS, tables...); err != nil {
+			log.V(1).Info("Could not remove the nftables tables", "tables", tables, "family", f, "err", err.Error())
 		}
 	}
 }
 
-// removeTables deletes those of tables that exist. The kernel is asked
+// removeTables deletes those of tables that exist, logging each. The kernel is asked
 // first which do: a knftables interface runs nft several times before a
 // table can be deleted, and each run reads the ruleset, which in iptables
 // mode holds every iptables-nft rule (docs/BENCHMARKS.md).
-func removeTables(ctx context.Context, f corev1.IPFamily, netns string, tables ...string) error {
+func removeTables(ctx context.Context, log logr.Logger, f corev1.IPFamily, netns string, tables ...string) error {
 	present, err := nftables.Tables(f, netns)
 	if err != nil {
 		return err
@@ -181,6 +183,7 @@ func removeTables(ctx context.Context, f corev1.IPFamily, netns string, tables .
 		if err := nftables.Cleanup(ctx, nft); err != nil {
 			return fmt.Errorf("table %s: %w", t, err)
 		}
+		log.Info("Removed a table left on the node", "table", t, "family", f)
 	}
 	return nil
 }
@@ -223,7 +226,7 @@ func cleanupNFTables(ctx context.Context, f corev1.IPFamily, netns string, log l
 		log.Info("Skipped nftables cleanup: nftables is not usable", "family", f, "err", err.Error())
 		return nil
 	}
-	if err := removeTables(ctx, f, netns, nftables.TableName, nftables.KubeProxyTableName); err != nil {
+	if err := removeTables(ctx, log, f, netns, nftables.TableName, nftables.KubeProxyTableName); err != nil {
 		return fmt.Errorf("removing %s nftables tables: %w", f, err)
 	}
 	log.Info("Removed rules", "mode", ModeNFTables, "family", f, "tables", []string{nftables.TableName, nftables.KubeProxyTableName})

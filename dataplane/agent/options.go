@@ -456,6 +456,9 @@ func (o *Options) complete() (Config, error) {
 	bindAddress, err := o.bindAddress()
 	add(err)
 	add(o.checkUnimplemented(mode))
+	if o.ProxyName != "" && mode == ModeIPTables {
+		add(errors.New("--proxy-name shares the node with kube-proxy, whose iptables chains (KUBE-SERVICES and the rest) svcnet's iptables mode writes too: each would overwrite the other's; share the node in nftables mode (--proxy-mode=nftables), whose table is svcnet's own"))
+	}
 	add(o.checkNumbers())
 	add(o.checkServers())
 	if o.Announce.Enabled {

@@ -300,6 +300,12 @@ func TestCompleteNamesEveryBadFlag(t *testing.T) {
 			t.Errorf("--proxy-mode=%s completed", mode)
 		}
 	}
+	if _, err := completeFlags("--proxy-name=svcnet", "--proxy-mode=iptables"); err == nil || !strings.Contains(err.Error(), "--proxy-name shares the node") {
+		t.Errorf("--proxy-name in iptables mode: %v, want the clash with kube-proxy's chains named", err)
+	}
+	if _, err := completeFlags("--proxy-name=svcnet", "--proxy-mode=nftables"); err != nil {
+		t.Errorf("--proxy-name in nftables mode: %v", err)
+	}
 	for _, mode := range []string{"iptables", "nftables"} {
 		if _, err := completeFlags("--iptables-localhost-nodeports=false", "--proxy-mode="+mode); err != nil {
 			t.Errorf("--iptables-localhost-nodeports=false in %s mode: %v", mode, err)

@@ -29,6 +29,8 @@ type retryingServer struct {
 	addr    string
 	handler http.Handler
 	log     logr.Logger
+	// onListen, if set, is called once the address is held.
+	onListen func()
 }
 
 // Start implements manager.Runnable.
@@ -36,6 +38,9 @@ func (s *retryingServer) Start(ctx context.Context) error {
 	l, err := s.listen(ctx)
 	if err != nil || l == nil {
 		return err
+	}
+	if s.onListen != nil {
+		s.onListen()
 	}
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

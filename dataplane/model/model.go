@@ -160,9 +160,10 @@ func (n Node) IP(family corev1.IPFamily) netip.Addr {
 
 // Options are the proxy's own settings that change the model.
 type Options struct {
-	// ProxyName: Services labelled service.kubernetes.io/service-proxy-name
-	// are only handled when the label equals this. Empty handles only
-	// Services without the label.
+	// ProxyName: set, only the Services whose
+	// service.kubernetes.io/service-proxy-name label equals it are handled
+	// (the split of a migration: kube-proxy keeps every unlabelled one);
+	// empty, only the Services without the label, as kube-proxy.
 	ProxyName string
 }
 
@@ -296,10 +297,10 @@ func handled(svc *corev1.Service, opts Options) bool {
 		return false
 	}
 	name, labelled := svc.Labels[LabelServiceProxyName]
-	if labelled {
-		return name == opts.ProxyName && name != ""
+	if opts.ProxyName == "" {
+		return !labelled
 	}
-	return true
+	return labelled && name == opts.ProxyName
 }
 
 func externallyTyped(svc *corev1.Service) bool {

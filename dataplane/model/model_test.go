@@ -78,3 +78,36 @@ func TestAllowFromNode(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyNameSplitsServices: during a migration kube-proxy keeps every
+// Service without the service-proxy-name label and the agent with
+// --proxy-name takes only those labelled with its name; no Service is
+// handled by both or by neither.
+func TestProxyNameSplitsServices(t *testing.T) {
+	svc := func(labels map[string]string) *corev1.Service {
+		s := builder.Service("web", "ns").Port("http", 80, intstr.FromInt32(8080)).Obj()
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.10", []string{"10.96.0.10"}
+		s.Labels = labels
+		return s
+	}
+	for name, tc := range map[string]struct {
+		labels    map[string]string
+		proxyName string
+		want      bool
+	}{
+		"unlabelled, no proxy name":      {want: true},
+		"unlabelled, proxy name set":     {proxyName: "svcnet", want: false},
+		"labelled ours, proxy name set":  {labels: map[string]string{LabelServiceProxyName: "svcnet"}, proxyName: "svcnet", want: true},
+		"labelled ours, no proxy name":   {labels: map[string]string{LabelServiceProxyName: "svcnet"}, want: false},
+		"labelled another's":             {labels: map[string]string{LabelServiceProxyName: "other"}, proxyName: "svcnet", want: false},
+		"labelled empty, no proxy name":  {labels: map[string]string{LabelServiceProxyName: ""}, want: false},
+		"labelled empty, proxy name set": {labels: map[string]string{LabelServiceProxyName: ""}, proxyName: "svcnet", want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ports := BuildService(corev1.IPv4Protocol, Node{}, svc(tc.labels), nil, Options{ProxyName: tc.proxyName})
+			if got := ports != nil; got != tc.want {
+				t.Errorf("handled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
+)
+
+// LabelNodeProxy, on a Node, says which proxy programs the node's Services
+// while a cluster moves between kube-proxy and svcnet, one node at a time
+// (docs/operations.md, "Moving from kube-proxy"): NodeProxyKubeProxy
+// keeps the agent on standby; any other value, or none, gives the node to
+// the agent. kube-proxy's DaemonSet selects the same label, so that one
+// `kubectl label node` moves a node either way.
+const LabelNodeProxy = "svcnet.io/proxy"
+
+// NodeProxyKubeProxy is LabelNodeProxy's value for a node kube-proxy
+// programs.
+const NodeProxyKubeProxy = "kube-proxy"
+
+// leftoverRecheck is how long after taking a node over the agent looks
+// again for kube-proxy's rules: a kube-proxy Pod that was still ending
+// when they were first removed (its termination grace period is 30
+// seconds) may have written them once more.
+const leftoverRecheck = time.Minute
+
+// handover is the sync loop's state of the node's ownership.
+type handover struct {
+	// standby: the last sync found the Node labelled for kube-proxy and
+	// wrote nothing.
+	standby bool
+	// handedBack are the families whose own rules the agent removed during
+	// this standby, once kube-proxy's were in place.
+	handedBack map[corev1.IPFamily]bool
+	// leftoversDue: kube-proxy's rules (of every mode) are to be removed
+	// after the next sync that applies the agent's, once kube-proxy has
+	// left the node; passes counts the removals since the takeover.
+	leftoversDue bool
+	passes       int
+}
+
+// kubeProxyOwns tells whether the Node is labelled for kube-proxy.
+func kubeProxyOwns(n *corev1.Node) bool {
+	return n.Labels[LabelNodeProxy] == NodeProxyKubeProxy
+}
+
+// standBy is a sync on a node labelled for kube-proxy: the Services are
+// rendered (so that a takeover applies at once) but nothing is written;
+// the health check node ports are left to kube-proxy, and svcnet's own
+// rules go once kube-proxy's serve the node (handBack).
+func (a *Agent) standBy(ctx context.Context) {
+	if !a.handover.standby {
+		a.log.Info("The Node is labelled for kube-proxy: standing by, writing no rules", "label", LabelNodeProxy+"="+NodeProxyKubeProxy)
+		a.handover.standby = true
+		a.handover.handedBack = map[corev1.IPFamily]bool{}
+		a.handover.leftoversDue = false
+		a.health.closeAll()
+	}
+	a.handBack(ctx)
+	now := a.clock.Now()
+	a.mu.Lock()
+	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
+	a.mu.Unlock()
+}
+
+// takeOver ends a standby: the backends rewrite everything (kube-proxy
+// changed the kernel meanwhile) and kube-proxy's rules go once the
+// agent's serve.
+func (a *Agent) takeOver() {
+	if !a.handover.standby {
+		return
+	}
+	a.log.Info("The Node is no longer labelled for kube-proxy: taking its rules over")
+	a.handover.standby = false
+	for _, b := range a.backends {
+		b.ForceFull()
+	}
+	a.handover.leftoversDue, a.handover.passes = a.cfg.ProxyName == "", 0
+}
+
+// handBack removes, family by family, the agent's own nftables table once
+// kube-proxy's rules hold the node's Services: before that, the table
+// keeps serving them. In iptables mode the agent's chains are
+// kube-proxy's, which kube-proxy rewrites in place (iptables mode) or
+// removes when it starts (nftables mode).
+func (a *Agent) handBack(ctx context.Context) {
+	if a.cfg.Mode != ModeNFTables {
+		return
+	}
+	for _, b := range a.backends {
+		f := b.Family()
+		if a.handover.handedBack[f] {
+			continue
+		}
+		probe, ok := a.probeAddress(ctx, f)
+		if ok {
+			serving, err := kubeProxyServes(ctx, a.cfg, f, probe)
+			if err != nil {
+				a.log.V(1).Info("Cannot tell yet whether kube-proxy's rules serve the node", "family", f, "err", err.Error())
+				continue
+			}
+			if !serving {
+				continue
+			}
+		}
+		if err := b.Cleanup(ctx); err != nil {
+			a.log.Error(err, "Removing svcnet's rules now that kube-proxy's serve the node, retrying at the next sync", "family", f)
+			continue
+		}
+		a.handover.handedBack[f] = true
+		a.log.Info("kube-proxy's rules serve the node: removed svcnet's", "family", f, "probe", probe)
+	}
+}
+
+// probeAddress is a cluster IP whose rules show that kube-proxy has
+// programmed the node: the kubernetes Service's of the family, which
+// every cluster has. False when the family has none.
+func (a *Agent) probeAddress(ctx context.Context, f corev1.IPFamily) (netip.Addr, bool) {
+	var svc corev1.Service
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, &svc); err != nil {
+		return netip.Addr{}, false
+	}
+	for _, s := range svc.Spec.ClusterIPs {
+		if ip, err := netip.ParseAddr(s); err == nil && ipfamily.Of(ip) == f {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// kubeProxyServes tells whether kube-proxy's rules of either mode send
+// traffic for probe: its nftables table maps it, or its iptables
+// KUBE-SERVICES chain matches it. Only asked in nftables mode, where the
+// agent writes no KUBE- chain of its own.
+func kubeProxyServes(ctx context.Context, cfg Config, f corev1.IPFamily, probe netip.Addr) (bool, error) {
+	tables, err := nftables.Tables(f, cfg.NetNS)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tables {
+		if t != nftables.KubeProxyTableName {
+			continue
+		}
+		nft, err := nftables.NewInterface(f, t, cfg.NetNS)
+		if err != nil {
+			return false, err
+		}
+		elems, err := nft.ListElements(ctx, "map", "service-ips")
+		if err != nil {
+			return false, fmt.Errorf("kube-proxy's service-ips map: %w", err)
+		}
+		for _, e := range elems {
+			if len(e.Key) > 0 && e.Key[0] == probe.String() {
+				return true, nil
+			}
+		}
+	}
+	ipt := iptables.NewExecVariant(f, cfg.NetNS, detectVariant(cfg, logr.Discard()))
+	rules, exists, err := ipt.ChainRules(ctx, "nat", iptables.ChainServices)
+	if err != nil || !exists {
+		return false, err
+	}
+	match := "-d " + netip.PrefixFrom(probe, probe.BitLen()).String() + " "
+	for _, r := range rules {
+		if strings.Contains(r, match) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// afterApply runs after a sync that applied the agent's rules: kube-proxy's
+// leftovers of every mode go once kube-proxy has left the node, which the
+// health server's address tells (kube-proxy holds the same one until it
+// ends), and once more leftoverRecheck later. With --proxy-name the node
+// is shared and nothing of kube-proxy's is touched.
+func (a *Agent) afterApply(ctx context.Context) {
+	h := &a.handover
+	if !h.leftoversDue || !a.kubeProxyGone() {
+		return
+	}
+	h.leftoversDue = false
+	h.passes++
+	if a.removeLeftovers != nil {
+		a.removeLeftovers(ctx)
+	}
+	if h.passes == 1 {
+		after := a.clock.After(leftoverRecheck)
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-after:
+				a.mu.Lock()
+				a.leftoverRecheckDue = true
+				a.mu.Unlock()
+				a.Trigger()
+			}
+		}()
+	}
+}
+
+// kubeProxyGone tells whether kube-proxy has left the node, as far as the
+// agent can see: its health server holds kube-proxy's address (or has
+// none to wait for).
+func (a *Agent) kubeProxyGone() bool {
+	return a.cfg.HealthzBindAddress == "0" || a.healthListening.Load()
+}
+
+// takeLeftoverRecheck folds a due recheck into the handover state.
+func (a *Agent) takeLeftoverRecheck() {
+	a.mu.Lock()
+	due := a.leftoverRecheckDue
+	a.leftoverRecheckDue = false
+	a.mu.Unlock()
+	if due && !a.handover.standby && a.cfg.ProxyName == "" {
+		a.handover.leftoversDue = true
+	}
+}
