@@ -124,9 +124,6 @@ type Agent struct {
 	// healthListening: the health server holds its address, which
 	// kube-proxy holds while it runs on the node.
 	healthListening atomic.Bool
-	// leftoverRecheckDue: the second look for kube-proxy's rules after a
-	// takeover is due (under mu).
-	leftoverRecheckDue bool
 	// accounting reads the node's nfacct counters for the metrics; nil
 	// outside iptables mode or where the kernel has no nfacct.
 	accounting *nfacct.Client

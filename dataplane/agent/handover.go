@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
@@ -49,6 +51,8 @@ type handover struct {
 	// left the node; passes counts the removals since the takeover.
 	leftoversDue bool
 	passes       int
+	// recheckAt is when the second look for kube-proxy's rules is due.
+	recheckAt time.Time
 }
 
 // kubeProxyOwns tells whether the Node is labelled for kube-proxy.
@@ -68,7 +72,9 @@ func (a *Agent) standBy(ctx context.Context) {
 		a.handover.leftoversDue = false
 		a.health.closeAll()
 	}
-	a.handBack(ctx)
+	if !a.handBack(ctx) {
+		a.triggerAfter(ctx, handBackPoll)
+	}
 	now := a.clock.Now()
 	a.mu.Lock()
 	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
@@ -90,38 +96,62 @@ func (a *Agent) takeOver() {
 	a.handover.leftoversDue, a.handover.passes = a.cfg.ProxyName == "", 0
 }
 
+// handBackPoll is how often a standing-by agent looks whether kube-proxy's
+// rules serve the node yet.
+const handBackPoll = time.Second
+
 // handBack removes, family by family, the agent's own nftables table once
 // kube-proxy's rules hold the node's Services: before that, the table
 // keeps serving them. In iptables mode the agent's chains are
 // kube-proxy's, which kube-proxy rewrites in place (iptables mode) or
-// removes when it starts (nftables mode).
-func (a *Agent) handBack(ctx context.Context) {
+// removes when it starts (nftables mode). It tells whether every family
+// is handed back.
+func (a *Agent) handBack(ctx context.Context) bool {
 	if a.cfg.Mode != ModeNFTables {
-		return
+		return true
 	}
+	all := true
 	for _, b := range a.backends {
 		f := b.Family()
 		if a.handover.handedBack[f] {
 			continue
 		}
+		why := "kube-proxy's rules serve the node"
 		probe, ok := a.probeAddress(ctx, f)
-		if ok {
+		if !ok {
+			why = "no kubernetes Service of the family to serve"
+		} else {
 			serving, err := kubeProxyServes(ctx, a.cfg, f, probe)
 			if err != nil {
 				a.log.V(1).Info("Cannot tell yet whether kube-proxy's rules serve the node", "family", f, "err", err.Error())
-				continue
 			}
 			if !serving {
+				a.log.V(2).Info("kube-proxy's rules do not serve the node yet", "family", f, "probe", probe)
+				all = false
 				continue
 			}
 		}
 		if err := b.Cleanup(ctx); err != nil {
-			a.log.Error(err, "Removing svcnet's rules now that kube-proxy's serve the node, retrying at the next sync", "family", f)
+			a.log.Error(err, "Removing svcnet's rules, retrying", "family", f, "why", why)
+			all = false
 			continue
 		}
 		a.handover.handedBack[f] = true
-		a.log.Info("kube-proxy's rules serve the node: removed svcnet's", "family", f, "probe", probe)
+		a.log.Info("Handed the node back to kube-proxy: removed svcnet's rules", "family", f, "why", why)
 	}
+	return all
+}
+
+// triggerAfter asks for a sync after d, unless ctx ends first.
+func (a *Agent) triggerAfter(ctx context.Context, d time.Duration) {
+	after := a.clock.After(d)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-after:
+			a.Trigger()
+		}
+	}()
 }
 
 // probeAddress is a cluster IP whose rules show that kube-proxy has
@@ -140,26 +170,24 @@ func (a *Agent) probeAddress(ctx context.Context, f corev1.IPFamily) (netip.Addr
 	return netip.Addr{}, false
 }
 
-// kubeProxyServes tells whether kube-proxy's rules of either mode send
-// traffic for probe: its nftables table maps it, or its iptables
-// KUBE-SERVICES chain matches it. Only asked in nftables mode, where the
-// agent writes no KUBE- chain of its own.
+// kubeProxyServes tells whether kube-proxy's rules of either mode know
+// probe: its nftables table's cluster-ips set (every active cluster IP,
+// with endpoints or not) holds it, or its iptables KUBE-SERVICES chain
+// matches it, in nat (endpoints) or filter (none). Only asked in nftables
+// mode, where the agent writes no KUBE- chain of its own.
 func kubeProxyServes(ctx context.Context, cfg Config, f corev1.IPFamily, probe netip.Addr) (bool, error) {
 	tables, err := nftables.Tables(f, cfg.NetNS)
 	if err != nil {
 		return false, err
 	}
-	for _, t := range tables {
-		if t != nftables.KubeProxyTableName {
-			continue
-		}
-		nft, err := nftables.NewInterface(f, t, cfg.NetNS)
+	if slices.Contains(tables, nftables.KubeProxyTableName) {
+		nft, err := nftables.NewInterface(f, nftables.KubeProxyTableName, cfg.NetNS)
 		if err != nil {
 			return false, err
 		}
-		elems, err := nft.ListElements(ctx, "map", "service-ips")
-		if err != nil {
-			return false, fmt.Errorf("kube-proxy's service-ips map: %w", err)
+		elems, err := nft.ListElements(ctx, "set", "cluster-ips")
+		if err != nil && !knftables.IsNotFound(err) {
+			return false, fmt.Errorf("kube-proxy's cluster-ips set: %w", err)
 		}
 		for _, e := range elems {
 			if len(e.Key) > 0 && e.Key[0] == probe.String() {
@@ -168,14 +196,16 @@ func kubeProxyServes(ctx context.Context, cfg Config, f corev1.IPFamily, probe n
 		}
 	}
 	ipt := iptables.NewExecVariant(f, cfg.NetNS, detectVariant(cfg, logr.Discard()))
-	rules, exists, err := ipt.ChainRules(ctx, "nat", iptables.ChainServices)
-	if err != nil || !exists {
-		return false, err
-	}
 	match := "-d " + netip.PrefixFrom(probe, probe.BitLen()).String() + " "
-	for _, r := range rules {
-		if strings.Contains(r, match) {
-			return true, nil
+	for _, table := range []string{"nat", "filter"} {
+		rules, _, err := ipt.ChainRules(ctx, table, iptables.ChainServices)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range rules {
+			if strings.Contains(r, match) {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
@@ -197,17 +227,8 @@ func (a *Agent) afterApply(ctx context.Context) {
 		a.removeLeftovers(ctx)
 	}
 	if h.passes == 1 {
-		after := a.clock.After(leftoverRecheck)
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-after:
-				a.mu.Lock()
-				a.leftoverRecheckDue = true
-				a.mu.Unlock()
-				a.Trigger()
-			}
-		}()
+		h.recheckAt = a.clock.Now().Add(leftoverRecheck)
+		a.triggerAfter(ctx, leftoverRecheck)
 	}
 }
 
@@ -220,11 +241,12 @@ func (a *Agent) kubeProxyGone() bool {
 
 // takeLeftoverRecheck folds a due recheck into the handover state.
 func (a *Agent) takeLeftoverRecheck() {
-	a.mu.Lock()
-	due := a.leftoverRecheckDue
-	a.leftoverRecheckDue = false
-	a.mu.Unlock()
-	if due && !a.handover.standby && a.cfg.ProxyName == "" {
-		a.handover.leftoversDue = true
+	h := &a.handover
+	if h.recheckAt.IsZero() || a.clock.Now().Before(h.recheckAt) {
+		return
+	}
+	h.recheckAt = time.Time{}
+	if !h.standby && a.cfg.ProxyName == "" {
+		h.leftoversDue = true
 	}
 }

@@ -1,0 +1,375 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package kernel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
+	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/testenv"
+)
+
+// TestMigrateFromKubeProxy moves a node from upstream's kube-proxy to the
+// agent and back, as docs/operations.md tells an operator to ("Moving
+// from kube-proxy"), under traffic: new TCP connections every few
+// milliseconds, a long-lived TCP connection and a UDP flow from a Pod to
+// a ClusterIP Service. No new connection may fail, the established ones
+// must survive both moves, and after each move no rule of the proxy that
+// left may remain.
+func TestMigrateFromKubeProxy(t *testing.T) {
+	requireKernel(t)
+	for _, tc := range []struct{ kubeProxy, svcnet string }{
+		{agent.ModeIPTables, agent.ModeIPTables},
+		{agent.ModeNFTables, agent.ModeNFTables},
+		{agent.ModeIPTables, agent.ModeNFTables},
+	} {
+		t.Run("kube-proxy "+tc.kubeProxy+", svcnet "+tc.svcnet, func(t *testing.T) {
+			testMigrateFromKubeProxy(t, tc.kubeProxy, tc.svcnet)
+		})
+	}
+}
+
+// nodeProcess is a proxy running in a node's network namespace.
+type nodeProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *lockedWriter
+}
+
+// count returns a function counting the lines of the output that hold s.
+func (p *nodeProcess) count(s string) func() int {
+	return func() int { return strings.Count(p.out.String(), s) }
+}
+
+// stop ends the process as a DaemonSet's Pod ends, with SIGTERM, and
+// waits for it.
+func (p *nodeProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (c *cluster) startNodeProcess(t *testing.T, argv []string, n *netlab.Node, env ...string) *nodeProcess {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	w := &lockedWriter{w: &bytes.Buffer{}}
+	p := &nodeProcess{cmd: cmd, done: make(chan struct{}), out: w}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := netns.Do(netlab.Path(n.NetNS), cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(argv[0]), w.String())
+		}
+	})
+	return p
+}
+
+// startKubeProxy runs upstream's kube-proxy (bin/k8s) on node n in mode,
+// with its default health and metrics addresses.
+func (c *cluster) startKubeProxy(t *testing.T, n *netlab.Node, kubeconfig, mode string) *nodeProcess {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.startNodeProcess(t, []string{filepath.Join(bin, "kube-proxy"), "--kubeconfig=" + kubeconfig, "--hostname-override=" + n.Name,
+		"--proxy-mode=" + mode, "--cluster-cidr=10.244.0.0/16", "--conntrack-max-per-core=0", "--v=2"}, n)
+}
+
+// startMigratingAgent runs svcnet's agent on node n as the DaemonSet
+// does, on kube-proxy's health and metrics addresses.
+func (c *cluster) startMigratingAgent(t *testing.T, n *netlab.Node, kubeconfig, mode string) *nodeProcess {
+	t.Helper()
+	return c.startNodeProcess(t, []string{os.Args[0], "--kubeconfig", kubeconfig, "--node-name", n.Name, "--mode", mode,
+		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core=0", "--announce=false",
+		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=127.0.0.1:10249"}, n, agentProcessEnv+"="+agentProcess)
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
+// labelNode sets the node's svcnet.io/proxy label.
+func (c *cluster) labelNode(t *testing.T, n *netlab.Node, value string) {
+	t.Helper()
+	ctx := context.Background()
+	var node corev1.Node
+	if err := c.env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Labels[agent.LabelNodeProxy] = value
+	if err := c.env.Client.Patch(ctx, &node, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newCluster(t, svcnetMode, "svcnet-mg", 1, endpointslice.ControllerName)
+	n := c.nodes[0]
+	c.forwardAPIServer(t, n)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(c.env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	c.labelNode(t, n, agent.NodeProxyKubeProxy)
+
+	ns, err := c.env.Namespace(ctx, "migrate")
+	g.Expect(err).NotTo(HaveOccurred())
+	c.addPods(t, ns, "web", n, 2)
+	svc := c.service(t, webService(ns, "web"))
+	c.addUDPPod(t, ns, "udp", n)
+	udpSvc := c.service(t, builder.Service("udp", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "udp").Obj())
+	clientPod, err := n.AddPod(c.nextName("c"), podPort)
+	g.Expect(err).NotTo(HaveOccurred())
+	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	hc := netlab.Client(clientPod.NetNS, 2*time.Second)
+
+	// kube-proxy serves the node.
+	kubeProxy := c.startKubeProxy(t, n, kubeconfig, kubeProxyMode)
+	g.Eventually(func() error { _, err := netlab.Get(ctx, hc, url); return err }).
+		WithTimeout(converge).WithPolling(poll).Should(Succeed(), "kube-proxy serves the Service")
+
+	load := startMigrationLoad(t, clientPod.NetNS, svc.Spec.ClusterIP, udpSvc.Spec.ClusterIP)
+	defer load.stop()
+
+	// The agent starts beside it, on standby: it writes nothing.
+	svcnetAgent := c.startMigratingAgent(t, n, kubeconfig, svcnetMode)
+	g.Eventually(svcnetAgent.count("standing by")).WithTimeout(converge).WithPolling(poll).Should(Equal(1))
+	if tables, _ := c.lab.Run(n.NetNS, "nft", "list", "tables"); strings.Contains(tables, "table ip "+nftables.TableName) {
+		t.Fatalf("on standby the agent created its table:\n%s", tables)
+	}
+
+	// The node moves to svcnet: the label first, and kube-proxy's Pod
+	// then leaves the node, as its DaemonSet's node affinity says.
+	c.labelNode(t, n, "svcnet")
+	g.Eventually(svcnetAgent.count("taking its rules over")).WithTimeout(converge).WithPolling(poll).Should(Equal(1))
+	kubeProxy.stop()
+	g.Eventually(func() string { return kubeProxyRules(c, n, svcnetMode) }).WithTimeout(converge).WithPolling(poll).Should(BeEmpty(),
+		"kube-proxy's rules left on the node after the move to svcnet")
+	load.expectServing(g, "svcnet alone")
+
+	// And back: the label, then kube-proxy's Pod returns; once its rules
+	// serve, the agent removes its own and its Pod goes.
+	c.labelNode(t, n, agent.NodeProxyKubeProxy)
+	g.Eventually(svcnetAgent.count("standing by")).WithTimeout(converge).WithPolling(poll).Should(Equal(2))
+	kubeProxy = c.startKubeProxy(t, n, kubeconfig, kubeProxyMode)
+	if svcnetMode == agent.ModeNFTables {
+		g.Eventually(func() (string, error) { return c.lab.Run(n.NetNS, "nft", "list", "tables") }).
+			WithTimeout(converge).WithPolling(poll).ShouldNot(ContainSubstring("table ip "+nftables.TableName+"\n"),
+			"svcnet's table left once kube-proxy's rules serve the node")
+	} else {
+		g.Eventually(kubeProxy.count("SyncProxyRules complete")).WithTimeout(converge).WithPolling(poll).Should(BeNumerically(">", 0))
+	}
+	svcnetAgent.stop()
+	load.expectServing(g, "kube-proxy again")
+
+	r := load.stop()
+	t.Logf("%d new connections, %d requests on the long-lived one, %d UDP exchanges; longest gap between successful new connections %s",
+		r.newOK, r.keptOK, r.udpOK, r.longestGap)
+	g.Expect(r.newFailed).To(BeEmpty(), "failed new connections")
+	g.Expect(r.keptBroken).To(BeEmpty(), "the long-lived connection broke")
+	g.Expect(r.udpLost).To(BeEmpty(), "UDP exchanges unanswered")
+	g.Expect(r.newOK).To(BeNumerically(">", 100), "the load ran")
+}
+
+// kubeProxyRules is what kube-proxy left on a node the agent serves in
+// mode: its nftables tables, and in nftables mode any KUBE- chain but
+// kubelet's KUBE-FIREWALL, which kube-proxy writes too and never removes
+// (its --cleanup keeps it: kubelet may own it).
+func kubeProxyRules(c *cluster, n *netlab.Node, mode string) string {
+	var left []string
+	tables, _ := c.lab.Run(n.NetNS, "nft", "list", "tables")
+	if strings.Contains(tables, nftables.KubeProxyTableName) {
+		left = append(left, tables)
+	}
+	if mode == agent.ModeNFTables {
+		save, _ := c.lab.Run(n.NetNS, "iptables-save")
+		for _, l := range strings.Split(save, "\n") {
+			if strings.HasPrefix(l, ":KUBE-") && !strings.HasPrefix(l, ":"+iptables.ChainFirewall+" ") {
+				left = append(left, l)
+			}
+		}
+	}
+	return strings.Join(left, "\n")
+}
+
+// migrationLoad is the traffic of a migration: new TCP connections, one
+// long-lived TCP connection and a UDP flow, from a Pod to a Service.
+type migrationLoad struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu      sync.Mutex
+	r       loadResult
+	lastNew time.Time
+}
+
+type loadResult struct {
+	newOK, keptOK, udpOK           int
+	newFailed, keptBroken, udpLost []string
+	longestGap                     time.Duration
+}
+
+func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *migrationLoad {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &migrationLoad{cancel: cancel, lastNew: time.Now()}
+	dial := netns.DialContext(netlab.Path(podNS))
+	kept, err := dial(ctx, "tcp", net.JoinHostPort(clusterIP, "80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, err := dial(ctx, "udp", net.JoinHostPort(udpClusterIP, "53"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := netlab.Client(podNS, 2*time.Second)
+	l.wg.Add(3)
+	go l.every(ctx, 5*time.Millisecond, func() {
+		_, err := netlab.Get(ctx, hc, "http://"+net.JoinHostPort(clusterIP, "80")+"/")
+		l.record(ctx, err, &l.r.newOK, &l.r.newFailed, true)
+	})
+	rd := bufio.NewReader(kept)
+	go l.every(ctx, 50*time.Millisecond, func() {
+		err := keepAliveGet(kept, rd, clusterIP)
+		l.record(ctx, err, &l.r.keptOK, &l.r.keptBroken, false)
+	})
+	buf := make([]byte, 64)
+	go l.every(ctx, 20*time.Millisecond, func() {
+		_ = udp.SetDeadline(time.Now().Add(time.Second))
+		_, err := udp.Write([]byte("ping"))
+		if err == nil {
+			_, err = udp.Read(buf)
+		}
+		l.record(ctx, err, &l.r.udpOK, &l.r.udpLost, false)
+	})
+	t.Cleanup(func() { l.stop(); _ = kept.Close(); _ = udp.Close() })
+	return l
+}
+
+// every runs f every period until ctx ends.
+func (l *migrationLoad) every(ctx context.Context, period time.Duration, f func()) {
+	defer l.wg.Done()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
+		}
+	}
+}
+
+func (l *migrationLoad) record(ctx context.Context, err error, ok *int, failed *[]string, isNew bool) {
+	if ctx.Err() != nil {
+		return // stopping: the request's failure is the test's own
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if err != nil {
+		*failed = append(*failed, now.Format("15:04:05.000")+" "+err.Error())
+		return
+	}
+	*ok++
+	if isNew {
+		l.r.longestGap = max(l.r.longestGap, now.Sub(l.lastNew))
+		l.lastNew = now
+	}
+}
+
+// expectServing checks that the load still gets answers on every path.
+func (l *migrationLoad) expectServing(g Gomega, what string) {
+	l.mu.Lock()
+	before := l.r
+	l.mu.Unlock()
+	g.Eventually(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.r.newOK > before.newOK+20 && l.r.keptOK > before.keptOK+5 && l.r.udpOK > before.udpOK+5
+	}).WithTimeout(converge).WithPolling(poll).Should(BeTrue(), "traffic answered with %s", what)
+}
+
+func (l *migrationLoad) stop() loadResult {
+	l.once.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r
+}
+
+// keepAliveGet sends one HTTP/1.1 request on an open connection and reads
+// the answer: an error means the connection broke.
+func keepAliveGet(c net.Conn, rd *bufio.Reader, host string) error {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
