@@ -62,7 +62,29 @@ type LoadBalancerIPPoolSpec struct {
 	// hold one of its addresses keep it.
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`
+
+	// assignment says which Services get the pool's addresses: Automatic
+	// (the default) gives them to any Service the selectors take;
+	// OnRequest only to Services that request one of its addresses or
+	// name the pool (annotation svcnet.io/load-balancer-ip-pool). MetalLB's
+	// autoAssign: false is OnRequest.
+	// +optional
+	// +kubebuilder:default=Automatic
+	Assignment PoolAssignment `json:"assignment,omitempty"`
 }
+
+// PoolAssignment says which Services a pool gives addresses to.
+// +kubebuilder:validation:Enum=Automatic;OnRequest
+type PoolAssignment string
+
+const (
+	// PoolAssignmentAutomatic gives addresses to every Service the pool's
+	// selectors take. An empty assignment means the same.
+	PoolAssignmentAutomatic PoolAssignment = "Automatic"
+	// PoolAssignmentOnRequest gives addresses only to Services that
+	// request one of them or name the pool.
+	PoolAssignmentOnRequest PoolAssignment = "OnRequest"
+)
 
 // Condition reasons of a LoadBalancerIPPool (its Ready condition).
 const (
@@ -104,6 +126,7 @@ type LoadBalancerIPPoolStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
+// +kubebuilder:printcolumn:name="Assignment",type=string,JSONPath=`.spec.assignment`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
