@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -55,6 +56,10 @@ const (
 	AnnotationSharingKey = "svcnet.io/sharing-key"
 	// LabelPool names, on an IPAddress, the pool its address came from.
 	LabelPool = "svcnet.io/load-balancer-ip-pool"
+	// AnnotationPool names, on a Service, the one pool its new addresses
+	// must come from. It is the key LabelPool puts on the IPAddress: on
+	// either object it names the pool of the Service's address.
+	AnnotationPool = LabelPool
 )
 
 // The kinds its repairs are reported under.
@@ -72,6 +77,19 @@ const (
 	ReasonInvalidRequest   = "InvalidLoadBalancerIPs"
 	ReasonSharingConflict  = "SharingConflict"
 	ReasonNotInPool        = "IPNotInPool"
+	// ReasonPoolUnavailable: the pool a Service names does not exist,
+	// is not Ready or does not take the Service.
+	ReasonPoolUnavailable = "PoolUnavailable"
+	// ReasonConflictingRequests: two of a Service's annotations or
+	// fields ask for different things (svcnet's annotation wins, then
+	// MetalLB's, then spec.loadBalancerIP).
+	ReasonConflictingRequests = "ConflictingLoadBalancerRequests"
+	// ReasonMetalLBAnnotationHonoured (Normal): a MetalLB annotation
+	// decided what the Service got.
+	ReasonMetalLBAnnotationHonoured = "MetalLBAnnotationHonoured"
+	// ReasonLoadBalancerIPHonoured (Normal): spec.loadBalancerIP decided
+	// what the Service got.
+	ReasonLoadBalancerIPHonoured = "LoadBalancerIPHonoured"
 
 	action = "LoadBalancerIPAllocation"
 )
@@ -122,6 +140,8 @@ type Reconciler struct {
 	// another writer's change.
 	statuses     repairs.Memo[[]corev1.LoadBalancerIngress]
 	poolStatuses repairs.Memo[svcnetv1alpha1.LoadBalancerIPPoolStatus]
+	// honouredSaid is, per Service, the honoured-field Events last said.
+	honouredSaid repairs.Memo[[]string]
 }
 
 // fedPool identifies a version of a pool's spec.
@@ -195,11 +215,19 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pools := eligible(states, svc, ns.Labels)
-	requested, err := parseRequested(svc.Annotations[AnnotationIPs])
+	req, err := readRequest(svc)
 	if err != nil {
-		r.warn.Warn(ctx, svc, ReasonInvalidRequest, action, "annotation %s: %v", AnnotationIPs, err)
+		r.warn.Warn(ctx, svc, ReasonInvalidRequest, action, "%v", err)
 		return ctrl.Result{}, nil
+	}
+	if len(req.disagreements) > 0 {
+		// One Event: the events library makes a series of an object's
+		// Events with the same reason, keeping the first message only.
+		r.warn.Warn(ctx, svc, ReasonConflictingRequests, action, "%s", strings.Join(req.disagreements, "; "))
+	}
+	choice := choosePools(states, eligible(states, svc, ns.Labels), req)
+	if choice.problem != "" {
+		r.warn.Warn(ctx, svc, ReasonPoolUnavailable, action, "%s: no new address is given; the Service keeps those it has", choice.problem)
 	}
 	held, err := r.held(ctx, key)
 	if err != nil {
@@ -221,17 +249,55 @@ func (r *Reconciler) allocate(ctx context.Context, svc *corev1.Service) (ctrl.Re
 		}
 	}
 	var ingress []corev1.LoadBalancerIngress
+	gained := false
 	for _, fam := range ipfamily.OfService(svc) {
-		want, asked := requested[fam]
-		addr, err := r.allocateFamily(ctx, svc, familyRequest{family: fam, want: want, asked: asked, held: heldBy[fam], pools: pools})
+		want, asked := req.ips[fam]
+		pools := choice.automatic
+		if asked {
+			pools = choice.onRequest
+		}
+		addr, got, err := r.allocateFamily(ctx, svc, familyRequest{family: fam, want: want, asked: asked, held: heldBy[fam],
+			pools: pools, keep: choice.keep, blocked: choice.problem != ""})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if addr.IsValid() {
 			ingress = append(ingress, vip(addr))
 		}
+		gained = gained || got
+	}
+	if len(ingress) > 0 {
+		r.sayHonoured(svc, req, choice, gained)
 	}
 	return ctrl.Result{}, r.writeStatus(ctx, svc, ingress)
+}
+
+// sayHonoured emits the Normal Events that name the MetalLB annotations
+// and spec.loadBalancerIP a Service with addresses was served by: when it
+// commits an address, and otherwise once per Service while the fields
+// stay the same (per manager start: a new leader says it once more).
+// One Event per reason: the events library makes a series of an object's
+// Events with the same reason and keeps the first message only.
+func (r *Reconciler) sayHonoured(svc *corev1.Service, req serviceRequest, choice poolChoice, gained bool) {
+	messages := map[string][]string{}
+	for _, h := range req.honoured {
+		if h.as == AnnotationPool && choice.problem != "" {
+			continue // the pool named gave nothing
+		}
+		messages[h.reason] = append(messages[h.reason], h.message)
+	}
+	var all []string
+	for _, reason := range slices.Sorted(maps.Keys(messages)) {
+		all = append(all, reason+": "+strings.Join(messages[reason], "; "))
+	}
+	self := owner(client.ObjectKeyFromObject(svc))
+	if said, ok := r.honouredSaid.Last(self); !gained && ok && slices.Equal(said, all) {
+		return
+	}
+	r.honouredSaid.Wrote(self, "", all)
+	for _, reason := range slices.Sorted(maps.Keys(messages)) {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, reason, action, "%s", strings.Join(messages[reason], "; "))
+	}
 }
 
 // familyRequest is what a Service asks and holds in one IP family.
@@ -241,84 +307,93 @@ type familyRequest struct {
 	want  netip.Addr
 	asked bool
 	// held is the address its IPAddress in the cache holds, if any.
-	held  netip.Addr
-	pools []string
+	held netip.Addr
+	// pools give a new address; keep are those whose addresses the
+	// Service keeps (or takes back from its status) without a Warning.
+	pools, keep []string
+	// blocked: no new address may be given (the pool named is unusable).
+	blocked bool
 }
 
 // allocateFamily returns the Service's address of one family: the one it
-// has (unless it asked for another), a shared one, or a new one. An
-// invalid address means none could be given; an Event says why.
-func (r *Reconciler) allocateFamily(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, error) {
+// has (unless it asked for another), a shared one, or a new one, and
+// whether it committed an IPAddress for it now. An invalid address means none could be given;
+// an Event says why.
+func (r *Reconciler) allocateFamily(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, bool, error) {
 	self := owner(client.ObjectKeyFromObject(svc))
-	addr, ok, err := r.current(ctx, svc, req)
+	addr, ok, gained, err := r.current(ctx, svc, req)
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Addr{}, false, err
 	}
 	if ok && req.asked && addr != req.want {
 		if err := r.releaseAddr(ctx, svc, addr, self); err != nil {
-			return netip.Addr{}, err
+			return netip.Addr{}, false, err
 		}
 		ok = false
 	}
 	if ok {
-		if !slices.ContainsFunc(req.pools, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
+		if !slices.ContainsFunc(req.keep, func(p string) bool { return slices.Contains(r.alloc.PoolsOf(addr), p) }) {
 			r.warn.Warn(ctx, svc, ReasonNotInPool, action, "%s is no longer in any LoadBalancerIPPool that takes this Service (pools now: %s); "+
-				"it keeps the address until it is released", addr, orNone(req.pools))
+				"it keeps the address until it is released", addr, orNone(req.keep))
 		}
-		return addr, nil
+		return addr, gained, nil
+	}
+	if req.blocked {
+		return netip.Addr{}, false, nil
 	}
 	if shared, found, err := r.share(ctx, svc, req.family == corev1.IPv4Protocol, req.want, req.asked, req.pools); err != nil || found {
-		return shared, err
+		return shared, false, err
 	}
 	addr, pool, err := r.choose(ctx, svc, req.family == corev1.IPv4Protocol, req.want, req.asked, req.pools)
 	if err != nil || !addr.IsValid() {
-		return addr, err
+		return addr, false, err
 	}
 	r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAllocated, action, "Assigned %s from LoadBalancerIPPool %s", addr, pool)
-	return addr, nil
+	return addr, true, nil
 }
 
 // current returns the address a Service already has in one family: the
 // one its IPAddress in the cache holds; else one an earlier reconcile
 // chose, committed now if it is not; else the one its status shows when
-// someone deleted its IPAddress, taken back while it is free. An address
-// whose IPAddress another manager holds now is given up.
-func (r *Reconciler) current(ctx context.Context, svc *corev1.Service, req familyRequest) (netip.Addr, bool, error) {
+// someone deleted its IPAddress (or another controller, such as MetalLB,
+// gave it), taken back while it is free. An address whose IPAddress
+// another manager holds now is given up. It also reports whether it
+// committed the address now.
+func (r *Reconciler) current(ctx context.Context, svc *corev1.Service, req familyRequest) (addr netip.Addr, ok, created bool, err error) {
 	if req.held.IsValid() {
-		return req.held, true, nil
+		return req.held, true, false, nil
 	}
 	self := owner(client.ObjectKeyFromObject(svc))
-	addr, ok := r.alloc.Owned(self, req.family == corev1.IPv4Protocol)
+	addr, ok = r.alloc.Owned(self, req.family == corev1.IPv4Protocol)
 	pool := ""
 	if !ok && !req.asked {
-		// The IPAddress is gone, and the allocator has let go of the
-		// address the Service still shows.
+		// The IPAddress is gone, or was never svcnet's, and the allocator
+		// does not hold the address the Service shows.
 		addr, ok = statusAddr(svc, req.family)
 		if ok {
-			var err error
-			if pool, err = r.alloc.Reserve(addr, self, req.pools); err != nil {
-				return netip.Addr{}, false, nil
+			if pool, err = r.alloc.Reserve(addr, self, req.keep); err != nil {
+				return netip.Addr{}, false, false, nil
 			}
 		}
 	}
 	if !ok {
-		return netip.Addr{}, false, nil
+		return netip.Addr{}, false, false, nil
 	}
-	created, err := r.commit(ctx, svc, addr, pool)
+	created, err = r.commit(ctx, svc, addr, pool)
 	var taken *takenError
 	switch {
 	case errors.As(err, &taken):
 		r.alloc.Observe(addr, taken.owner)
 		r.warn.Warn(ctx, svc, ReasonAllocationFailed, action, "%s is now held by %s; choosing another address", addr, taken.owner)
-		return netip.Addr{}, false, nil
+		return netip.Addr{}, false, false, nil
 	case err != nil:
-		return netip.Addr{}, false, err
+		return netip.Addr{}, false, false, err
 	}
 	if shown, _ := statusAddr(svc, req.family); created && shown == addr {
 		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindIPAddress, Object: klog.KRef("", addr.String()), Reason: repairs.ReasonDeleted,
 			What: fmt.Sprintf("the IPAddress of LoadBalancer IP %s of Service %s was missing", addr, klog.KObj(svc))})
 	}
-	return addr, true, nil
+	return addr, true, created, nil
 }
 
 // statusAddr returns the address of a family that a Service's
@@ -442,12 +517,12 @@ func (r *Reconciler) repairLabels(ctx context.Context, ipa *networkingv1.IPAddre
 // share finds an address of the family that Services with svc's sharing
 // key hold and whose ports do not conflict with svc's.
 func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, want netip.Addr, asked bool, pools []string) (netip.Addr, bool, error) {
-	sharingKey := svc.Annotations[AnnotationSharingKey]
-	if sharingKey == "" {
+	key := sharingKey(svc)
+	if key == "" {
 		return netip.Addr{}, false, nil
 	}
 	var group corev1.ServiceList
-	if err := r.client.List(ctx, &group, client.MatchingFields{sharingIndex: sharingKey}); err != nil {
+	if err := r.client.List(ctx, &group, client.MatchingFields{sharingIndex: key}); err != nil {
 		return netip.Addr{}, false, err
 	}
 	seen := map[netip.Addr]bool{}
@@ -470,7 +545,7 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 				return netip.Addr{}, false, err
 			}
 			if conflict != "" {
-				r.warn.Warn(ctx, svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, sharingKey, conflict)
+				r.warn.Warn(ctx, svc, ReasonSharingConflict, action, "cannot share %s (sharing key %q): %s", addr, key, conflict)
 				continue
 			}
 			return addr, true, nil
@@ -479,8 +554,11 @@ func (r *Reconciler) share(ctx context.Context, svc *corev1.Service, v4 bool, wa
 	return netip.Addr{}, false, nil
 }
 
-// conflict describes the first port of svc that a Service already using addr
-// also uses, or "".
+// sharingConflict describes why svc cannot share addr with a Service
+// already using it, or returns "": the same sharing key, no port and
+// protocol in common, and, when both have externalTrafficPolicy Local, the
+// same selector (as MetalLB requires: the node that announces the address
+// must have endpoints of both).
 func (r *Reconciler) sharingConflict(ctx context.Context, svc *corev1.Service, addr netip.Addr) (string, error) {
 	var users corev1.ServiceList
 	if err := r.client.List(ctx, &users, client.MatchingFields{ingressIndex: addr.String()}); err != nil {
@@ -491,8 +569,11 @@ func (r *Reconciler) sharingConflict(ctx context.Context, svc *corev1.Service, a
 		if u.UID == svc.UID || !r.handles(u) {
 			continue
 		}
-		if u.Annotations[AnnotationSharingKey] != svc.Annotations[AnnotationSharingKey] {
+		if sharingKey(u) != sharingKey(svc) {
 			return fmt.Sprintf("Service %s/%s uses it without the same sharing key", u.Namespace, u.Name), nil
+		}
+		if local(u) && local(svc) && !maps.Equal(u.Spec.Selector, svc.Spec.Selector) {
+			return fmt.Sprintf("Service %s/%s uses it with externalTrafficPolicy Local and another selector", u.Namespace, u.Name), nil
 		}
 		for _, p := range svc.Spec.Ports {
 			for _, q := range u.Spec.Ports {
@@ -552,6 +633,7 @@ func (r *Reconciler) release(ctx context.Context, key types.NamespacedName, svc 
 	if svc == nil {
 		r.statuses.Forget(owner(key))
 	}
+	r.honouredSaid.Forget(owner(key))
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -606,7 +688,7 @@ func (r *Reconciler) nextSharer(ctx context.Context, addr netip.Addr, self strin
 	}
 	for i := range users.Items {
 		u := &users.Items[i]
-		if owner(client.ObjectKeyFromObject(u)) != self && r.handles(u) && u.Annotations[AnnotationSharingKey] != "" {
+		if owner(client.ObjectKeyFromObject(u)) != self && r.handles(u) && sharingKey(u) != "" {
 			return u, nil
 		}
 	}
@@ -637,6 +719,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, ingre
 			What: fmt.Sprintf("ingress %s instead of %s", ingressIPs(have), ingressIPs(ingress)), By: by})
 	}
 	return nil
+}
+
+func local(svc *corev1.Service) bool {
+	return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 }
 
 func ingressIPs(ing []corev1.LoadBalancerIngress) string {

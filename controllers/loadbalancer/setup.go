@@ -63,7 +63,7 @@ var indexes = []struct {
 		return out
 	}},
 	{&corev1.Service{}, sharingIndex, func(obj client.Object) []string {
-		if k := obj.GetAnnotations()[AnnotationSharingKey]; k != "" {
+		if k := sharingKey(obj.(*corev1.Service)); k != "" {
 			return []string{k}
 		}
 		return nil

@@ -207,6 +207,16 @@ func (m *Memo[V]) ChangedByOther(key, rv string, current V) bool {
 	return err == nil && newer > 0
 }
 
+// Last returns the value svcnet last wrote to the object key, if it
+// remembers one: a cache that has not caught up with the write yet still
+// shows the value before it.
+func (m *Memo[V]) Last(key string) (V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.m[key]
+	return w.value, ok
+}
+
 // Forget drops what is known of key.
 func (m *Memo[V]) Forget(key string) {
 	m.mu.Lock()
