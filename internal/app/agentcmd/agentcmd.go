@@ -7,11 +7,13 @@ package agentcmd
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -64,11 +66,37 @@ func agentCommand(use, short string, opts agent.Options) *cobra.Command {
 			return agent.Main(cmd.Context(), cfg, log)
 		},
 	}
-	opts.AddFlags(cmd.Flags())
-	cli.AddLogFlags(cmd.Flags())
-	cmd.Flags().StringVar(&printVersion, "version", "false", "Print the version and exit (kube-proxy's --version; true and raw print svcnet's version, false runs the agent).")
-	cmd.Flags().Lookup("version").NoOptDefVal = "true"
+	bindFlags(cmd.Flags(), &opts, &printVersion)
 	return cmd
+}
+
+// bindFlags binds the agent's command line to fs: its options, klog's
+// flags and --version.
+func bindFlags(fs *pflag.FlagSet, opts *agent.Options, printVersion *string) {
+	opts.AddFlags(fs)
+	cli.AddLogFlags(fs)
+	fs.StringVar(printVersion, "version", "false", "Print the version and exit (kube-proxy's --version; true and raw print svcnet's version, false runs the agent).")
+	fs.Lookup("version").NoOptDefVal = "true"
+}
+
+// CheckKubeProxyArgs completes kube-proxy's arguments (without the
+// binary) as `svcnet-agent kube-proxy` would on start, without running
+// it: the Config, whose Ignored names what the agent would not act on,
+// or the error naming every flag or --config field it refuses.
+// `svcnet migrate plan` asks it of kube-proxy's DaemonSet.
+func CheckKubeProxyArgs(args []string) (agent.Config, error) {
+	fs := pflag.NewFlagSet(KubeProxyName, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts := agent.KubeProxyOptions()
+	var printVersion string
+	bindFlags(fs, &opts, &printVersion)
+	if err := fs.Parse(args); err != nil {
+		return agent.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return agent.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return opts.Complete()
 }
 
 // versionRequested prints the version for --version, as kube-proxy does
