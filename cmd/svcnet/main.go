@@ -1,7 +1,8 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
 // Command svcnet is the Service networking control plane: `svcnet manager`
-// runs the controllers, `svcnet version` tells what this build is. The
+// runs the controllers, `svcnet migrate` prepares a cluster's move to
+// svcnet, `svcnet version` tells what this build is. The
 // node agent is a binary of its own, svcnet-agent, and the simulated
 // cluster another, svcnet-up; `svcnet agent`, `svcnet kube-proxy` and
 // `svcnet up` hand over to them, found beside this one. This binary links
@@ -15,6 +16,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/internal/app/cli"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/app/migratecmd"
 	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
 )
 
@@ -36,7 +38,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), cli.NewVersionCommand(),
+	root.AddCommand(newManagerCommand(), cli.NewVersionCommand(), migratecmd.NewCommand(),
 		cli.HandOver("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices (runs svcnet-agent agent)",
 			agentBinary, buildHint(agentBinary), "agent"),
 		cli.HandOver("kube-proxy", "Run the agent with kube-proxy's command line and defaults (runs svcnet-agent kube-proxy)",
