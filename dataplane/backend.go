@@ -78,4 +78,14 @@ type SyncResult struct {
 	Full bool
 	// Rules counts the rules written.
 	Rules int
+	// Tables counts, per iptables table, the rules the backend owns and
+	// those the sync wrote (kube-proxy's kubeproxy_sync_proxy_rules_iptables_*
+	// metrics); nil for a backend without iptables tables.
+	Tables []TableRules
+}
+
+// TableRules counts the rules of one iptables table.
+type TableRules struct {
+	Table          string
+	Total, Written int
 }

@@ -92,7 +92,11 @@ func (b *Backend) Sync(ctx context.Context, node dataplane.Node) (dataplane.Sync
 	cfg.NodePortIPs = node.NodePortIPs
 	cfg.Counters = b.counters(ctx)
 	res, err := b.syncer.Sync(ctx, Assemble(frags, cfg))
-	return dataplane.SyncResult{Full: res.Full, Rules: res.Rules}, err
+	out := dataplane.SyncResult{Full: res.Full, Rules: res.Rules}
+	for t, name := range tableNames {
+		out.Tables = append(out.Tables, dataplane.TableRules{Table: name, Total: res.Total[t], Written: res.Written[t]})
+	}
+	return out, err
 }
 
 // counters are those the rules of this sync count into: ensured before

@@ -50,6 +50,9 @@ type Result struct {
 	Full bool
 	// Chains and Rules count what was written; Deleted counts stale chains.
 	Chains, Rules, Deleted int
+	// Written and Total count the rules written and the rules of the
+	// Ruleset, per table (filter, nat).
+	Written, Total [2]int
 }
 
 // Syncer applies Rulesets. The first sync, and every sync after a failed
@@ -119,6 +122,11 @@ func (s *Syncer) Sync(ctx context.Context, rs *Ruleset) (Result, error) {
 		ch = s.partialChanges(tables)
 	}
 	res := ch.result(full)
+	for t := range tables {
+		for _, c := range tables[t] {
+			res.Total[t] += len(c.Rules)
+		}
+	}
 	if res.Chains == 0 && res.Deleted == 0 && len(ch.extra) == 0 {
 		return res, nil
 	}
@@ -156,8 +164,9 @@ func (ch *changes) result(full bool) Result {
 	for t := range tableNames {
 		res.Chains += len(ch.write[t])
 		for _, c := range ch.write[t] {
-			res.Rules += len(c.Rules)
+			res.Written[t] += len(c.Rules)
 		}
+		res.Rules += res.Written[t]
 		res.Deleted += len(ch.del[t])
 		slices.Sort(ch.del[t])
 	}
