@@ -89,7 +89,15 @@ type Agent struct {
 	queuedAt, syncingQueuedAt time.Time
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
-	triggers []time.Time
+	triggers []changeTrigger
+	// serviceChanges and endpointChanges are the Services and the count of
+	// EndpointSlice changes queued since the last sync took its work, for
+	// kube-proxy's *_changes_pending metrics.
+	serviceChanges  map[types.NamespacedName]bool
+	endpointChanges int
+	// startedAt is when the agent was built: trigger times before it are
+	// not the agent's to measure, as kube-proxy's tracker ignores them.
+	startedAt time.Time
 	// dirty holds the Services whose objects changed since they were last
 	// rendered; allDirty re-renders every Service.
 	dirty    map[types.NamespacedName]bool
@@ -101,6 +109,8 @@ type Agent struct {
 	// Owned by the sync loop.
 	services map[types.NamespacedName]*serviceState
 	order    []types.NamespacedName // keys of services, sorted
+	// noLocal sums the Services' noLocal, by family.
+	noLocal map[corev1.IPFamily]noLocalCounts
 	// withHealth are the keys of the services that have health check
 	// node ports, sorted: a sync sums theirs without walking every
 	// Service.
@@ -137,6 +147,16 @@ type serviceState struct {
 	// inputs names the versions of the objects the Service was rendered
 	// from (see inputsOf).
 	inputs string
+	// noLocal counts the ports that drop traffic for want of a local
+	// endpoint, by family.
+	noLocal map[corev1.IPFamily]noLocalCounts
+}
+
+// changeTrigger is an EndpointSlice's last-change-trigger-time and the IP
+// family of its addresses.
+type changeTrigger struct {
+	family corev1.IPFamily
+	at     time.Time
 }
 
 type healthPort struct {
@@ -261,7 +281,8 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if err := announce.Setup(mgr, announce.Config{Node: cfg.NodeName, NetNS: cfg.NetNS, Options: cfg.Announce}, log); err != nil {
 		return err
 	}
-	registerMetrics()
+	registerMetrics(cfg.Mode)
+	initFailureCounters(cfg.Mode, a.families())
 	if a.accounting != nil {
 		defer exportAccounting(ctrlmetrics.Registry, a.accounting, log)()
 	}
@@ -348,7 +369,11 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		allDirty: true,
 		queuedAt: clk.Now(),
 		services: map[types.NamespacedName]*serviceState{},
+		noLocal:  map[corev1.IPFamily]noLocalCounts{},
 		handover: handover{leftoversDue: cfg.ProxyName == ""},
+		// kube-proxy's trackers start with the proxier.
+		startedAt:      clk.Now(),
+		serviceChanges: map[types.NamespacedName]bool{},
 	}
 	a.health = newHealthServers(cfg.NetNS, log, func() bool { return a.Health().Healthy })
 	return a
@@ -371,17 +396,27 @@ func (a *Agent) handler() toolscache.ResourceEventHandler {
 		},
 		DeleteFunc: func(obj any) {
 			obj, _ = tombstone.Unwrap(obj)
-			a.changed(nil, obj)
+			a.note(nil, obj, true)
 		},
 	}
 }
 
-// changed marks what an event touches as dirty and asks for a sync.
+// changed marks what an added or updated object touches as dirty and asks
+// for a sync.
 func (a *Agent) changed(old, obj any) {
+	a.note(old, obj, false)
+}
+
+// note marks what an event touches as dirty and asks for a sync.
+func (a *Agent) note(old, obj any, deleted bool) {
 	a.mu.Lock()
 	switch o := obj.(type) {
 	case *corev1.Service:
-		a.dirty[client.ObjectKeyFromObject(o)] = true
+		key := client.ObjectKeyFromObject(o)
+		a.dirty[key] = true
+		a.serviceChanges[key] = true
+		metricServiceChangesTotal.Inc()
+		metricServiceChangesPending.Set(float64(len(a.serviceChanges)))
 	case *discoveryv1.EndpointSlice:
 		if svc, ok := sliceService(o); ok {
 			a.dirty[svc] = true
@@ -391,11 +426,7 @@ func (a *Agent) changed(old, obj any) {
 				a.dirty[svc] = true
 			}
 		}
-		if v, ok := o.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				a.triggers = append(a.triggers, t)
-			}
-		}
+		a.noteSliceLocked(o, deleted)
 	case *corev1.Node:
 		// The zone decides topology filtering for every Service, the
 		// node's IPs which source ranges let the node's own traffic in.
@@ -413,11 +444,46 @@ func (a *Agent) changed(old, obj any) {
 	a.Trigger()
 }
 
+// noteSliceLocked counts an EndpointSlice change of a family the node
+// programs and keeps its trigger time, as kube-proxy's endpoints change
+// tracker does: not a deleted slice's, whose time is its last update's,
+// nor one from before the agent started.
+func (a *Agent) noteSliceLocked(s *discoveryv1.EndpointSlice, deleted bool) {
+	family := corev1.IPFamily(s.AddressType)
+	if !slices.Contains(a.families(), family) {
+		return
+	}
+	metricEndpointChangesTotal.Inc()
+	a.endpointChanges++
+	metricEndpointChangesPending.Set(float64(a.endpointChanges))
+	if deleted {
+		return
+	}
+	if v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(a.startedAt) {
+			a.triggers = append(a.triggers, changeTrigger{family: family, at: t})
+		}
+	}
+}
+
+// families are the IP families the node programs.
+func (a *Agent) families() []corev1.IPFamily {
+	out := make([]corev1.IPFamily, 0, len(a.backends))
+	for _, b := range a.backends {
+		out = append(out, b.Family())
+	}
+	return out
+}
+
 // noteQueuedLocked records when the oldest change not yet taken by a sync
 // was queued, for health.
 func (a *Agent) noteQueuedLocked() {
+	now := a.clock.Now()
 	if a.queuedAt.IsZero() {
-		a.queuedAt = a.clock.Now()
+		a.queuedAt = now
+	}
+	for _, f := range a.families() {
+		metricSyncLastQueuedTimestamp.WithLabelValues(string(f)).Set(unixSeconds(now))
 	}
 }
 
@@ -440,6 +506,11 @@ func (a *Agent) Loop(ctx context.Context) error {
 	backoff := retryMin
 	last := time.Time{}
 	go a.watchFlushes(ctx)
+	// The first sync's work, everything the informers listed, counts as
+	// queued now, as kube-proxy's sync loop has it.
+	a.mu.Lock()
+	a.noteQueuedLocked()
+	a.mu.Unlock()
 	a.Trigger()
 	for {
 		var step <-chan struct{}
@@ -545,7 +616,7 @@ func (a *Agent) recheckStep(ctx context.Context) {
 
 // pending is the work a sync takes over: what changed since the last one.
 type pending struct {
-	triggers []time.Time
+	triggers []changeTrigger
 	dirty    map[types.NamespacedName]bool
 	all      bool
 	// queuedAt is when the oldest of these changes was queued.
@@ -559,6 +630,11 @@ func (a *Agent) takePending() pending {
 	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, queuedAt: a.queuedAt}
 	a.triggers, a.dirty, a.allDirty = nil, map[types.NamespacedName]bool{}, false
 	a.syncingQueuedAt, a.queuedAt = a.queuedAt, time.Time{}
+	// Taken, as kube-proxy's trackers check their changes out.
+	clear(a.serviceChanges)
+	a.endpointChanges = 0
+	metricServiceChangesPending.Set(0)
+	metricEndpointChangesPending.Set(0)
 	return p
 }
 
@@ -614,7 +690,7 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 		return a.failed(work, ReasonRender, err)
 	}
 	rendered := a.clock.Now()
-	res, err := a.apply(ctx, nodePortIPs, serviceCIDRs)
+	res, err := a.apply(ctx, nodePortIPs, serviceCIDRs, rendered.Sub(start))
 	a.health.update(a.healthEntries())
 	if err != nil {
 		// The rendered state is kept in the backends, whose next sync is
@@ -721,8 +797,9 @@ func (a *Agent) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
 }
 
 // apply syncs every backend; a failed one does not keep the others from
-// applying their rules.
-func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDRs []netip.Prefix) (dataplane.SyncResult, error) {
+// applying their rules. Each family's sync is observed as taking the
+// render's time, renderTook, and its own.
+func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDRs []netip.Prefix, renderTook time.Duration) (dataplane.SyncResult, error) {
 	var total dataplane.SyncResult
 	var errs []error
 	for _, b := range a.backends {
@@ -737,10 +814,12 @@ func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDR
 				node.ServiceCIDRs = append(node.ServiceCIDRs, p)
 			}
 		}
+		began := a.clock.Now()
 		res, err := b.Sync(ctx, node)
+		now := a.clock.Now()
+		observeFamilySync(b.Mode(), b.Family(), res, renderTook+now.Sub(began), now, err)
 		total.Full = total.Full || res.Full
 		if err != nil {
-			metricRestoreFailures.Inc()
 			errs = append(errs, fmt.Errorf("%s %s rules: %w", b.Mode(), b.Family(), err))
 			continue
 		}
@@ -790,7 +869,7 @@ func compareKeys(a, b types.NamespacedName) int {
 
 // recordSuccess updates the health state, the metrics and the log after a
 // sync that applied everything.
-func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResult, triggers []time.Time) {
+func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResult, triggers []changeTrigger) {
 	now := a.clock.Now()
 	kind := "partial"
 	a.mu.Lock()
@@ -800,13 +879,13 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 	}
 	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
 	a.mu.Unlock()
-	metricSyncDuration.WithLabelValues(kind).Observe(now.Sub(start).Seconds())
+	setNoLocalEndpoints(a.noLocal, a.families())
 	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", res.Rules,
 		"render", rendered.Sub(start), "apply", now.Sub(rendered))
 	// Trigger times come from the API server's clock, not the agent's.
 	wall := time.Now()
 	for _, t := range triggers {
-		metricProgrammingLatency.Observe(wall.Sub(t).Seconds())
+		metricNetworkProgrammingDuration.WithLabelValues(string(t.family)).Observe(wall.Sub(t.at).Seconds())
 	}
 }
 
@@ -956,6 +1035,7 @@ func (a *Agent) forgetService(key types.NamespacedName) {
 	}
 	a.forgetUDP(old, nil)
 	a.udpChanged = a.udpChanged || len(old.udp) > 0
+	a.countNoLocal(old, -1)
 	delete(a.services, key)
 	a.order = setMember(a.order, key, false)
 	a.withHealth = setMember(a.withHealth, key, false)
@@ -965,7 +1045,7 @@ func (a *Agent) forgetService(key types.NamespacedName) {
 // the family's backend, and keeps what the agent itself serves or cleans
 // up for them: health check node ports and UDP endpoints.
 func (a *Agent) renderService(key types.NamespacedName, node model.Node, svc *corev1.Service, endpointSlices []*discoveryv1.EndpointSlice) {
-	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices)}
+	st := &serviceState{udp: map[string]udpPort{}, inputs: inputsOf(node, svc, endpointSlices), noLocal: map[corev1.IPFamily]noLocalCounts{}}
 	if bad := model.InvalidSourceRanges(svc.Spec.LoadBalancerSourceRanges); len(bad) > 0 {
 		a.log.Error(nil, "Invalid loadBalancerSourceRanges ignored", "service", key, "ranges", bad)
 	}
@@ -975,6 +1055,7 @@ func (a *Agent) renderService(key types.NamespacedName, node model.Node, svc *co
 		b.SetService(key, ports)
 		for _, p := range ports {
 			health.add(b.Family(), p)
+			st.noLocal[b.Family()] = st.noLocal[b.Family()].plus(noLocalOf(p), 1)
 			if p.Protocol == corev1.ProtocolUDP {
 				st.udp[p.Name+"/"+string(b.Family())] = udpPortOf(p)
 			}
@@ -985,10 +1066,37 @@ func (a *Agent) renderService(key types.NamespacedName, node model.Node, svc *co
 	if old := a.services[key]; old != nil {
 		a.udpChanged = a.udpChanged || len(old.udp) > 0
 		a.forgetUDP(old, st)
+		a.countNoLocal(old, -1)
 	}
+	a.countNoLocal(st, 1)
 	a.services[key] = st
 	a.order = setMember(a.order, key, true)
 	a.withHealth = setMember(a.withHealth, key, len(st.health) > 0)
+}
+
+// countNoLocal adds a Service's ports without local endpoints to the
+// totals (sign 1) or takes them out (-1).
+func (a *Agent) countNoLocal(st *serviceState, sign int) {
+	for f, c := range st.noLocal {
+		a.noLocal[f] = a.noLocal[f].plus(c, sign)
+	}
+}
+
+// noLocalOf is 1 for each traffic policy of the port that is Local and
+// finds no local endpoint while the port has endpoints elsewhere:
+// kube-proxy's DROP "has no local endpoints" rules.
+func noLocalOf(p *model.ServicePort) noLocalCounts {
+	var c noLocalCounts
+	if !p.HasEndpoints || len(p.LocalEndpoints) > 0 {
+		return c
+	}
+	if p.InternalPolicyLocal {
+		c.internal = 1
+	}
+	if p.ExternalPolicyLocal {
+		c.external = 1
+	}
+	return c
 }
 
 // healthCounter gathers a Service's health check node port from its

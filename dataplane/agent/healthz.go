@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -111,6 +113,8 @@ type healthzServer struct {
 
 func (s *healthzServer) handler() http.Handler {
 	mux := http.NewServeMux()
+	// kube-proxy counts the answers of these two, not /readyz's.
+	answers := map[string]*prometheus.CounterVec{"/healthz": metricHealthz, "/livez": metricLivez}
 	serve := func(check func(r *http.Request, h *Health) bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			h := s.agent.Health()
@@ -122,8 +126,13 @@ func (s *healthzServer) handler() http.Handler {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
+			code := http.StatusOK
 			if !ok {
-				w.WriteHeader(http.StatusServiceUnavailable)
+				code = http.StatusServiceUnavailable
+				w.WriteHeader(code)
+			}
+			if counter := answers[r.URL.Path]; counter != nil {
+				counter.WithLabelValues(strconv.Itoa(code)).Inc()
 			}
 			if err := json.NewEncoder(w).Encode(h); err != nil {
 				s.log.V(4).Info("Writing health answer", "err", err.Error())

@@ -332,7 +332,7 @@ func TestProxyMode(t *testing.T) {
 // agent's metrics server waits instead of stopping the agent, then serves
 // kube-proxy's paths once the address is free.
 func TestMetricsServerWaitsForItsAddress(t *testing.T) {
-	registerMetrics()
+	registerMetrics(ModeIPTables)
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	addr := held.Addr().String()
@@ -369,7 +369,7 @@ func TestMetricsServerWaitsForItsAddress(t *testing.T) {
 	if code, body := get("/healthz"); code != http.StatusOK || body != "ok" {
 		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
 	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "svcnet_agent_restore_failures_total") {
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "kubeproxy_sync_proxy_rules_endpoint_changes_total") {
 		t.Errorf("/metrics = %d, want 200 with the agent's series; got:\n%.500s", code, body)
 	}
 	cancel()

@@ -12,20 +12,12 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// The metrics correspond to kube-proxy's kubeproxy_sync_proxy_rules_*.
+// svcnet's own series: what kube-proxy's (kubeproxymetrics.go) do not
+// tell.
 var (
-	metricSyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "svcnet_agent_sync_duration_seconds",
-		Help:    "Time to compute and apply the rules, by kind (full, partial).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	}, []string{"kind"})
 	metricRulesWritten = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "svcnet_agent_rules_written_total",
-		Help: "Rules written by iptables-restore.",
-	})
-	metricRestoreFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "svcnet_agent_restore_failures_total",
-		Help: "Failed transactions of a backend (iptables-restore, nft or netlink), each retried with a full sync.",
+		Help: "Rules written by the backends' transactions (iptables rules, or nftables objects and elements), every family.",
 	})
 	metricSyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svcnet_agent_sync_failures_total",
@@ -35,34 +27,23 @@ var (
 		Name: "svcnet_agent_unseen_changes_total",
 		Help: "Services the periodic recheck found changed in the cache since their last render without an event having said so; each is re-rendered.",
 	})
-	// The conntrack reconciler's figures carry kube-proxy's names, labels
-	// and buckets, so that its dashboards and alerts read them.
-	metricConntrackReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kubeproxy_conntrack_reconciler_sync_duration_seconds",
-		Help:    "Time one pass of the UDP conntrack cleanup took, in seconds, by IP family.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-	}, []string{"ip_family"})
-	metricConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kubeproxy_conntrack_reconciler_deleted_entries_total",
-		Help: "UDP conntrack entries the cleanup deleted because no serving endpoint answers them any more, by IP family.",
-	}, []string{"ip_family"})
 	metricFlushes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svcnet_agent_rules_flushed_total",
 		Help: "Times the canary found a backend's rules removed by another program (iptables -F, a firewalld reload), each followed at once by a full sync, by IP family.",
 	}, []string{"ip_family"})
-	metricProgrammingLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "svcnet_agent_network_programming_duration_seconds",
-		Help:    "Time from an EndpointSlice's last-change-trigger-time to the rules that reflect it being applied.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
-	})
 )
 
 var registerOnce sync.Once
 
-func registerMetrics() {
+// registerMetrics registers the agent's series of a mode, kube-proxy's
+// and svcnet's, and client-go's request latency, which kube-proxy's
+// dashboard reads (controller-runtime registers only the request count by
+// default), on controller-runtime's registry.
+func registerMetrics(mode string) {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(metricSyncDuration, metricRulesWritten, metricRestoreFailures, metricSyncFailures, metricUnseenChanges, metricProgrammingLatency,
-			metricConntrackReconcileDuration, metricConntrackDeleted, metricFlushes)
+		ctrlmetrics.Registry.MustRegister(metricRulesWritten, metricSyncFailures, metricUnseenChanges, metricFlushes)
+		ctrlmetrics.Registry.MustRegister(kubeProxyCollectors(mode)...)
+		ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRequestLatency)
 	})
 }
 

@@ -235,8 +235,8 @@ func TestUpKubeProxySwap(t *testing.T) {
 			}
 			// kube-proxy's metrics address, on the node's loopback.
 			metrics, err := netlab.Get(ctx, netlab.Client("svcnet-"+n.Name, 2*time.Second), "http://127.0.0.1:10249/metrics")
-			if err != nil || !strings.Contains(metrics, "svcnet_agent_sync_duration_seconds_count") {
-				t.Errorf("%s: /metrics on kube-proxy's metrics address: %v, %.300q; want the agent's sync metrics", n.Name, err, metrics)
+			if err != nil || !strings.Contains(metrics, "svcnet_agent_rules_written_total") || !strings.Contains(metrics, "kubeproxy_sync_proxy_rules_duration_seconds_count") {
+				t.Errorf("%s: /metrics on kube-proxy's metrics address: %v, %.300q; want the agent's series and kube-proxy's sync metrics", n.Name, err, metrics)
 			}
 		}
 	})
