@@ -1,0 +1,295 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package metallb
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+)
+
+// The CRD's limits on an announcement.
+const (
+	maxInterfaces      = 16
+	maxInterfaceLength = 15
+	maxPeers           = 16
+)
+
+// The defaults of MetalLB that svcnet does not share or that need no field.
+const (
+	metallbAggregationLength   = 32
+	metallbAggregationLengthV6 = 128
+	defaultBGPPort             = 179
+	minHoldTime                = 3 * time.Second
+	defaultHoldTime            = 90 * time.Second
+)
+
+func newAnnouncement(name string, mode svcnetv1alpha1.AnnouncementMode, ref string) svcnetv1alpha1.LoadBalancerAnnouncement {
+	return svcnetv1alpha1.LoadBalancerAnnouncement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: svcnetv1alpha1.GroupVersion.String(), Kind: "LoadBalancerAnnouncement"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{SourceAnnotation: ref}},
+		Spec:       svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: mode},
+	}
+}
+
+// convertL2 makes an L2 announcement of each L2Advertisement.
+func convertL2(srcs []source[l2AdvertisementSpec], pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
+	var out []svcnetv1alpha1.LoadBalancerAnnouncement
+	for _, s := range srcs {
+		a := newAnnouncement(s.name, svcnetv1alpha1.AnnouncementModeL2, s.ref)
+		sel, ok := poolSelector(s.ref, s.spec.advertisementSpec, pools, warnings)
+		if !ok {
+			continue
+		}
+		a.Spec.PoolSelector = sel
+		a.Spec.NodeSelector = single(s.ref, "spec.nodeSelectors", s.spec.NodeSelectors, "node", warnings)
+		a.Spec.ServiceSelector = single(s.ref, "spec.serviceSelectors", s.spec.ServiceSelectors, "Service", warnings)
+		for i, name := range sortedNames(s.spec.Interfaces) {
+			if name == "" || len(name) > maxInterfaceLength {
+				*warnings = append(*warnings, Warning{Object: s.ref, Field: fmt.Sprintf("spec.interfaces[%d]", i),
+					Reason: fmt.Sprintf("%q is not a Linux interface name (1-%d characters): left out", name, maxInterfaceLength)})
+				continue
+			}
+			a.Spec.Interfaces = append(a.Spec.Interfaces, name)
+		}
+		if len(a.Spec.Interfaces) > maxInterfaces {
+			*warnings = append(*warnings, Warning{Object: s.ref, Field: "spec.interfaces",
+				Reason: fmt.Sprintf("more than %d interfaces: those from %s on are left out", maxInterfaces, a.Spec.Interfaces[maxInterfaces])})
+			a.Spec.Interfaces = a.Spec.Interfaces[:maxInterfaces]
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// poolSelector turns an advertisement's pool names and selectors, which
+// MetalLB ORs (neither: every pool), into a poolSelector. The second
+// result is false when it selects no pool.
+func poolSelector(ref string, adv advertisementSpec, pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) (*metav1.LabelSelector, bool) {
+	names, sels := adv.IPAddressPools, adv.IPAddressPoolSelectors
+	switch {
+	case len(names) == 0 && len(sels) == 0:
+		return nil, true
+	case len(sels) == 0:
+		return namesSelector(names), true
+	case len(names) == 0 && len(sels) == 1:
+		return sels[0].DeepCopy(), true
+	}
+	matched := slices.Clone(names)
+	for _, p := range pools {
+		for _, s := range sels {
+			if sel, err := metav1.LabelSelectorAsSelector(&s); err == nil && sel.Matches(labels.Set(p.Labels)) {
+				matched = append(matched, p.Name)
+				break
+			}
+		}
+	}
+	if len(matched) == 0 {
+		*warnings = append(*warnings, Warning{Object: ref, Field: "spec.ipAddressPoolSelectors", Reason: "selects none of the pools: not converted"})
+		return nil, false
+	}
+	sel := namesSelector(matched)
+	*warnings = append(*warnings, Warning{Object: ref, Field: "spec.ipAddressPoolSelectors",
+		Reason: fmt.Sprintf("MetalLB takes pools named or matching any selector; svcnet's poolSelector is one selector, so the announcement names the pools that match now (%s): a pool created later is not announced unless it gets a matching %s label",
+			strings.Join(sel.MatchExpressions[0].Values, ", "), PoolLabel)})
+	return sel, true
+}
+
+// namesSelector selects the converted pools of these names by PoolLabel.
+func namesSelector(names []string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: PoolLabel, Operator: metav1.LabelSelectorOpIn, Values: sortedNames(names),
+	}}}
+}
+
+// peer is a BGPPeer as svcnet needs it.
+type peer struct {
+	name, ref string
+	localASN  int64
+	spec      svcnetv1alpha1.BGPPeer
+	// nodeSelector is the BGPPeer's, which svcnet has on the announcement.
+	nodeSelector *metav1.LabelSelector
+}
+
+// convertBGP makes BGP announcements of the BGPAdvertisements and the
+// BGPPeers they advertise to. svcnet has one local AS and one node
+// selector per announcement, where MetalLB has them per peer: an
+// advertisement whose peers differ in either becomes one announcement for
+// each kind of peer.
+func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
+	peers := map[string]peer{}
+	var allPeers []string
+	for _, s := range peerSrcs {
+		if p, ok := convertPeer(s, warnings); ok {
+			peers[s.name] = p
+			allPeers = append(allPeers, s.name)
+		}
+	}
+	var out []svcnetv1alpha1.LoadBalancerAnnouncement
+	for _, adv := range advs {
+		warnAdvertisement(adv, warnings)
+		names := allPeers
+		if len(adv.spec.Peers) > 0 {
+			names = nil
+			for _, n := range sortedNames(adv.spec.Peers) {
+				if _, ok := peers[n]; ok {
+					names = append(names, n)
+				} else {
+					*warnings = append(*warnings, Warning{Object: adv.ref, Field: "spec.peers", Reason: fmt.Sprintf("BGPPeer %q is not among the converted peers: left out", n)})
+				}
+			}
+		}
+		if len(names) == 0 {
+			*warnings = append(*warnings, Warning{Object: adv.ref, Reason: "no converted BGPPeer to advertise to: not converted"})
+			continue
+		}
+		sel, ok := poolSelector(adv.ref, adv.spec.advertisementSpec, pools, warnings)
+		if !ok {
+			continue
+		}
+		nodes := single(adv.ref, "spec.nodeSelectors", adv.spec.NodeSelectors, "node", warnings)
+		services := single(adv.ref, "spec.serviceSelectors", adv.spec.ServiceSelectors, "Service", warnings)
+		groups := groupPeers(names, peers)
+		for _, g := range groups {
+			name := adv.name
+			if len(groups) > 1 {
+				name = adv.name + "-" + g[0].name
+			}
+			a := newAnnouncement(name, svcnetv1alpha1.AnnouncementModeBGP, adv.ref)
+			a.Spec.PoolSelector = sel.DeepCopy()
+			a.Spec.ServiceSelector = services.DeepCopy()
+			a.Spec.NodeSelector = and(nodes, g[0].nodeSelector)
+			a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: g[0].localASN}
+			for _, p := range g {
+				a.Spec.BGP.Peers = append(a.Spec.BGP.Peers, p.spec)
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// groupPeers groups the named peers by local AS and node selector, in the
+// order of their first member's name.
+func groupPeers(names []string, peers map[string]peer) [][]peer {
+	var groups [][]peer
+	index := map[string]int{}
+	for _, n := range names {
+		p := peers[n]
+		key := fmt.Sprintf("%d/%s", p.localASN, selectorKey(p.nodeSelector))
+		i, ok := index[key]
+		if !ok {
+			i = len(groups)
+			index[key] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], p)
+	}
+	return groups
+}
+
+// warnAdvertisement warns about a BGPAdvertisement's fields that svcnet
+// has no counterpart for.
+func warnAdvertisement(adv source[bgpAdvertisementSpec], warnings *[]Warning) {
+	w := func(field, reason string) {
+		*warnings = append(*warnings, Warning{Object: adv.ref, Field: field, Reason: reason})
+	}
+	if l := adv.spec.AggregationLength; l != nil && *l != metallbAggregationLength {
+		w("spec.aggregationLength", fmt.Sprintf("svcnet advertises each address as a /32, not aggregated to /%d", *l))
+	}
+	if l := adv.spec.AggregationLengthV6; l != nil && *l != metallbAggregationLengthV6 {
+		w("spec.aggregationLengthV6", fmt.Sprintf("svcnet advertises each address as a /128, not aggregated to /%d", *l))
+	}
+	if adv.spec.LocalPref != 0 {
+		w("spec.localPref", "svcnet sets no LOCAL_PREF on its routes")
+	}
+	if len(adv.spec.Communities) > 0 {
+		w("spec.communities", "svcnet attaches no BGP communities to its routes")
+	}
+}
+
+// convertPeer turns a BGPPeer into svcnet's peer; false when it cannot be.
+func convertPeer(s source[bgpPeerSpec], warnings *[]Warning) (peer, bool) {
+	w := func(field, reason string) {
+		*warnings = append(*warnings, Warning{Object: s.ref, Field: field, Reason: reason})
+	}
+	spec := s.spec
+	addr, err := netip.ParseAddr(spec.Address)
+	switch {
+	case spec.Address == "" && spec.Interface != "":
+		w("spec.interface", "svcnet peers with addresses, not over an interface (BGP unnumbered): the peer is not converted")
+		return peer{}, false
+	case err != nil:
+		w("spec.peerAddress", fmt.Sprintf("%q is not an IP address: the peer is not converted", spec.Address))
+		return peer{}, false
+	case spec.ASN == 0 && spec.DynamicASN != "":
+		w("spec.dynamicASN", "svcnet needs the peer's AS number (asn): the peer is not converted")
+		return peer{}, false
+	case spec.ASN == 0 || spec.MyASN == 0:
+		w("spec", "peerASN and myASN are required: the peer is not converted")
+		return peer{}, false
+	}
+	p := peer{name: s.name, ref: s.ref, localASN: int64(spec.MyASN),
+		spec: svcnetv1alpha1.BGPPeer{Address: addr.String(), ASN: int64(spec.ASN)}}
+	if spec.LocalASN != 0 && spec.LocalASN != spec.MyASN {
+		p.localASN = int64(spec.LocalASN)
+		w("spec.localASN", fmt.Sprintf("the peer sees AS %d (local-as), so bgp.localASN is %d; svcnet has no separate router AS (myASN %d)", spec.LocalASN, spec.LocalASN, spec.MyASN))
+	}
+	if spec.Port != 0 && spec.Port != defaultBGPPort {
+		p.spec.Port = int32(spec.Port)
+	}
+	hold := defaultHoldTime
+	if h := spec.HoldTime; h != nil {
+		if h.Duration < minHoldTime {
+			w("spec.holdTime", fmt.Sprintf("%s is under svcnet's minimum of %s: left out (%s)", h.Duration, minHoldTime, defaultHoldTime))
+		} else {
+			hold = h.Duration
+			p.spec.HoldTime = h.DeepCopy()
+		}
+	}
+	if k := spec.KeepaliveTime; k != nil {
+		if k.Duration <= 0 || k.Duration > hold {
+			w("spec.keepaliveTime", fmt.Sprintf("%s is not between 0 and the holdTime %s: left out (a third of holdTime)", k.Duration, hold))
+		} else {
+			p.spec.KeepaliveTime = k.DeepCopy()
+		}
+	}
+	if !spec.EnableGracefulRestart {
+		// MetalLB's default is off, svcnet's on.
+		p.spec.GracefulRestartTime = &metav1.Duration{}
+	}
+	p.nodeSelector = single(s.ref, "spec.nodeSelectors", spec.NodeSelectors, "node", warnings)
+	warnPeer(spec, w)
+	return p, true
+}
+
+// warnPeer warns about a BGPPeer's fields that svcnet has no counterpart for.
+func warnPeer(spec bgpPeerSpec, w func(field, reason string)) {
+	for _, f := range []struct {
+		set           bool
+		field, reason string
+	}{
+		{spec.SourceAddress != "", "spec.sourceAddress", "svcnet connects from the address the node's routes choose"},
+		{spec.RouterID != "", "spec.routerID", "svcnet's router ID is the node's IPv4 address"},
+		{spec.ConnectTime != nil, "spec.connectTime", "svcnet retries connecting every second"},
+		{spec.Password != "", "spec.password", "svcnet has no TCP MD5 authentication"},
+		{len(spec.PasswordSecret) > 0, "spec.passwordSecret", "svcnet has no TCP MD5 authentication"},
+		{spec.BFDProfile != "", "spec.bfdProfile", "svcnet runs no BFD: the peer notices a dead node after holdTime"},
+		{spec.EBGPMultiHop, "spec.ebgpMultiHop", "svcnet has no eBGP multihop: an eBGP peer must be directly connected"},
+		{spec.VRF != "", "spec.vrf", "svcnet peers from the node's default VRF"},
+		{spec.DisableMP, "spec.disableMP", "svcnet has no such setting: each session carries its peer address's family only"},
+		{spec.DualStackAddressFamily, "spec.dualStackAddressFamily", "svcnet's sessions carry the peer address's family only: announce IPv6 addresses to an IPv6 peer"},
+		{spec.Interface != "", "spec.interface", "svcnet peers with peerAddress, not over an interface"},
+	} {
+		if f.set {
+			w(f.field, f.reason)
+		}
+	}
+}

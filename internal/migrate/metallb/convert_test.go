@@ -1,0 +1,686 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package metallb_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/svcnet-io/svcnet/allocator/lbipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
+	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
+)
+
+// convertCases are MetalLB configurations as MetalLB's documentation
+// shows them, and the svcnet objects they become. want is YAML without
+// the metallb-source annotation; warnings are "Object Field" of each.
+var convertCases = map[string]struct {
+	metallb  string
+	want     string
+	warnings []string
+	// nodes are the labels of nodes on which svcnet must accept every
+	// converted announcement (none: one unlabelled node).
+	nodes []map[string]string
+}{
+	"a simple L2 pool": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: first-pool, namespace: metallb-system}
+spec:
+  addresses:
+  - 192.168.1.240-192.168.1.250
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: example, namespace: metallb-system}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: first-pool, labels: {migrate.svcnet.io/metallb-pool: first-pool}}
+spec:
+  ranges: [{start: 192.168.1.240, end: 192.168.1.250}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: example}
+spec: {mode: L2}
+`,
+	},
+	"pools with serviceAllocation priorities and namespaces": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: shared, namespace: metallb-system}
+spec:
+  addresses: [192.168.10.0/24]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: team-a, namespace: metallb-system}
+spec:
+  addresses: [192.168.20.0/24]
+  serviceAllocation:
+    priority: 50
+    namespaces: [team-a-prod, team-a-dev]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: team-b, namespace: metallb-system, labels: {zone: east}}
+spec:
+  addresses: [192.168.30.0/24]
+  serviceAllocation:
+    priority: 10
+    namespaceSelectors:
+    - matchLabels: {team: b}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: web, namespace: metallb-system}
+spec:
+  addresses: [192.168.40.0/24]
+  avoidBuggyIPs: true
+  serviceAllocation:
+    serviceSelectors:
+    - matchExpressions: [{key: app, operator: In, values: [web]}]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: reserved, namespace: metallb-system}
+spec:
+  addresses: [192.168.50.0/24]
+  autoAssign: false
+`,
+		// MetalLB's order for a Service of team-a-prod labelled app=web:
+		// team-b is not its, then team-a (50), web (0), then shared.
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: reserved, labels: {migrate.svcnet.io/metallb-pool: reserved}}
+spec:
+  cidrs: [192.168.50.0/24]
+  assignment: OnRequest
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: shared, labels: {migrate.svcnet.io/metallb-pool: shared}}
+spec:
+  cidrs: [192.168.10.0/24]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: team-a, labels: {migrate.svcnet.io/metallb-pool: team-a}}
+spec:
+  cidrs: [192.168.20.0/24]
+  priority: 2
+  namespaceSelector:
+    matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [team-a-dev, team-a-prod]}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: team-b, labels: {migrate.svcnet.io/metallb-pool: team-b, zone: east}}
+spec:
+  cidrs: [192.168.30.0/24]
+  priority: 3
+  namespaceSelector: {matchLabels: {team: b}}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: web, labels: {migrate.svcnet.io/metallb-pool: web}}
+spec:
+  cidrs: [192.168.40.0/24]
+  avoidBuggyIPs: true
+  priority: 1
+  serviceSelector:
+    matchExpressions: [{key: app, operator: In, values: [web]}]
+`,
+	},
+	"BGP with two peers and per-advertisement peers": {
+		metallb: `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor-1, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64501
+  peerAddress: 10.0.0.1
+  peerPort: 179
+  holdTime: 9s
+  keepaliveTime: 3s
+  enableGracefulRestart: true
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor-2, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64502
+  peerAddress: 10.0.0.2
+  peerPort: 1179
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: internal, namespace: metallb-system}
+spec: {addresses: [172.16.0.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: public, namespace: metallb-system}
+spec: {addresses: [203.0.113.0/28, "2001:db8:1::/64"]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: internal-to-tor-1, namespace: metallb-system}
+spec:
+  ipAddressPools: [internal]
+  peers: [tor-1]
+  aggregationLength: 32
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: public-local, namespace: metallb-system}
+spec:
+  ipAddressPools: [public]
+  localPref: 100
+  communities: [65535:65282]
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: public-summary, namespace: metallb-system}
+spec:
+  ipAddressPools: [public]
+  aggregationLength: 24
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: internal, labels: {migrate.svcnet.io/metallb-pool: internal}}
+spec: {cidrs: [172.16.0.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: public, labels: {migrate.svcnet.io/metallb-pool: public}}
+spec: {cidrs: [203.0.113.0/28, "2001:db8:1::/64"]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: internal-to-tor-1}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [internal]}]
+  bgp:
+    localASN: 64500
+    peers:
+    - {address: 10.0.0.1, asn: 64501, holdTime: 9s, keepaliveTime: 3s}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: public-local}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [public]}]
+  bgp:
+    localASN: 64500
+    peers:
+    - {address: 10.0.0.1, asn: 64501, holdTime: 9s, keepaliveTime: 3s}
+    - {address: 10.0.0.2, asn: 64502, port: 1179, gracefulRestartTime: 0s}
+`,
+		warnings: []string{
+			"BGPAdvertisement metallb-system/public-local spec.communities",
+			"BGPAdvertisement metallb-system/public-local spec.localPref",
+			"BGPAdvertisement metallb-system/public-summary spec.aggregationLength",
+		},
+	},
+	"peers on different nodes and an old BGPPeer": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: BGPPeer
+metadata: {name: rack-a, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64510
+  peerAddress: 10.1.0.1
+  nodeSelectors:
+  - matchExpressions: [{key: rack, operator: In, values: [a]}]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: rack-b, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64520
+  peerAddress: 10.2.0.1
+  nodeSelectors:
+  - matchLabels: {rack: b}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: all, namespace: metallb-system}
+spec:
+  nodeSelectors:
+  - matchLabels: {bgp: "on"}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: pool, labels: {migrate.svcnet.io/metallb-pool: pool}}
+spec: {cidrs: [198.51.100.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: all-rack-a}
+spec:
+  mode: BGP
+  nodeSelector:
+    matchLabels: {bgp: "on"}
+    matchExpressions: [{key: rack, operator: In, values: [a]}]
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.1.0.1, asn: 64510, gracefulRestartTime: 0s}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: all-rack-b}
+spec:
+  mode: BGP
+  nodeSelector:
+    matchLabels: {bgp: "on", rack: b}
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.2.0.1, asn: 64520, gracefulRestartTime: 0s}]
+`,
+		nodes: []map[string]string{{"bgp": "on", "rack": "a"}, {"bgp": "on", "rack": "b"}, {}},
+	},
+	"fields without counterpart": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: either, namespace: metallb-system}
+spec:
+  addresses: [192.0.2.0/26, not-an-address, "2001:db8::/48"]
+  serviceAllocation:
+    serviceSelectors:
+    - matchLabels: {app: a}
+    - matchLabels: {app: b}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: either, namespace: metallb-system}
+spec:
+  ipAddressPools: [either]
+  interfaces: [eth1, eth0]
+  nodeSelectors:
+  - matchLabels: {zone: a}
+  - matchLabels: {zone: b}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: secure, namespace: metallb-system}
+spec:
+  myASN: 64500
+  localASN: 64600
+  peerASN: 64501
+  peerAddress: 10.0.0.1
+  sourceAddress: 10.0.0.100
+  routerID: 10.0.0.100
+  connectTime: 5s
+  password: secret
+  bfdProfile: fast
+  ebgpMultiHop: true
+  vrf: red
+  disableMP: false
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: dynamic, namespace: metallb-system}
+spec:
+  myASN: 64500
+  dynamicASN: external
+  peerAddress: 10.0.0.2
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: either, namespace: metallb-system}
+spec:
+  ipAddressPools: [either]
+  peers: [secure, dynamic]
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: fast, namespace: metallb-system}
+spec: {receiveInterval: 50}
+---
+apiVersion: metallb.io/v1beta1
+kind: Community
+metadata: {name: communities, namespace: metallb-system}
+spec: {communities: [{name: no-advertise, value: "65535:65282"}]}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: either, labels: {migrate.svcnet.io/metallb-pool: either}}
+spec: {cidrs: [192.0.2.0/26]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: either}
+spec:
+  mode: L2
+  interfaces: [eth0, eth1]
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [either]}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: either-bgp}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [either]}]
+  bgp:
+    localASN: 64600
+    peers: [{address: 10.0.0.1, asn: 64501, gracefulRestartTime: 0s}]
+`,
+		warnings: []string{
+			"BFDProfile metallb-system/fast ",
+			"BGPAdvertisement metallb-system/either spec.peers",
+			"BGPPeer metallb-system/dynamic spec.dynamicASN",
+			"BGPPeer metallb-system/secure spec.bfdProfile",
+			"BGPPeer metallb-system/secure spec.connectTime",
+			"BGPPeer metallb-system/secure spec.ebgpMultiHop",
+			"BGPPeer metallb-system/secure spec.localASN",
+			"BGPPeer metallb-system/secure spec.password",
+			"BGPPeer metallb-system/secure spec.routerID",
+			"BGPPeer metallb-system/secure spec.sourceAddress",
+			"BGPPeer metallb-system/secure spec.vrf",
+			"Community metallb-system/communities ",
+			"IPAddressPool metallb-system/either spec.addresses[1]",
+			"IPAddressPool metallb-system/either spec.addresses[2]",
+			"IPAddressPool metallb-system/either spec.serviceAllocation.serviceSelectors",
+			"L2Advertisement metallb-system/either spec.nodeSelectors",
+		},
+	},
+	"pools by several selectors": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: blue, namespace: metallb-system, labels: {color: blue}}
+spec: {addresses: [10.10.1.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: green, namespace: metallb-system, labels: {color: green}}
+spec: {addresses: [10.10.2.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: red, namespace: metallb-system, labels: {color: red}}
+spec: {addresses: [10.10.3.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: one-selector, namespace: metallb-system}
+spec:
+  ipAddressPoolSelectors:
+  - matchLabels: {color: red}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: two-selectors, namespace: metallb-system}
+spec:
+  ipAddressPoolSelectors:
+  - matchLabels: {color: blue}
+  - matchLabels: {color: green}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: blue, labels: {migrate.svcnet.io/metallb-pool: blue, color: blue}}
+spec: {cidrs: [10.10.1.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: green, labels: {migrate.svcnet.io/metallb-pool: green, color: green}}
+spec: {cidrs: [10.10.2.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: red, labels: {migrate.svcnet.io/metallb-pool: red, color: red}}
+spec: {cidrs: [10.10.3.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: one-selector}
+spec:
+  mode: L2
+  poolSelector: {matchLabels: {color: red}}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: two-selectors}
+spec:
+  mode: L2
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [blue, green]}]
+`,
+		warnings: []string{"L2Advertisement metallb-system/two-selectors spec.ipAddressPoolSelectors"},
+	},
+}
+
+func TestConvert(t *testing.T) {
+	for name, tc := range convertCases {
+		t.Run(name, func(t *testing.T) {
+			got := convert(t, tc.metallb)
+			wantPools, wantAnns := svcnetObjects(t, tc.want)
+			gotPools, gotAnns := withoutSource(got)
+			if diff := cmp.Diff(wantPools, gotPools); diff != "" {
+				t.Errorf("pools (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantAnns, gotAnns); diff != "" {
+				t.Errorf("announcements (-want +got):\n%s", diff)
+			}
+			var gotWarnings []string
+			for _, w := range got.Warnings {
+				gotWarnings = append(gotWarnings, w.Object+" "+w.Field)
+			}
+			if diff := cmp.Diff(tc.warnings, gotWarnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s\nall: %q", diff, got.Warnings)
+			}
+			usableBySvcnet(t, got, tc.nodes)
+		})
+	}
+}
+
+// TestConvertOverlap: peers of one advertisement on overlapping nodes
+// give two announcements svcnet cannot accept both of; the converter
+// says so.
+func TestConvertOverlap(t *testing.T) {
+	got := convert(t, `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: everywhere, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: rack-a, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64502, peerAddress: 10.0.0.2, nodeSelectors: [{matchLabels: {rack: a}}]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: adv, namespace: metallb-system}
+`)
+	if len(got.Announcements) != 2 || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0].Reason, "Overlap") {
+		t.Fatalf("want 2 announcements and an Overlap warning, got %d and %q", len(got.Announcements), got.Warnings)
+	}
+	verdicts := judge(got, []map[string]string{{"rack": "a"}})
+	if v := verdicts[got.Announcements[1].Name]; v.Accepted || v.Reason != svcnetv1alpha1.ReasonAnnouncementOverlap {
+		t.Errorf("svcnet's verdict on %s: %+v, want Overlap as the warning says", got.Announcements[1].Name, v)
+	}
+}
+
+func TestConvertSplitsIPv6(t *testing.T) {
+	got := convert(t, `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: v6, namespace: metallb-system}
+spec:
+  addresses: ["2001:db8::/63", "2001:db8:0:10::ff - 2001:db8:0:11::5"]
+`)
+	want := svcnetv1alpha1.LoadBalancerIPPoolSpec{
+		CIDRs: []string{"2001:db8::/64", "2001:db8:0:1::/64"},
+		Ranges: []svcnetv1alpha1.IPRange{
+			{Start: "2001:db8:0:10::ff", End: "2001:db8:0:10:ffff:ffff:ffff:ffff"},
+			{Start: "2001:db8:0:11::", End: "2001:db8:0:11::5"},
+		},
+	}
+	if len(got.Pools) != 1 || len(got.Warnings) != 0 {
+		t.Fatalf("got %d pools, warnings %q; want one pool and none", len(got.Pools), got.Warnings)
+	}
+	if diff := cmp.Diff(want, got.Pools[0].Spec); diff != "" {
+		t.Errorf("spec (-want +got):\n%s", diff)
+	}
+	usableBySvcnet(t, got, nil)
+}
+
+func TestConvertRefusesMistypedFields(t *testing.T) {
+	objs, err := metallb.Decode(strings.NewReader(`
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bad, namespace: metallb-system}
+spec: {addresses: 10.0.0.0/24}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metallb.Convert(objs); err == nil || !strings.Contains(err.Error(), "IPAddressPool metallb-system/bad") {
+		t.Errorf("Convert of addresses that are not a list: error %v, want one naming the pool", err)
+	}
+}
+
+func convert(t *testing.T, yaml string) metallb.Result {
+	t.Helper()
+	objs, err := metallb.Decode(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := metallb.Convert(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// svcnetObjects decodes the wanted objects.
+func svcnetObjects(t *testing.T, yaml string) ([]svcnetv1alpha1.LoadBalancerIPPool, []svcnetv1alpha1.LoadBalancerAnnouncement) {
+	t.Helper()
+	objs, err := metallb.Decode(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools []svcnetv1alpha1.LoadBalancerIPPool
+	var anns []svcnetv1alpha1.LoadBalancerAnnouncement
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "LoadBalancerIPPool":
+			var p svcnetv1alpha1.LoadBalancerIPPool
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
+				t.Fatal(err)
+			}
+			pools = append(pools, p)
+		case "LoadBalancerAnnouncement":
+			var a svcnetv1alpha1.LoadBalancerAnnouncement
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &a); err != nil {
+				t.Fatal(err)
+			}
+			anns = append(anns, a)
+		}
+	}
+	return pools, anns
+}
+
+// withoutSource returns copies of the result's objects without the
+// metallb-source annotation, after checking that each has it.
+func withoutSource(res metallb.Result) ([]svcnetv1alpha1.LoadBalancerIPPool, []svcnetv1alpha1.LoadBalancerAnnouncement) {
+	var pools []svcnetv1alpha1.LoadBalancerIPPool
+	var anns []svcnetv1alpha1.LoadBalancerAnnouncement
+	strip := func(m *metav1.ObjectMeta) {
+		if m.Annotations[metallb.SourceAnnotation] == "" {
+			return // and the diff shows the annotations left
+		}
+		delete(m.Annotations, metallb.SourceAnnotation)
+		if len(m.Annotations) == 0 {
+			m.Annotations = nil
+		}
+	}
+	for _, p := range res.Pools {
+		p = *p.DeepCopy()
+		strip(&p.ObjectMeta)
+		pools = append(pools, p)
+	}
+	for _, a := range res.Announcements {
+		a = *a.DeepCopy()
+		strip(&a.ObjectMeta)
+		anns = append(anns, a)
+	}
+	return pools, anns
+}
+
+// usableBySvcnet checks the converted objects as svcnet's controllers
+// will: every pool's addresses parse, and every announcement is accepted
+// on the given nodes.
+func usableBySvcnet(t *testing.T, res metallb.Result, nodes []map[string]string) {
+	t.Helper()
+	for _, p := range res.Pools {
+		pairs := make([][2]string, 0, len(p.Spec.Ranges))
+		for _, r := range p.Spec.Ranges {
+			pairs = append(pairs, [2]string{r.Start, r.End})
+		}
+		if _, err := lbipam.ParseRanges(p.Spec.CIDRs, pairs); err != nil {
+			t.Errorf("svcnet refuses pool %s: %v", p.Name, err)
+		}
+	}
+	if nodes == nil {
+		nodes = []map[string]string{{}}
+	}
+	for name, v := range judge(res, nodes) {
+		if !v.Accepted {
+			t.Errorf("svcnet refuses announcement %s: %s: %s", name, v.Reason, v.Message)
+		}
+	}
+}
+
+func judge(res metallb.Result, nodeLabels []map[string]string) map[string]announcementpolicy.Verdict {
+	var anns []*svcnetv1alpha1.LoadBalancerAnnouncement
+	for i := range res.Announcements {
+		anns = append(anns, &res.Announcements[i])
+	}
+	var pools []*svcnetv1alpha1.LoadBalancerIPPool
+	for i := range res.Pools {
+		pools = append(pools, &res.Pools[i])
+	}
+	var nodes []*corev1.Node
+	for _, l := range nodeLabels {
+		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + strings.Repeat("x", len(nodes)), Labels: l}})
+	}
+	return announcementpolicy.Judge(anns, pools, nodes)
+}
