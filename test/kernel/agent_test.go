@@ -82,13 +82,33 @@ func startCluster(t *testing.T, mode string) *cluster {
 // caller's to start; they are stopped before the lab goes.
 func newCluster(t *testing.T, mode, labPrefix string, nodes int, ctrls ...string) *cluster {
 	t.Helper()
+	c := newBareCluster(t, mode, labPrefix, nodes)
+	c.startManager(t, ctrls...)
+	return c
+}
+
+// startManager starts svcnet's manager with the controllers ctrls; it is
+// stopped by the function returned, or at cleanup.
+func (c *cluster) startManager(t *testing.T, ctrls ...string) (stop func()) {
+	t.Helper()
+	stopMgr, err := c.env.StartManager(controllers.Options{Controllers: ctrls, EndpointSlice: endpointslice.DefaultOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(stopMgr) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// newBareCluster is newCluster without svcnet's manager: an API server
+// alone, the lab, its nodes and client.
+func newBareCluster(t *testing.T, mode, labPrefix string, nodes int) *cluster {
+	t.Helper()
 	g := NewWithT(t)
 	env, err := testenv.Start(testenv.Options{ServiceCIDRs: serviceCIDR.String()})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
-	stopMgr, err := env.StartManager(controllers.Options{Controllers: ctrls, EndpointSlice: endpointslice.DefaultOptions()})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(stopMgr)
 	lab, err := netlab.New(fmt.Sprintf("%s%04d", labPrefix, rand.IntN(10000)))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(lab.Close)

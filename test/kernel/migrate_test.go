@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
@@ -79,13 +80,25 @@ func (p *nodeProcess) stop() {
 
 func (c *cluster) startNodeProcess(t *testing.T, argv []string, n *netlab.Node, env ...string) *nodeProcess {
 	t.Helper()
+	return startProcess(t, argv, netlab.Path(n.NetNS), env...)
+}
+
+// startProcess runs argv in the network namespace at path (the test's
+// own when empty), killed at cleanup, its output logged if the test
+// fails.
+func startProcess(t *testing.T, argv []string, nsPath string, env ...string) *nodeProcess {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	w := &lockedWriter{w: &bytes.Buffer{}}
 	p := &nodeProcess{cmd: cmd, done: make(chan struct{}), out: w}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := netns.Do(netlab.Path(n.NetNS), cmd.Start); err != nil {
+	start := cmd.Start
+	if nsPath != "" {
+		start = func() error { return netns.Do(nsPath, cmd.Start) }
+	}
+	if err := start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
@@ -245,13 +258,13 @@ func kubeProxyRules(c *cluster, n *netlab.Node, mode string) string {
 // migrationLoad is the traffic of a migration: new TCP connections, one
 // long-lived TCP connection and a UDP flow, from a Pod to a Service.
 type migrationLoad struct {
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu      sync.Mutex
-	r       loadResult
-	lastNew time.Time
+	mu sync.Mutex
+	r  loadResult
 }
 
 type loadResult struct {
@@ -263,7 +276,7 @@ type loadResult struct {
 func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *migrationLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &migrationLoad{cancel: cancel, lastNew: time.Now()}
+	l := &migrationLoad{ctx: ctx, cancel: cancel}
 	dial := netns.DialContext(netlab.Path(podNS))
 	kept, err := dial(ctx, "tcp", net.JoinHostPort(clusterIP, "80"))
 	if err != nil {
@@ -273,16 +286,12 @@ func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *mi
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := netlab.Client(podNS, 2*time.Second)
-	l.wg.Add(3)
-	go l.every(ctx, 5*time.Millisecond, func() {
-		_, err := netlab.Get(ctx, hc, "http://"+net.JoinHostPort(clusterIP, "80")+"/")
-		l.record(ctx, err, &l.r.newOK, &l.r.newFailed, true)
-	})
+	l.newConnections(podNS, "http://"+net.JoinHostPort(clusterIP, "80")+"/")
 	rd := bufio.NewReader(kept)
+	l.wg.Add(2)
 	go l.every(ctx, 50*time.Millisecond, func() {
 		err := keepAliveGet(kept, rd, clusterIP)
-		l.record(ctx, err, &l.r.keptOK, &l.r.keptBroken, false)
+		l.record(ctx, err, &l.r.keptOK, &l.r.keptBroken, nil)
 	})
 	buf := make([]byte, 64)
 	go l.every(ctx, 20*time.Millisecond, func() {
@@ -291,10 +300,22 @@ func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *mi
 		if err == nil {
 			_, err = udp.Read(buf)
 		}
-		l.record(ctx, err, &l.r.udpOK, &l.r.udpLost, false)
+		l.record(ctx, err, &l.r.udpOK, &l.r.udpLost, nil)
 	})
 	t.Cleanup(func() { l.stop(); _ = kept.Close(); _ = udp.Close() })
 	return l
+}
+
+// newConnections opens a new TCP connection to url from namespace ns
+// every few milliseconds, one after the other.
+func (l *migrationLoad) newConnections(ns, url string) {
+	hc := netlab.Client(ns, 2*time.Second)
+	last := time.Now()
+	l.wg.Add(1)
+	go l.every(l.ctx, 5*time.Millisecond, func() {
+		_, err := netlab.Get(l.ctx, hc, url)
+		l.record(l.ctx, err, &l.r.newOK, &l.r.newFailed, &last)
+	})
 }
 
 // every runs f every period until ctx ends.
@@ -312,7 +333,9 @@ func (l *migrationLoad) every(ctx context.Context, period time.Duration, f func(
 	}
 }
 
-func (l *migrationLoad) record(ctx context.Context, err error, ok *int, failed *[]string, isNew bool) {
+// record counts one exchange; last, when given, is the time of the
+// previous success of the same loop, for the longest gap.
+func (l *migrationLoad) record(ctx context.Context, err error, ok *int, failed *[]string, last *time.Time) {
 	if ctx.Err() != nil {
 		return // stopping: the request's failure is the test's own
 	}
@@ -324,9 +347,9 @@ func (l *migrationLoad) record(ctx context.Context, err error, ok *int, failed *
 		return
 	}
 	*ok++
-	if isNew {
-		l.r.longestGap = max(l.r.longestGap, now.Sub(l.lastNew))
-		l.lastNew = now
+	if last != nil {
+		l.r.longestGap = max(l.r.longestGap, now.Sub(*last))
+		*last = now
 	}
 }
 
@@ -372,4 +395,133 @@ func keepAliveGet(c net.Conn, rd *bufio.Reader, host string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// startKubeControllerManager runs upstream's kube-controller-manager
+// (bin/k8s) with only the controllers svcnet replaces, as kube-controller-
+// manager runs them before the move.
+func (c *cluster) startKubeControllerManager(t *testing.T, kubeconfig string) *nodeProcess {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startProcess(t, []string{filepath.Join(bin, "kube-controller-manager"), "--kubeconfig=" + kubeconfig,
+		"--controllers=endpointslice-controller,endpointslice-mirroring-controller",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false", "--v=2"}, "")
+}
+
+// TestMigrateClusterFromUpstream moves a two-node cluster from upstream's
+// pipeline (kube-controller-manager's EndpointSlice controllers and
+// kube-proxy on every node) to svcnet's and back, in the order
+// docs/operations.md gives: the controllers first (svcnet's manager
+// starts, then kube-controller-manager's controllers stop), then the
+// nodes one at a time; back in the reverse order. A Pod on each node
+// opens TCP connections to a ClusterIP Service, one of them keeps a
+// connection and a UDP flow open, a client outside opens connections to
+// its NodePort, and the Service gains an endpoint under each pipeline: no
+// request may fail.
+func TestMigrateClusterFromUpstream(t *testing.T) {
+	requireKernel(t)
+	for _, mode := range agent.Modes {
+		t.Run(mode, func(t *testing.T) { testMigrateCluster(t, mode) })
+	}
+}
+
+func testMigrateCluster(t *testing.T, mode string) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := newBareCluster(t, mode, "svcnet-mc", 2)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(c.env.WriteKubeconfig(kubeconfig)).To(Succeed())
+	for _, n := range c.nodes {
+		c.forwardAPIServer(t, n)
+		c.labelNode(t, n, agent.NodeProxyKubeProxy)
+	}
+	kcm := c.startKubeControllerManager(t, kubeconfig)
+
+	ns, err := c.env.Namespace(ctx, "migrate")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, n := range c.nodes {
+		c.addPods(t, ns, "web", n, 1)
+	}
+	svc := webService(ns, "web")
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc = c.service(t, svc)
+	c.addUDPPod(t, ns, "udp", c.nodes[1])
+	udpSvc := c.service(t, builder.Service("udp", ns).PortProto("dns", 53, intstr.FromInt32(udpPort), corev1.ProtocolUDP).Selector("app", "udp").Obj())
+	url := "http://" + svc.Spec.ClusterIP + ":80/"
+	nodePortURL := fmt.Sprintf("http://%s:%d/", c.nodes[1].IP, svc.Spec.Ports[0].NodePort)
+	var clients []*netlab.Pod
+	kubeProxies := map[string]*nodeProcess{}
+	for _, n := range c.nodes {
+		p, err := n.AddPod(c.nextName("c"), podPort)
+		g.Expect(err).NotTo(HaveOccurred())
+		clients = append(clients, p)
+		kubeProxies[n.Name] = c.startKubeProxy(t, n, kubeconfig, mode)
+	}
+	reaches := func(want int) {
+		t.Helper()
+		for _, p := range clients {
+			hc := netlab.Client(p.NetNS, 2*time.Second)
+			g.Eventually(func() (map[string]int, error) { return fetchAll(ctx, hc, url, 30) }).
+				WithTimeout(converge).WithPolling(poll).Should(HaveLen(want), "endpoints reached from %s", p.Node.Name)
+		}
+	}
+	reaches(2)
+
+	load := startMigrationLoad(t, clients[0].NetNS, svc.Spec.ClusterIP, udpSvc.Spec.ClusterIP)
+	defer load.stop()
+	load.newConnections(clients[1].NetNS, url)
+	load.newConnections(c.client, nodePortURL)
+	agents := map[string]*nodeProcess{}
+	for _, n := range c.nodes {
+		agents[n.Name] = c.startMigratingAgent(t, n, kubeconfig, mode)
+		g.Eventually(agents[n.Name].count("standing by")).WithTimeout(converge).WithPolling(poll).Should(Equal(1))
+	}
+
+	// The controllers: svcnet's start, then kube-controller-manager's stop;
+	// an endpoint added after is svcnet's to publish.
+	stopManager := c.startManager(t, endpointslice.ControllerName, controllers.EndpointSliceMirroringName)
+	load.expectServing(g, "both controllers")
+	kcm.stop()
+	c.addPods(t, ns, "web", c.nodes[0], 1)
+	reaches(3)
+
+	// The nodes, one at a time.
+	for _, n := range c.nodes {
+		c.labelNode(t, n, "svcnet")
+		g.Eventually(agents[n.Name].count("taking its rules over")).WithTimeout(converge).WithPolling(poll).Should(Equal(1))
+		kubeProxies[n.Name].stop()
+		g.Eventually(func() string { return kubeProxyRules(c, n, mode) }).WithTimeout(converge).WithPolling(poll).Should(BeEmpty(),
+			"kube-proxy's rules left on %s", n.Name)
+		load.expectServing(g, "svcnet on "+n.Name)
+	}
+
+	// And back: kube-controller-manager's controllers, then the nodes.
+	kcm = c.startKubeControllerManager(t, kubeconfig)
+	load.expectServing(g, "both controllers again")
+	stopManager()
+	c.addPods(t, ns, "web", c.nodes[1], 1)
+	reaches(4)
+	for _, n := range c.nodes {
+		c.labelNode(t, n, agent.NodeProxyKubeProxy)
+		g.Eventually(agents[n.Name].count("standing by")).WithTimeout(converge).WithPolling(poll).Should(Equal(2))
+		kubeProxies[n.Name] = c.startKubeProxy(t, n, kubeconfig, mode)
+		if mode == agent.ModeNFTables {
+			g.Eventually(func() (string, error) { return c.lab.Run(n.NetNS, "nft", "list", "tables") }).
+				WithTimeout(converge).WithPolling(poll).ShouldNot(ContainSubstring("table ip "+nftables.TableName+"\n"), "svcnet's table on %s", n.Name)
+		} else {
+			g.Eventually(kubeProxies[n.Name].count("SyncProxyRules complete")).WithTimeout(converge).WithPolling(poll).Should(BeNumerically(">", 0))
+		}
+		agents[n.Name].stop()
+		load.expectServing(g, "kube-proxy again on "+n.Name)
+	}
+
+	r := load.stop()
+	t.Logf("%d new connections, %d requests on the long-lived one, %d UDP exchanges; longest gap between successful new connections %s",
+		r.newOK, r.keptOK, r.udpOK, r.longestGap)
+	g.Expect(r.newFailed).To(BeEmpty(), "failed new connections")
+	g.Expect(r.keptBroken).To(BeEmpty(), "the long-lived connection broke")
+	g.Expect(r.udpLost).To(BeEmpty(), "UDP exchanges unanswered")
 }
