@@ -264,7 +264,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		}
 	}
 	if cfg.MetricsBindAddress != "0" {
-		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg.Mode), log: log}); err != nil {
+		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log}); err != nil {
 			return err
 		}
 	}

@@ -339,7 +339,7 @@ func TestMetricsServerWaitsForItsAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	srv := &retryingServer{what: "Metrics server", addr: addr, handler: metricsHandler(ModeNFTables), log: logr.Discard()}
+	srv := &retryingServer{what: "Metrics server", addr: addr, handler: metricsHandler(Config{Mode: ModeNFTables}), log: logr.Discard()}
 	go func() { done <- srv.Start(ctx) }()
 	time.Sleep(2 * listenRetry)
 	select {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -194,4 +196,53 @@ func unsupportedFileSettings(c *v1alpha1.KubeProxyConfiguration) []string {
 	note(c.DetectLocal != (v1alpha1.DetectLocalConfiguration{}) && string(c.DetectLocalMode) != LocalModeBridgeInterface &&
 		string(c.DetectLocalMode) != LocalModeInterfaceNamePrefix, "detectLocal", "only read by the detectLocalMode values svcnet refuses")
 	return out
+}
+
+// kubeProxyConfiguration is the KubeProxyConfiguration in effect, as
+// kube-proxy's /configz serves it: the settings the agent acts on as
+// Complete checked them (mode and detectLocalMode defaulted), kube-proxy's
+// defaults for the rest, and, as kube-proxy's conversion writes it, the
+// sync periods and masqueradeAll only under the mode in use.
+func (o *Options) kubeProxyConfiguration(mode, localMode string) *v1alpha1.KubeProxyConfiguration {
+	c := &v1alpha1.KubeProxyConfiguration{BindAddress: o.BindAddress}
+	c.SetGroupVersionKind(v1alpha1.SchemeGroupVersion.WithKind("KubeProxyConfiguration"))
+	c.ClientConnection.Kubeconfig = o.Kubeconfig
+	c.ClientConnection.QPS, c.ClientConnection.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	setKubeProxyDefaults(c)
+	c.HostnameOverride = strings.ToLower(strings.TrimSpace(o.NodeName))
+	c.HealthzBindAddress, c.MetricsBindAddress = o.HealthzBindAddress, o.MetricsBindAddress
+	c.BindAddressHardFail = o.BindAddressHardFail
+	c.Mode = v1alpha1.ProxyMode(mode)
+	c.DetectLocalMode = v1alpha1.LocalMode(localMode)
+	c.ClusterCIDR = strings.Join(o.ClusterCIDRs, ",")
+	c.NodePortAddresses = o.NodePortAddresses
+	if len(c.NodePortAddresses) == 0 && mode == ModeNFTables {
+		c.NodePortAddresses = []string{"primary"}
+	}
+	c.OOMScoreAdj = ptr.To(o.OOMScoreAdj)
+	period, minPeriod := metav1.Duration{Duration: o.SyncPeriod}, metav1.Duration{Duration: o.MinSyncPeriod}
+	c.IPTables.SyncPeriod, c.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	c.NFTables.SyncPeriod, c.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	c.IPVS.SyncPeriod = metav1.Duration{}
+	if mode == ModeNFTables {
+		c.NFTables.SyncPeriod, c.NFTables.MinSyncPeriod, c.NFTables.MasqueradeAll = period, minPeriod, o.MasqueradeAll
+	} else {
+		c.IPTables.SyncPeriod, c.IPTables.MinSyncPeriod, c.IPTables.MasqueradeAll = period, minPeriod, o.MasqueradeAll
+	}
+	c.IPTables.MasqueradeBit, c.NFTables.MasqueradeBit = ptr.To(o.MasqueradeBit), ptr.To(o.MasqueradeBit)
+	c.IPTables.LocalhostNodePorts = ptr.To(o.LocalhostNodePorts)
+	cc := o.Conntrack
+	c.Conntrack = v1alpha1.KubeProxyConntrackConfiguration{
+		MaxPerCore:            ptr.To(cc.MaxPerCore),
+		Min:                   ptr.To(cc.Min),
+		TCPEstablishedTimeout: &metav1.Duration{Duration: cc.TCPEstablishedTimeout},
+		TCPCloseWaitTimeout:   &metav1.Duration{Duration: cc.TCPCloseWaitTimeout},
+		TCPBeLiberal:          cc.TCPBeLiberal,
+		UDPTimeout:            metav1.Duration{Duration: cc.UDPTimeout},
+		UDPStreamTimeout:      metav1.Duration{Duration: cc.UDPStreamTimeout},
+	}
+	if v := o.unsupported.logVerbosity; v != nil {
+		c.Logging.Verbosity = logsapi.VerbosityLevel(*v)
+	}
+	return c
 }

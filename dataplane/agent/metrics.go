@@ -3,12 +3,14 @@
 package agent
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/kube-proxy/config/v1alpha1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -60,16 +62,33 @@ func proxyModeHandler(mode string) http.Handler {
 
 // metricsHandler serves what kube-proxy's metrics address serves and the
 // agent has: /metrics (controller-runtime's registry, which holds the
-// agent's, client-go's and the Go runtime's series), /proxyMode and
-// /healthz ("ok" while the process serves, as kube-proxy's).
-func metricsHandler(mode string) http.Handler {
+// agent's, client-go's and the Go runtime's series), /proxyMode,
+// /configz and /healthz ("ok" while the process serves, as kube-proxy's).
+func metricsHandler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	mux.Handle("/proxyMode", proxyModeHandler(mode))
+	mux.Handle("/proxyMode", proxyModeHandler(cfg.Mode))
+	mux.Handle("/configz", configzHandler(cfg.KubeProxyConfiguration))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = io.WriteString(w, "ok")
 	})
 	return mux
+}
+
+// configzHandler answers /configz as kube-proxy's (k8s.io/component-base
+// configz) does: a JSON object holding the configuration in effect under
+// its API group's name.
+func configzHandler(c *v1alpha1.KubeProxyConfiguration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		body, err := json.Marshal(map[string]*v1alpha1.KubeProxyConfiguration{v1alpha1.GroupName: c})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(body)
+	})
 }

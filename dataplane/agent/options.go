@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/kube-proxy/config/v1alpha1"
 
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
@@ -340,6 +341,10 @@ type Config struct {
 	// Ignored names the settings given that svcnet accepts and does not
 	// act on, each with why; logged once at start-up.
 	Ignored []string
+	// KubeProxyConfiguration is the configuration in effect in kube-proxy's
+	// form, which the metrics address serves at /configz as kube-proxy
+	// does.
+	KubeProxyConfiguration *v1alpha1.KubeProxyConfiguration
 	// LocalhostNodePorts: in iptables mode, IPv4 NodePorts answer on
 	// 127.0.0.0/8, which needs route_localnet=1 in the node's namespace.
 	// kube-proxy's rule: --iptables-localhost-nodeports, and
@@ -478,30 +483,31 @@ func (o *Options) complete() (Config, error) {
 		byFamily[f] = append(byFamily[f], c)
 	}
 	return Config{
-		NodeName:            nodeName,
-		Mode:                mode,
-		ClusterCIDRs:        byFamily,
-		DetectLocalFromNode: localMode == LocalModeNodeCIDR,
-		MasqueradeAll:       o.MasqueradeAll,
-		NodePortAddresses:   nodePorts.cidrs,
-		NodePortPrimary:     nodePorts.primary,
-		BindAddress:         bindAddress,
-		ProxyName:           o.ProxyName,
-		SyncPeriod:          o.SyncPeriod,
-		MinSyncPeriod:       o.MinSyncPeriod,
-		HealthTimeout:       2 * o.SyncPeriod,
-		Conntrack:           o.Conntrack,
-		HealthzBindAddress:  bindAddressOrOff(o.HealthzBindAddress),
-		MetricsBindAddress:  bindAddressOrOff(o.MetricsBindAddress),
-		PprofBindAddress:    bindAddressOrOff(o.PprofBindAddress),
-		Cleanup:             o.Cleanup,
-		NetNS:               o.NetNS,
-		Announce:            o.Announce,
-		Client:              ClientConfig{Kubeconfig: o.Kubeconfig, Master: o.Master, QPS: o.KubeAPIQPS, Burst: o.KubeAPIBurst},
-		OOMScoreAdj:         int(o.OOMScoreAdj),
-		LogVerbosity:        o.unsupported.logVerbosity,
-		Ignored:             o.ignored(),
-		LocalhostNodePorts:  mode == ModeIPTables && o.LocalhostNodePorts && !nodePorts.primary && acceptsIPv4Loopback(nodePorts.cidrs),
+		NodeName:               nodeName,
+		Mode:                   mode,
+		ClusterCIDRs:           byFamily,
+		DetectLocalFromNode:    localMode == LocalModeNodeCIDR,
+		MasqueradeAll:          o.MasqueradeAll,
+		NodePortAddresses:      nodePorts.cidrs,
+		NodePortPrimary:        nodePorts.primary,
+		BindAddress:            bindAddress,
+		ProxyName:              o.ProxyName,
+		SyncPeriod:             o.SyncPeriod,
+		MinSyncPeriod:          o.MinSyncPeriod,
+		HealthTimeout:          2 * o.SyncPeriod,
+		Conntrack:              o.Conntrack,
+		HealthzBindAddress:     bindAddressOrOff(o.HealthzBindAddress),
+		MetricsBindAddress:     bindAddressOrOff(o.MetricsBindAddress),
+		PprofBindAddress:       bindAddressOrOff(o.PprofBindAddress),
+		Cleanup:                o.Cleanup,
+		NetNS:                  o.NetNS,
+		Announce:               o.Announce,
+		Client:                 ClientConfig{Kubeconfig: o.Kubeconfig, Master: o.Master, QPS: o.KubeAPIQPS, Burst: o.KubeAPIBurst},
+		OOMScoreAdj:            int(o.OOMScoreAdj),
+		LogVerbosity:           o.unsupported.logVerbosity,
+		Ignored:                o.ignored(),
+		KubeProxyConfiguration: o.kubeProxyConfiguration(mode, localMode),
+		LocalhostNodePorts:     mode == ModeIPTables && o.LocalhostNodePorts && !nodePorts.primary && acceptsIPv4Loopback(nodePorts.cidrs),
 	}, nil
 }
 

@@ -49,6 +49,8 @@ var cmpConfig = []cmp.Option{
 	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
 	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 	cmpopts.EquateEmpty(),
+	// TestConfigz checks it.
+	cmpopts.IgnoreFields(Config{}, "KubeProxyConfiguration"),
 }
 
 // kubeProxyDefaults is what kube-proxy's defaults complete to, on a node
