@@ -28,7 +28,7 @@ func NewCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&opts.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config or the in-cluster configuration.")
-	cmd.AddCommand(newPlanCommand(opts))
+	cmd.AddCommand(newPlanCommand(opts), newMetalLBCommand(opts))
 	return cmd
 }
 
