@@ -15,13 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/model"
+	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
 )
 
 // snapshot is what several checks read.
@@ -223,7 +223,12 @@ func checkLoadBalancers(ctx context.Context, c client.Reader, extra []svcnetv1al
 	case err != nil:
 		return err
 	}
-	all := append(pools.Items, extra...)
+	all := pools.Items
+	for _, p := range extra {
+		if !slices.ContainsFunc(pools.Items, func(q svcnetv1alpha1.LoadBalancerIPPool) bool { return q.Name == p.Name }) {
+			all = append(all, p)
+		}
+	}
 	var cidrs networkingv1.ServiceCIDRList
 	if err := c.List(ctx, &cidrs); err != nil && !unreadable(err) {
 		return err
@@ -282,53 +287,32 @@ func object(o client.Object) string {
 	return kind + "/" + o.GetNamespace() + "/" + o.GetName()
 }
 
-// metalLBKinds are MetalLB's configuration kinds, at the versions MetalLB
-// v0.16 serves.
-var metalLBKinds = []schema.GroupVersionKind{
-	{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"},
-	{Group: "metallb.io", Version: "v1beta1", Kind: "L2Advertisement"},
-	{Group: "metallb.io", Version: "v1beta1", Kind: "BGPAdvertisement"},
-	{Group: "metallb.io", Version: "v1beta2", Kind: "BGPPeer"},
-	{Group: "metallb.io", Version: "v1beta1", Kind: "BFDProfile"},
-	{Group: "metallb.io", Version: "v1beta1", Kind: "Community"},
-}
-
-// readMetalLB lists MetalLB's objects; none when MetalLB's kinds are not
-// served.
-func readMetalLB(ctx context.Context, c client.Reader) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, gvk := range metalLBKinds {
-		var list unstructured.UnstructuredList
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, &list); err != nil {
-			if unreadable(err) {
-				continue
-			}
-			return nil, err
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-	}
-	return out, nil
-}
-
-// reportMetalLB says what MetalLB configuration the cluster has and how
-// to carry it over.
-func reportMetalLB(objs []*unstructured.Unstructured, r *Report) {
+// reportMetalLB says what MetalLB configuration the cluster has, how to
+// carry it over, and what of it svcnet cannot carry (the converter's
+// warnings).
+func reportMetalLB(objs []*unstructured.Unstructured, res metallb.Result, r *Report) {
 	if len(objs) == 0 {
 		return
 	}
 	counts := map[string]int{}
+	var kinds []string
 	for _, o := range objs {
+		if counts[o.GetKind()] == 0 {
+			kinds = append(kinds, o.GetKind())
+		}
 		counts[o.GetKind()]++
 	}
 	var parts []string
-	for _, gvk := range metalLBKinds {
-		if n := counts[gvk.Kind]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, gvk.Kind))
-		}
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
-	r.add(AreaMetalLB, Change, "", "MetalLB is configured (%s): convert its pools and advertisements with `svcnet migrate metallb`, apply them, and stop MetalLB's controller before svcnet's loadbalancer controller starts (docs/operations.md, \"Coming from MetalLB\")",
-		strings.Join(parts, ", "))
+	r.add(AreaMetalLB, Change, "", "MetalLB is configured (%s): `svcnet migrate metallb | kubectl apply -f -` writes %d LoadBalancerIPPools and %d LoadBalancerAnnouncements; apply them, and stop MetalLB's controller before svcnet's loadbalancer controller starts (docs/operations.md, \"Coming from MetalLB\"). The Services' addresses below are checked against those pools too",
+		strings.Join(parts, ", "), len(res.Pools), len(res.Announcements))
+	for _, w := range res.Warnings {
+		msg := w.Reason
+		if w.Field != "" {
+			msg = w.Field + ": " + w.Reason
+		}
+		r.add(AreaMetalLB, Change, w.Object, "%s", msg)
+	}
 }

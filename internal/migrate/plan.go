@@ -12,6 +12,8 @@ import (
 	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
 )
 
 // Severity says how much a finding matters to the move.
@@ -90,12 +92,19 @@ func Plan(ctx context.Context, c client.Reader) (*Report, error) {
 			return nil, err
 		}
 	}
-	metallb, err := readMetalLB(ctx, c)
-	if err != nil {
+	objs, err := metallb.List(ctx, c)
+	switch {
+	case unreadable(err):
+		r.add(AreaMetalLB, Note, "", "could not read MetalLB's configuration: %v", err)
+	case err != nil:
 		return nil, err
 	}
-	reportMetalLB(metallb, r)
-	if err := checkLoadBalancers(ctx, c, nil, r); err != nil {
+	converted, err := metallb.Convert(objs)
+	if err != nil {
+		return nil, fmt.Errorf("converting MetalLB's configuration: %w", err)
+	}
+	reportMetalLB(objs, converted, r)
+	if err := checkLoadBalancers(ctx, c, converted.Pools, r); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(r.Findings, func(a, b Finding) int {

@@ -7,10 +7,12 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +67,36 @@ func kubeadmKubeProxy(t *testing.T, ctx context.Context, changes map[string]any)
 			},
 		},
 	}))
+}
+
+// metalLBPool serves MetalLB's IPAddressPool kind (a CRD that keeps any
+// field, as its schema is MetalLB's business) and creates one pool.
+func metalLBPool(t *testing.T, ctx context.Context, name, cidr string) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "ipaddresspools.metallb.io"},
+		"spec": map[string]any{
+			"group": "metallb.io", "scope": "Namespaced",
+			"names": map[string]any{"kind": "IPAddressPool", "listKind": "IPAddressPoolList", "plural": "ipaddresspools", "singular": "ipaddresspool"},
+			"versions": []any{map[string]any{"name": "v1beta1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	must(t, env.Client.Create(ctx, crd))
+	must(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}))
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"name": name, "namespace": "metallb-system"},
+		"spec":     map[string]any{"addresses": []any{cidr}},
+	}}
+	deadline := time.Now().Add(30 * time.Second)
+	for err := env.Client.Create(ctx, pool); err != nil; err = env.Client.Create(ctx, pool) {
+		if time.Now().After(deadline) {
+			t.Fatalf("creating MetalLB's pool: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // until the kind is served and known
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -125,6 +157,16 @@ func TestPlan(t *testing.T) {
 	}
 	if report.Blockers() != 1 {
 		t.Errorf("%d blockers, want 1:\n%s", report.Blockers(), dump(report))
+	}
+
+	// MetalLB's pool holding the address: converted, it keeps the Service's
+	// address, and the plan says how to carry MetalLB's configuration over.
+	metalLBPool(t, ctx, "legacy", "198.51.100.0/24")
+	report, err = Plan(ctx, c)
+	must(t, err)
+	expect(t, report, []Finding{{Area: AreaMetalLB, Severity: Change, Message: "MetalLB is configured (1 IPAddressPool): `svcnet migrate metallb | kubectl apply -f -` writes 1 LoadBalancerIPPools"}})
+	if report.Blockers() != 0 {
+		t.Errorf("with MetalLB's pool converted, %d blockers, want none:\n%s", report.Blockers(), dump(report))
 	}
 
 	// kube-proxy in ipvs mode: svcnet's agent refuses it.

@@ -9,10 +9,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
 )
@@ -80,7 +77,7 @@ func (o *metallbOptions) read(ctx context.Context, stdin io.Reader) ([]*unstruct
 		if err != nil {
 			return nil, err
 		}
-		return listMetalLB(ctx, c)
+		return metallb.List(ctx, c)
 	}
 	var out []*unstructured.Unstructured
 	for _, name := range o.files {
@@ -108,40 +105,4 @@ func decodeFile(name string, stdin io.Reader) ([]*unstructured.Unstructured, err
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	return objs, nil
-}
-
-// metallbKinds are the kinds read from the cluster, each in the versions
-// MetalLB v0.16 serves, preferred first. BFDProfiles and Communities are
-// read only to say that they are not converted.
-var metallbKinds = [][]schema.GroupVersionKind{
-	{{Group: metallb.Group, Version: "v1beta1", Kind: "IPAddressPool"}},
-	{{Group: metallb.Group, Version: "v1beta1", Kind: "L2Advertisement"}},
-	{{Group: metallb.Group, Version: "v1beta1", Kind: "BGPAdvertisement"}},
-	{{Group: metallb.Group, Version: "v1beta2", Kind: "BGPPeer"}, {Group: metallb.Group, Version: "v1beta1", Kind: "BGPPeer"}},
-	{{Group: metallb.Group, Version: "v1beta1", Kind: "BFDProfile"}},
-	{{Group: metallb.Group, Version: "v1beta1", Kind: "Community"}},
-}
-
-// listMetalLB lists MetalLB's objects in every namespace; a kind the
-// cluster does not serve has none.
-func listMetalLB(ctx context.Context, c client.Reader) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, versions := range metallbKinds {
-		for _, gvk := range versions {
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-			err := c.List(ctx, list)
-			if apimeta.IsNoMatchError(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("listing MetalLB's %ss: %w", gvk.Kind, err)
-			}
-			for i := range list.Items {
-				out = append(out, &list.Items[i])
-			}
-			break
-		}
-	}
-	return out, nil
 }
