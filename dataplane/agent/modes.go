@@ -135,7 +135,9 @@ func newBackend(cfg Config, f corev1.IPFamily, variant iptables.Variant, liberal
 // node, once this mode's rules serve it: in nftables mode the iptables
 // chains (svcnet's iptables mode and kube-proxy's share their names) and
 // kube-proxy's nftables table, in iptables mode svcnet's and kube-proxy's
-// nftables tables. kube-proxy does the same on start for its other modes;
+// nftables tables and the chains only kube-proxy's ipvs mode writes; in
+// both, ipvs mode's kube-ipvs0 device. kube-proxy does the same on start
+// for its other modes;
 // the agent also removes kube-proxy's table of its own mode, whose stale
 // rules would sit at the same hooks as the agent's. A node where the other
 // program or mode is missing has nothing to remove; failures are logged,
@@ -143,15 +145,15 @@ func newBackend(cfg Config, f corev1.IPFamily, variant iptables.Variant, liberal
 func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var variant iptables.Variant
-	if cfg.Mode == ModeNFTables {
-		variant = detectVariant(cfg, log)
-	}
+	variant := detectVariant(cfg, log)
 	for _, f := range families {
+		ipt := iptables.NewExecVariant(f, cfg.NetNS, variant)
+		cleanup, what := iptables.CleanupIPVS, "kube-proxy's ipvs mode's iptables chains"
 		if cfg.Mode == ModeNFTables {
-			if err := iptables.Cleanup(ctx, iptables.NewExecVariant(f, cfg.NetNS, variant)); err != nil {
-				log.V(1).Info("Could not remove the iptables chains", "family", f, "err", err.Error())
-			}
+			cleanup, what = iptables.Cleanup, "the iptables chains"
+		}
+		if err := cleanup(ctx, ipt); err != nil {
+			log.V(1).Info("Could not remove "+what, "family", f, "err", err.Error())
 		}
 		tables := []string{nftables.KubeProxyTableName}
 		if cfg.Mode != ModeNFTables {
@@ -161,6 +163,7 @@ func removeOtherModes(ctx context.Context, cfg Config, log logr.Logger) {
 			log.V(1).Info("Could not remove the nftables tables", "tables", tables, "family", f, "err", err.Error())
 		}
 	}
+	removeIPVSDeviceLogged(cfg.NetNS, log)
 }
 
 // removeTables deletes those of tables that exist, logging each. The kernel is asked
@@ -205,6 +208,7 @@ func Cleanup(ctx context.Context, cfg Config, log logr.Logger) error {
 			errs = append(errs, err)
 		}
 	}
+	removeIPVSDeviceLogged(cfg.NetNS, log)
 	return errors.Join(errs...)
 }
 

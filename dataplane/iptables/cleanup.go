@@ -15,17 +15,36 @@ var fixedChains = []string{
 	ChainProxyFirewall, ChainPostrouting, ChainMarkMasq,
 }
 
+// ipvsChains are the chains only kube-proxy's ipvs mode writes (its
+// others are the iptables mode's names); kube-proxy's cleanup of that
+// mode removes them.
+var ipvsChains = []string{"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"}
+
 // isOwnedChain tells whether a chain belongs to this dataplane (and so to
-// kube-proxy's iptables mode, whose names it shares).
+// kube-proxy's iptables mode, whose names it shares) or to kube-proxy's
+// ipvs mode, which a node leaving kube-proxy may have run.
 func isOwnedChain(name string) bool {
-	return isServiceChain(name) || slices.Contains(fixedChains, name) || name == ChainCanary
+	return isServiceChain(name) || slices.Contains(fixedChains, name) || name == ChainCanary || isIPVSChain(name)
 }
 
-// Cleanup removes every chain this dataplane owns from the filter and nat
-// tables, with the jumps into them from the built-in chains, in one
-// restore: what kube-proxy's --cleanup does for its iptables mode. Chains
-// and rules of other programs stay.
+func isIPVSChain(name string) bool { return slices.Contains(ipvsChains, name) }
+
+// Cleanup removes every chain this dataplane owns, and kube-proxy's ipvs
+// mode's, from the filter and nat tables, with the jumps into them from
+// other chains, in one restore: what kube-proxy's --cleanup does for its
+// iptables and ipvs modes. Chains and rules of other programs stay.
 func Cleanup(ctx context.Context, ipt Interface) error {
+	return cleanupChains(ctx, ipt, isOwnedChain, true)
+}
+
+// CleanupIPVS removes only the chains of kube-proxy's ipvs mode that the
+// iptables mode does not share, with the jumps into them: in iptables
+// mode the agent's full sync rewrites the shared ones.
+func CleanupIPVS(ctx context.Context, ipt Interface) error {
+	return cleanupChains(ctx, ipt, isIPVSChain, false)
+}
+
+func cleanupChains(ctx context.Context, ipt Interface, owned func(string) bool, canary bool) error {
 	var filter, nat cleanupPlan
 	for _, t := range []struct {
 		name string
@@ -35,13 +54,16 @@ func Cleanup(ctx context.Context, ipt Interface) error {
 		if err != nil {
 			return err
 		}
-		*t.plan = planCleanup(live)
+		*t.plan = planCleanup(live, owned)
 	}
 	// The mangle table holds the canary alone; it is not dumped, which
 	// with iptables-legacy would create the table.
-	_, mangleCanary, err := ipt.ChainRules(ctx, "mangle", ChainCanary)
-	if err != nil {
-		return err
+	mangleCanary := false
+	if canary {
+		var err error
+		if _, mangleCanary, err = ipt.ChainRules(ctx, "mangle", ChainCanary); err != nil {
+			return err
+		}
 	}
 	if filter.empty() && nat.empty() && !mangleCanary {
 		return nil
@@ -65,16 +87,16 @@ type cleanupPlan struct {
 	chains []string
 }
 
-func planCleanup(save []byte) cleanupPlan {
+func planCleanup(save []byte, owned func(string) bool) cleanupPlan {
 	chains, rules := parseSave(save)
 	var p cleanupPlan
 	for chain := range chains {
-		if isOwnedChain(chain) {
+		if owned(chain) {
 			p.chains = append(p.chains, chain)
 			continue
 		}
 		for _, r := range rules[chain] {
-			if target, ok := jumpTarget(r); ok && isOwnedChain(target) {
+			if target, ok := jumpTarget(r); ok && owned(target) {
 				p.jumps = append(p.jumps, chain+" "+r)
 			}
 		}

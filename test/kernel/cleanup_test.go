@@ -19,8 +19,9 @@ import (
 )
 
 // TestCleanupRemovesEveryMode checks that --cleanup removes what every
-// mode left on the node, svcnet's and kube-proxy's, as kube-proxy's
-// --cleanup does, and leaves other programs' rules alone.
+// mode left on the node, svcnet's and kube-proxy's (its ipvs mode's
+// chains and kube-ipvs0 device included), as kube-proxy's --cleanup does,
+// and leaves other programs' rules alone.
 func TestCleanupRemovesEveryMode(t *testing.T) {
 	requireKernel(t)
 	g := NewWithT(t)
@@ -45,7 +46,14 @@ func TestCleanupRemovesEveryMode(t *testing.T) {
 		run(ipt, "-t", "filter", "-N", "KUBE-FORWARD")
 		run(ipt, "-t", "filter", "-A", "FORWARD", "-j", "KUBE-FORWARD")
 		run(ipt, "-t", "filter", "-N", "OTHER")
+		run(ipt, "-t", "nat", "-N", "KUBE-LOAD-BALANCER")
+		run(ipt, "-t", "nat", "-A", "KUBE-SERVICES", "-j", "KUBE-LOAD-BALANCER")
+		run(ipt, "-t", "filter", "-N", "KUBE-IPVS-FILTER")
+		run(ipt, "-t", "filter", "-A", "INPUT", "-j", "KUBE-IPVS-FILTER")
 	}
+	// ipvs mode's dummy device (a veth here: this kernel may lack dummy);
+	// only its name matters.
+	run("ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "kube-ipvs0p")
 
 	cmd := exec.Command(os.Args[0], "--cleanup")
 	cmd.Env = append(os.Environ(), agentProcessEnv+"="+agentProcess)
@@ -63,6 +71,7 @@ func TestCleanupRemovesEveryMode(t *testing.T) {
 		g.Expect(rules).NotTo(ContainSubstring("KUBE-"), save)
 		g.Expect(rules).To(ContainSubstring(":OTHER"), save)
 	}
+	g.Expect(run("ip", "-o", "link")).NotTo(ContainSubstring("kube-ipvs0"))
 }
 
 // netnsOutput runs cmd inside node n's network namespace and returns its

@@ -193,6 +193,7 @@ func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
 
 	load := startMigrationLoad(t, clientPod.NetNS, svc.Spec.ClusterIP, udpSvc.Spec.ClusterIP)
 	defer load.stop()
+	addIPVSLeftovers(t, c, n)
 
 	// The agent starts beside it, on standby: it writes nothing.
 	svcnetAgent := c.startMigratingAgent(t, n, kubeconfig, svcnetMode)
@@ -234,23 +235,44 @@ func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
 	g.Expect(r.newOK).To(BeNumerically(">", 100), "the load ran")
 }
 
+// addIPVSLeftovers leaves on node n what kube-proxy's ipvs mode would
+// have, had the node run it once: a chain of its own with a jump into
+// it, and its kube-ipvs0 device (a veth here: this kernel may lack
+// dummy devices; only the name matters).
+func addIPVSLeftovers(t *testing.T, c *cluster, n *netlab.Node) {
+	t.Helper()
+	for _, argv := range [][]string{
+		{"iptables", "-t", "nat", "-N", "KUBE-LOAD-BALANCER"},
+		{"iptables", "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-LOAD-BALANCER"},
+		{"ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "kube-ipvs0p"},
+	} {
+		if out, err := c.lab.Run(n.NetNS, argv...); err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+	}
+}
+
 // kubeProxyRules is what kube-proxy left on a node the agent serves in
-// mode: its nftables tables, and in nftables mode any KUBE- chain but
-// kubelet's KUBE-FIREWALL, which kube-proxy writes too and never removes
-// (its --cleanup keeps it: kubelet may own it).
+// mode: its nftables tables, its ipvs mode's chains and device, and in
+// nftables mode any KUBE- chain but kubelet's KUBE-FIREWALL, which
+// kube-proxy writes too and never removes (its --cleanup keeps it:
+// kubelet may own it).
 func kubeProxyRules(c *cluster, n *netlab.Node, mode string) string {
 	var left []string
 	tables, _ := c.lab.Run(n.NetNS, "nft", "list", "tables")
 	if strings.Contains(tables, nftables.KubeProxyTableName) {
 		left = append(left, tables)
 	}
-	if mode == agent.ModeNFTables {
-		save, _ := c.lab.Run(n.NetNS, "iptables-save")
-		for _, l := range strings.Split(save, "\n") {
-			if strings.HasPrefix(l, ":KUBE-") && !strings.HasPrefix(l, ":"+iptables.ChainFirewall+" ") {
-				left = append(left, l)
-			}
+	save, _ := c.lab.Run(n.NetNS, "iptables-save")
+	for _, l := range strings.Split(save, "\n") {
+		switch {
+		case !strings.HasPrefix(l, ":KUBE-") || strings.HasPrefix(l, ":"+iptables.ChainFirewall+" "):
+		case mode == agent.ModeNFTables || strings.HasPrefix(l, ":KUBE-LOAD-BALANCER "):
+			left = append(left, l)
 		}
+	}
+	if links, _ := c.lab.Run(n.NetNS, "ip", "-o", "link"); strings.Contains(links, "kube-ipvs0") {
+		left = append(left, "the kube-ipvs0 device")
 	}
 	return strings.Join(left, "\n")
 }
