@@ -20,10 +20,10 @@ import (
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
 
-// LabelNodeProxy, on a Node, says which proxy programs the node's Services
-// while a cluster moves between kube-proxy and svcnet, one node at a time
-// (docs/operations.md, "Moving from kube-proxy"): NodeProxyKubeProxy
-// keeps the agent on standby; any other value, or none, gives the node to
+// LabelNodeProxy is the Node label that says which proxy programs the
+// node's Services while a cluster moves between kube-proxy and svcnet,
+// one node at a time (docs/operations.md, "Moving from kube-proxy"):
+// NodeProxyKubeProxy keeps the agent on standby; any other value, or none, gives the node to
 // the agent. kube-proxy's DaemonSet selects the same label, so that one
 // `kubectl label node` moves a node either way.
 const LabelNodeProxy = "svcnet.io/proxy"

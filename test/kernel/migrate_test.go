@@ -521,7 +521,7 @@ func testMigrateCluster(t *testing.T, mode string) {
 	}
 
 	// And back: kube-controller-manager's controllers, then the nodes.
-	kcm = c.startKubeControllerManager(t, kubeconfig)
+	c.startKubeControllerManager(t, kubeconfig) // runs until cleanup
 	load.expectServing(g, "both controllers again")
 	stopManager()
 	c.addPods(t, ns, "web", c.nodes[1], 1)
