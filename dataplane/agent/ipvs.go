@@ -8,7 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
-	vns "github.com/vishvananda/netns"
+
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
 
 // ipvsDevice is the dummy device kube-proxy's ipvs mode puts every
@@ -20,7 +21,7 @@ const ipvsDevice = "kube-ipvs0"
 // removeIPVSDevice deletes kube-ipvs0 from the node, as kube-proxy's
 // cleanup of its ipvs mode does; it tells whether there was one.
 func removeIPVSDevice(netnsPath string) (bool, error) {
-	h, err := netlinkHandle(netnsPath)
+	h, err := netns.NetlinkHandle(netnsPath)
 	if err != nil {
 		return false, err
 	}
@@ -48,18 +49,4 @@ func removeIPVSDeviceLogged(netnsPath string, log logr.Logger) {
 	case removed:
 		log.Info("Removed kube-proxy's ipvs device, which held the Service addresses", "device", ipvsDevice)
 	}
-}
-
-// netlinkHandle is a netlink handle in the node's namespace: the agent's
-// own, or the one at path.
-func netlinkHandle(path string) (*netlink.Handle, error) {
-	if path == "" {
-		return netlink.NewHandle()
-	}
-	ns, err := vns.GetFromPath(path)
-	if err != nil {
-		return nil, err
-	}
-	defer ns.Close()
-	return netlink.NewHandleAt(ns)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netlink"
-	vns "github.com/vishvananda/netns"
 	"k8s.io/utils/clock"
 
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -114,7 +113,7 @@ func Open(cfg Config) (*Segment, error) {
 		if s.ndp, err = listenNDP(ifi); err != nil {
 			return fmt.Errorf("NDP socket: %w", err)
 		}
-		s.link, err = linkHandle(cfg.NetNS)
+		s.link, err = netns.NetlinkHandle(cfg.NetNS)
 		return err
 	})
 	if err != nil {
@@ -122,21 +121,6 @@ func Open(cfg Config) (*Segment, error) {
 		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
 	}
 	return s, nil
-}
-
-// linkHandle is a netlink handle in the interface's namespace: the
-// agent's own (no setns, which an agent without CAP_SYS_ADMIN may not
-// do), or the one at path.
-func linkHandle(path string) (*netlink.Handle, error) {
-	if path == "" {
-		return netlink.NewHandle()
-	}
-	ns, err := vns.GetFromPath(path)
-	if err != nil {
-		return nil, err
-	}
-	defer ns.Close()
-	return netlink.NewHandleAt(ns)
 }
 
 // Close closes the sockets; the segment answers nothing more.

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/vishvananda/netlink"
+	vns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -143,4 +145,19 @@ func Delete(path string) error {
 		return fmt.Errorf("unmounting %s: %w", path, err)
 	}
 	return os.Remove(path)
+}
+
+// NetlinkHandle is a netlink handle in the network namespace at path, or
+// in the caller's own when path is empty (no setns, which a process
+// without CAP_SYS_ADMIN may not do).
+func NetlinkHandle(path string) (*netlink.Handle, error) {
+	if path == "" {
+		return netlink.NewHandle()
+	}
+	ns, err := vns.GetFromPath(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	return netlink.NewHandleAt(ns)
 }
