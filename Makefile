@@ -143,6 +143,10 @@ node-images: ## Build the filesystems of the images the simulated nodes run (agn
 frr: ## Unpack FRR from Debian's packages into bin/frr (the router of svcnet up --lb-announce=bgp and the BGP tests; never installed, never started outside their namespaces).
 	@hack/frr/build.sh $(BIN)/frr
 
+.PHONY: metallb
+metallb: ## Build MetalLB's speaker and controller from its Go module, and copy its CRDs, into bin/metallb (once; the kernel test of the move from MetalLB runs them).
+	@hack/metallb/build.sh $(BIN)/metallb
+
 .PHONY: e2e-bins
 e2e-bins: ## Build upstream's e2e.test and the ginkgo CLI into bin/e2e (once; make conformance runs them).
 	@hack/e2e/build.sh $(BIN)/e2e
