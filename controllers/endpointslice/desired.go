@@ -174,9 +174,9 @@ func (sp *slicePlanner) packGroups(desired desiredEndpoints, existing []*discove
 		ex := existingByKey[key]
 		slices.SortFunc(ex, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 		if g == nil || len(g.endpoints) == 0 {
-			for _, s := range ex {
-				sp.p.removed += len(s.Endpoints)
-			}
+			// As upstream, the endpoints of a port set that is no longer
+			// wanted do not count as removed: only those that leave a
+			// port set that stays do.
 			sp.retired = append(sp.retired, ex...)
 			continue
 		}

@@ -130,8 +130,8 @@ func (x *selectorIndex) matching(namespace string, f func(name string), labelSet
 	}
 }
 
-// servicePredicate records Service changes for the trigger-time
-// annotation, keeps the selector index, and drops updates that cannot
+// servicePredicate records when Service changes are seen, for the
+// change-to-write latency, keeps the selector index, and drops updates that cannot
 // change any slice (status only).
 func servicePredicate(r *Reconciler) predicate.Funcs {
 	return predicate.Funcs{
@@ -139,7 +139,7 @@ func servicePredicate(r *Reconciler) predicate.Funcs {
 			if svc, ok := e.Object.(*corev1.Service); ok {
 				r.selectors.set(svc)
 			}
-			r.changes.observe(client.ObjectKeyFromObject(e.Object), e.Object.GetCreationTimestamp().Time, r.clock.Now())
+			r.changes.observe(client.ObjectKeyFromObject(e.Object), r.clock.Now())
 			return true
 		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -153,8 +153,7 @@ func servicePredicate(r *Reconciler) predicate.Funcs {
 				(oldSvc.DeletionTimestamp == nil) == (newSvc.DeletionTimestamp == nil) {
 				return false
 			}
-			now := r.clock.Now()
-			r.changes.observe(client.ObjectKeyFromObject(e.ObjectNew), now, now)
+			r.changes.observe(client.ObjectKeyFromObject(e.ObjectNew), r.clock.Now())
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
@@ -194,14 +193,13 @@ func (h *podHandler) Generic(context.Context, event.TypedGenericEvent[client.Obj
 
 func (h *podHandler) enqueue(_ context.Context, q queue, pod, oldPod *corev1.Pod) {
 	now := h.r.clock.Now()
-	trigger := triggerTimeOfPod(pod)
 	var oldLabels map[string]string
 	if oldPod != nil {
 		oldLabels = oldPod.Labels
 	}
 	h.r.selectors.matching(pod.Namespace, func(name string) {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
-		h.r.changes.observe(key, trigger, now)
+		h.r.changes.observe(key, now)
 		req := reconcile.Request{NamespacedName: key}
 		if h.r.opts.BatchPeriod > 0 {
 			q.AddAfter(req, h.r.opts.BatchPeriod)

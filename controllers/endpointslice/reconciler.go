@@ -112,16 +112,13 @@ type Reconciler struct {
 
 	slices    *slicetracker.Tracker
 	changes   *changeTracker
+	triggers  *triggerTimeTracker
 	selectors *selectorIndex
 	nodes     *nodeInfoMap
 	hints     *hintTracker
 	recorder  events.EventRecorder
-
-	statsMu sync.Mutex
-	stats   map[types.NamespacedName]serviceStats
+	stats     *statsCache
 }
-
-type serviceStats struct{ endpoints, slices int }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
@@ -148,10 +145,11 @@ func New(c client.Client, apiReader client.Reader, opts Options, options ...Opti
 		clock:     clock.RealClock{},
 		slices:    slicetracker.New(Owns),
 		changes:   newChangeTracker(),
+		triggers:  newTriggerTimeTracker(),
 		selectors: newSelectorIndex(),
 		nodes:     &nodeInfoMap{m: map[string]nodeInfo{}},
 		hints:     newHintTracker(),
-		stats:     map[types.NamespacedName]serviceStats{},
+		stats:     newStatsCache(),
 	}
 	for _, o := range options {
 		o(r)
@@ -200,8 +198,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile brings the slices of one Service to the desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	key := req.NamespacedName
-	change, hadChange := r.changes.take(key)
-	defer func() { r.finishSync(key, change, hadChange, result, err) }()
+	observed, hadChange := r.changes.take(key)
+	defer func() { r.finishSync(key, observed, hadChange, result, err) }()
 
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, key, svc); err != nil {
@@ -227,12 +225,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || len(svc.Spec.Selector) == 0 {
 		// Not ours to publish: ExternalName Services have no endpoints, and
 		// Services without a selector get slices from their owner.
-		if _, err := r.apply(ctx, svc, []plan{{delete: ours}}, pendingChange{}, false); err != nil {
+		if _, err := r.apply(ctx, svc, []plan{{delete: ours}}, time.Time{}, time.Time{}, false); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.slices.Repaired(key)
 		r.hints.forget(key)
-		r.recordStats(key, 0, 0)
+		r.stats.forget(key)
 		return ctrl.Result{}, nil
 	}
 	r.slices.Attribute(ctx, r.apiReader, key)
@@ -240,20 +238,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wrote, err := r.apply(ctx, svc, sp.plans, change, hadChange)
+	// As upstream, the per-sync endpoint counts and the gauges are taken
+	// from the plan, before and whatever the writes.
+	for _, p := range sp.families {
+		metricEndpointsAdded.Observe(float64(p.added))
+		metricEndpointsRemoved.Observe(float64(p.removed))
+	}
+	r.stats.set(key, sp.stats)
+	wrote, err := r.apply(ctx, svc, append(slices.Clone(sp.families), sp.dropped), sp.trigger, observed, hadChange)
 	// As upstream, the hint Events are recorded whether or not the writes
 	// went through.
 	r.recordHintEvents(svc, sp.hintEvents)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	observeSlicesChanged(svc, sp.families)
 	if repaired := r.slices.Repaired(key); wrote {
 		for _, c := range repaired {
 			repairs.Report(ctrl.LoggerFrom(ctx), c)
 		}
 	}
-	r.recordStats(key, sp.endpoints, sp.slices)
 	return ctrl.Result{}, nil
+}
+
+// observeSlicesChanged counts the slices a successful sync wrote, per
+// address family, labelled as upstream: topology "Auto" when the
+// topology-mode annotation decides the hints, else "Disabled", and the
+// trafficDistribution that decides them, if any.
+func observeSlicesChanged(svc *corev1.Service, families []plan) {
+	topology := "Disabled"
+	if hintModeOf(svc) == hintsAuto {
+		topology = "Auto"
+	}
+	td := trafficDistributionOf(svc)
+	for _, p := range families {
+		metricSlicesChanged.WithLabelValues(topology, td).Observe(float64(len(p.create) + len(p.update) + len(p.delete)))
+	}
+}
+
+// trafficDistributionOf is the spec.trafficDistribution that decides the
+// Service's hints, "" when there is none or the topology-mode annotation
+// overrides it.
+func trafficDistributionOf(svc *corev1.Service) string {
+	if hintModeOf(svc) != hintsClose {
+		return ""
+	}
+	return *svc.Spec.TrafficDistribution
 }
 
 func (r *Reconciler) recordHintEvents(svc *corev1.Service, evs []hintEvent) {
@@ -276,7 +306,7 @@ func Owns(s *discoveryv1.EndpointSlice) bool {
 
 // finishSync counts a sync's outcome and, when it did not apply, gives
 // its change trigger back for the next one.
-func (r *Reconciler) finishSync(key types.NamespacedName, change pendingChange, hadChange bool, result ctrl.Result, err error) {
+func (r *Reconciler) finishSync(key types.NamespacedName, observed time.Time, hadChange bool, result ctrl.Result, err error) {
 	switch {
 	case err != nil:
 		metricSyncs.WithLabelValues("error").Inc()
@@ -287,7 +317,7 @@ func (r *Reconciler) finishSync(key types.NamespacedName, change pendingChange, 
 		return
 	}
 	if hadChange {
-		r.changes.restore(key, change)
+		r.changes.restore(key, observed)
 	}
 }
 
@@ -311,9 +341,15 @@ func (r *Reconciler) existingSlices(ctx context.Context, key types.NamespacedNam
 
 // slicePlan is what planSlices decides for one Service.
 type slicePlan struct {
-	plans []plan
-	// endpoints and slices count what the Service will have.
-	endpoints, slices int
+	// families holds one plan per address family of the Service, dropped
+	// the deletion of the slices of families it no longer has.
+	families []plan
+	dropped  plan
+	// stats is what the Service will have, for the gauges.
+	stats serviceStats
+	// trigger is the endpoints.kubernetes.io/last-change-trigger-time of
+	// the slices this sync writes; zero removes it.
+	trigger time.Time
 	// hintEvents are the topology-aware routing Events to record.
 	hintEvents []hintEvent
 }
@@ -335,7 +371,8 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours [
 	if auto {
 		ratios = zoneRatios(nodes)
 	}
-	var sp slicePlan
+	sp := slicePlan{trigger: r.triggers.compute(key, svc, pods)}
+	sp.stats.trafficDistribution = trafficDistributionOf(svc)
 	families := ipfamily.OfService(svc)
 	for _, family := range families {
 		addressType := discoveryv1.AddressType(family)
@@ -348,19 +385,28 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours [
 			}
 		}
 		p := computeDesiredSlices(newSliceMeta(svc, addressType), desired, existing, r.opts.MaxEndpointsPerSlice)
-		sp.plans = append(sp.plans, p)
-		sp.endpoints += desired.count()
-		sp.slices += len(existing) + len(p.create) - len(p.delete)
+		sp.families = append(sp.families, p)
+		sp.stats.endpoints += desired.count()
+		sp.stats.slices += len(existing) + len(p.create) - len(p.delete)
+		sp.stats.desiredSlices += desiredSlicesOf(desired, r.opts.MaxEndpointsPerSlice)
 	}
-	var dropped plan
 	for _, s := range ours {
 		if !slices.Contains(families, corev1.IPFamily(s.AddressType)) {
-			dropped.delete = append(dropped.delete, s)
-			dropped.removed += len(s.Endpoints)
+			sp.dropped.delete = append(sp.dropped.delete, s)
 		}
 	}
-	sp.plans = append(sp.plans, dropped)
 	return sp, nil
+}
+
+// desiredSlicesOf is the number of slices one family's endpoints would
+// take with perfect packing: ceil(endpoints/max) per port set, and the
+// placeholder when there are none.
+func desiredSlicesOf(desired desiredEndpoints, maxPerSlice int) int {
+	n := 0
+	for _, g := range desired {
+		n += desiredSliceCount(len(g.endpoints), maxPerSlice)
+	}
+	return max(n, 1)
 }
 
 // podLabelIndex indexes Pods by each of their "key=value" label pairs, so
@@ -426,19 +472,18 @@ func (r *Reconciler) serviceGone(ctx context.Context, key types.NamespacedName) 
 	}
 	r.slices.Forget(key)
 	r.hints.forget(key)
-	r.recordStats(key, 0, 0)
+	r.triggers.forget(key)
+	r.stats.forget(key)
 	return nil
 }
 
 // apply writes plans: every create and update first, then the deletes, so
 // that an endpoint moving between slices is never missing from all of them.
-// It reports whether it wrote anything.
-func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, change pendingChange, hadChange bool) (bool, error) {
+// Every slice it creates or updates carries trigger as its
+// last-change-trigger-time, or none when trigger is zero. It reports
+// whether it wrote anything.
+func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []plan, trigger, observed time.Time, hadChange bool) (bool, error) {
 	key := client.ObjectKeyFromObject(svc)
-	trigger := ""
-	if hadChange {
-		trigger = change.trigger.UTC().Format(time.RFC3339Nano)
-	}
 	writes, deletes := collectWrites(plans)
 	// Creates and updates first, so that endpoints moving between slices
 	// are published in their new place before any slice holding them goes.
@@ -466,7 +511,7 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, plans []pla
 		return nil
 	})
 	if wrote.Load() && hadChange {
-		metricChangeToWrite.Observe(r.clock.Since(change.observed).Seconds())
+		metricChangeToWrite.Observe(r.clock.Since(observed).Seconds())
 	}
 	return wrote.Load(), errors.Join(errs...)
 }
@@ -477,8 +522,7 @@ type sliceWrite struct {
 	create bool
 }
 
-// collectWrites gathers the plans' writes and deletes and counts their
-// endpoint changes.
+// collectWrites gathers the plans' writes and deletes.
 func collectWrites(plans []plan) (writes []sliceWrite, deletes []*discoveryv1.EndpointSlice) {
 	for _, p := range plans {
 		for _, s := range p.create {
@@ -488,22 +532,15 @@ func collectWrites(plans []plan) (writes []sliceWrite, deletes []*discoveryv1.En
 			writes = append(writes, sliceWrite{slice: s})
 		}
 		deletes = append(deletes, p.delete...)
-		metricEndpointsAdded.Observe(float64(p.added))
-		metricEndpointsRemoved.Observe(float64(p.removed))
 	}
 	return writes, deletes
 }
 
-// writeSlice creates or updates one slice, stamped with the change's trigger
+// writeSlice creates or updates one slice, stamped with the sync's trigger
 // time, and records it against this controller's stale cache.
-func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w sliceWrite, trigger string) error {
+func (r *Reconciler) writeSlice(ctx context.Context, key types.NamespacedName, w sliceWrite, trigger time.Time) error {
 	s := w.slice
-	if trigger != "" {
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger
-	}
+	setTriggerTime(s, trigger)
 	verb, msg := "update", "Updated EndpointSlice"
 	if w.create {
 		verb, msg = "create", "Created EndpointSlice"
@@ -663,27 +700,16 @@ func nodeInfoOf(n *corev1.Node) nodeInfo {
 	return info
 }
 
-func (r *Reconciler) recordStats(key types.NamespacedName, endpoints, sliceCount int) {
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
-	old := r.stats[key]
-	metricEndpointsDesired.Add(float64(endpoints - old.endpoints))
-	metricSlices.Add(float64(sliceCount - old.slices))
-	if endpoints == 0 && sliceCount == 0 {
-		delete(r.stats, key)
+// setTriggerTime sets the last-change-trigger-time annotation of a slice
+// about to be written, or removes it when the sync had no trigger, as
+// upstream's addTriggerTimeAnnotation does.
+func setTriggerTime(s *discoveryv1.EndpointSlice, trigger time.Time) {
+	if trigger.IsZero() {
+		delete(s.Annotations, corev1.EndpointsLastChangeTriggerTime)
 		return
 	}
-	r.stats[key] = serviceStats{endpoints: endpoints, slices: sliceCount}
-}
-
-// triggerTimeOfPod is the time of a Pod's last change that matters to its
-// endpoint, as upstream computes it: the Ready condition's transition, else
-// the Pod's creation.
-func triggerTimeOfPod(pod *corev1.Pod) time.Time {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
-		}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
 	}
-	return pod.CreationTimestamp.Time
+	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger.UTC().Format(time.RFC3339Nano)
 }
