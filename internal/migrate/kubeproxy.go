@@ -33,7 +33,8 @@ func checkKubeProxy(ctx context.Context, c client.Reader, s *snapshot, r *Report
 		if !followsProxyLabel(ds) {
 			r.add(AreaKubeProxy, Change, obj, "kube-proxy runs on every node: give it a node affinity on %s In [%s] (docs/operations.md, \"Moving from kube-proxy\"), so that relabelling a node moves it", agent.LabelNodeProxy, agent.NodeProxyKubeProxy)
 		}
-		args, cleanup, err := kubeProxyArgs(ctx, c, ds, s.anyNodeName())
+		ctr, _ := kubeProxyContainer(ds)
+		args, cleanup, err := commandLine(ctx, c, ds, ctr, s.anyNodeName())
 		if err != nil {
 			r.add(AreaKubeProxy, Note, obj, "could not read kube-proxy's command line: %v", err)
 			continue
@@ -49,8 +50,46 @@ func checkKubeProxy(ctx context.Context, c client.Reader, s *snapshot, r *Report
 		}
 		r.add(AreaKubeProxy, Note, obj, "kube-proxy runs in %s mode%s; give svcnet's agent the same settings (agent.mode, agent.clusterCIDR, agent.extraArgs in the chart), or swap the DaemonSet's image for svcnet-agent, which reads them as they are",
 			cfg.Mode, describeSettings(cfg))
+		for _, agentDS := range s.svcnetAgents {
+			compareAgent(ctx, c, agentDS, cfg, s.anyNodeName(), r)
+		}
 	}
 	return nil
+}
+
+// compareAgent reports where svcnet's agent DaemonSet, already
+// installed, would treat traffic otherwise than kube-proxy (cfg) does.
+func compareAgent(ctx context.Context, c client.Reader, ds *appsv1.DaemonSet, kubeProxy agent.Config, node string, r *Report) {
+	obj := "DaemonSet/" + ds.Namespace + "/" + ds.Name
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return
+	}
+	ctr := &ds.Spec.Template.Spec.Containers[0]
+	args, cleanup, err := commandLine(ctx, c, ds, ctr, node)
+	if err != nil {
+		r.add(AreaKubeProxy, Note, obj, "could not read svcnet's agent's command line: %v", err)
+		return
+	}
+	defer cleanup()
+	if len(args) > 0 && args[0] == "agent" {
+		args = args[1:]
+	}
+	cfg, err := agentcmd.CheckAgentArgs(args)
+	if err != nil {
+		r.add(AreaKubeProxy, Blocker, obj, "svcnet's agent would not start: %v", err)
+		return
+	}
+	if got, want := describeSettings(cfg), describeSettings(kubeProxy); got != want {
+		r.add(AreaKubeProxy, Change, obj, "svcnet's agent runs%s, kube-proxy%s: traffic that kube-proxy masquerades or accepts on NodePorts would be treated otherwise",
+			orNone(got), orNone(want))
+	}
+}
+
+func orNone(settings string) string {
+	if settings == "" {
+		return " with none of --cluster-cidr, --nodeport-addresses, --masquerade-all"
+	}
+	return settings
 }
 
 // describeSettings says the kube-proxy settings an operator must carry
@@ -124,13 +163,12 @@ func followsProxyLabel(ds *appsv1.DaemonSet) bool {
 
 var envReference = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
-// kubeProxyArgs is the kube-proxy container's command line (without the
+// commandLine is a DaemonSet container's command line (without the
 // binary) as it would run on node: $(VAR) references expanded as the
 // kubelet expands them, and each file under a ConfigMap volume (such as
 // kubeadm's --config=/var/lib/kube-proxy/config.conf) written into a
 // temporary folder that the arguments then name. cleanup removes it.
-func kubeProxyArgs(ctx context.Context, c client.Reader, ds *appsv1.DaemonSet, node string) ([]string, func(), error) {
-	ctr, _ := kubeProxyContainer(ds)
+func commandLine(ctx context.Context, c client.Reader, ds *appsv1.DaemonSet, ctr *corev1.Container, node string) ([]string, func(), error) {
 	var args []string
 	if len(ctr.Command) > 0 {
 		args = append(args, ctr.Command[1:]...)

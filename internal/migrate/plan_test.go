@@ -69,6 +69,29 @@ func kubeadmKubeProxy(t *testing.T, ctx context.Context, changes map[string]any)
 	}))
 }
 
+// svcnetAgent creates svcnet's agent DaemonSet as config/default has it,
+// with extra arguments.
+func svcnetAgent(t *testing.T, ctx context.Context, extra ...string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": "svcnet-agent"}
+	must(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "svcnet-system"}}))
+	must(t, env.Client.Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "svcnet-agent", Namespace: "svcnet-system"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "agent", Image: "svcnet-agent",
+					Args: append([]string{"agent", "--node-name=$(NODE_NAME)", "--mode=iptables"}, extra...),
+					Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
+						FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+				}}},
+			},
+		},
+	}))
+}
+
 // metalLBPool serves MetalLB's IPAddressPool kind (a CRD that keeps any
 // field, as its schema is MetalLB's business) and creates one pool.
 func metalLBPool(t *testing.T, ctx context.Context, name, cidr string) {
@@ -168,6 +191,17 @@ func TestPlan(t *testing.T) {
 	if report.Blockers() != 0 {
 		t.Errorf("with MetalLB's pool converted, %d blockers, want none:\n%s", report.Blockers(), dump(report))
 	}
+
+	// svcnet's agent installed with another Pod range than kube-proxy's,
+	// while a node is still unlabelled: both are said, the node a blocker.
+	svcnetAgent(t, ctx, "--cluster-cidr=10.245.0.0/16")
+	report, err = Plan(ctx, c)
+	must(t, err)
+	expect(t, report, []Finding{
+		{Area: AreaKubeProxy, Severity: Change, Object: "DaemonSet/svcnet-system/svcnet-agent",
+			Message: "svcnet's agent runs with --cluster-cidr=10.245.0.0/16, kube-proxy with --cluster-cidr=10.244.0.0/16"},
+		{Area: AreaNodes, Severity: Blocker, Message: "1 of 2 nodes carry no svcnet.io/proxy label (node-2)"},
+	})
 
 	// kube-proxy in ipvs mode: svcnet's agent refuses it.
 	var cm corev1.ConfigMap

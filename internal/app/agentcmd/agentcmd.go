@@ -85,9 +85,18 @@ func bindFlags(fs *pflag.FlagSet, opts *agent.Options, printVersion *string) {
 // or the error naming every flag or --config field it refuses.
 // `svcnet migrate plan` asks it of kube-proxy's DaemonSet.
 func CheckKubeProxyArgs(args []string) (agent.Config, error) {
-	fs := pflag.NewFlagSet(KubeProxyName, pflag.ContinueOnError)
+	return checkArgs(KubeProxyName, agent.KubeProxyOptions(), args)
+}
+
+// CheckAgentArgs is CheckKubeProxyArgs for `svcnet-agent agent`'s
+// arguments after the subcommand, as svcnet's agent DaemonSet gives them.
+func CheckAgentArgs(args []string) (agent.Config, error) {
+	return checkArgs("agent", agent.DefaultOptions(), args)
+}
+
+func checkArgs(name string, opts agent.Options, args []string) (agent.Config, error) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	opts := agent.KubeProxyOptions()
 	var printVersion string
 	bindFlags(fs, &opts, &printVersion)
 	if err := fs.Parse(args); err != nil {
