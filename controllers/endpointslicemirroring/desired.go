@@ -21,6 +21,9 @@ import (
 // per address type and port set, and what could not be mirrored.
 type mirror struct {
 	groups map[string]*group
+	// portSets holds the group key of every address type and port set the
+	// subsets name, with addresses or not, for the metrics.
+	portSets map[string]bool
 	// invalid counts addresses that are not IPs; skipped counts every
 	// address not mirrored, the invalid ones included.
 	invalid, skipped int
@@ -38,9 +41,11 @@ type group struct {
 // maxPerSubset endpoints each, ready addresses before not-ready ones, an
 // address once per group.
 func computeDesiredMirror(ep *corev1.Endpoints, maxPerSubset int) mirror {
-	m := mirror{groups: map[string]*group{}}
+	m := mirror{groups: map[string]*group{}, portSets: map[string]bool{}}
 	for _, subset := range ep.Subsets {
 		ports := mirrorPorts(subset.Ports)
+		m.portSets[groupKey(discoveryv1.AddressTypeIPv4, ports)] = true
+		m.portSets[groupKey(discoveryv1.AddressTypeIPv6, ports)] = true
 		total := len(subset.Addresses) + len(subset.NotReadyAddresses)
 		added := 0
 		add := func(addrs []corev1.EndpointAddress, ready bool) {
@@ -198,19 +203,27 @@ type plan struct {
 	unchanged              int
 }
 
-// planMirror keeps one existing slice per group (updated when it differs),
-// creates the missing ones (reusing a slice that would be deleted, one
-// write instead of two) and deletes the rest.
-func planMirror(meta sliceMeta, m mirror, existing []*discoveryv1.EndpointSlice) plan {
-	var p plan
+// slicesByKey groups slices by groupKey, each group sorted by name.
+func slicesByKey(existing []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
 	byKey := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range existing {
 		k := groupKey(s.AddressType, s.Ports)
 		byKey[k] = append(byKey[k], s)
 	}
+	for _, ss := range byKey {
+		slices.SortFunc(ss, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return byKey
+}
+
+// planMirror keeps one existing slice per group (updated when it differs),
+// creates the missing ones (reusing a slice that would be deleted, one
+// write instead of two) and deletes the rest.
+func planMirror(meta sliceMeta, m mirror, existing []*discoveryv1.EndpointSlice) plan {
+	var p plan
+	byKey := slicesByKey(existing)
 	var spare []*discoveryv1.EndpointSlice
 	for k, ss := range byKey {
-		slices.SortFunc(ss, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 		if m.groups[k] == nil {
 			spare = append(spare, ss...)
 			continue

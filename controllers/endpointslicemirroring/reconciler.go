@@ -92,6 +92,7 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	opts      Options
 	slices    *slicetracker.Tracker
+	stats     *statsCache
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -106,7 +107,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 	if opts.Workers <= 0 {
 		opts.Workers = d.Workers
 	}
-	return &Reconciler{client: c, apiReader: apiReader, recorder: recorder, opts: opts, slices: slicetracker.New(Owns)}
+	return &Reconciler{client: c, apiReader: apiReader, recorder: recorder, opts: opts, slices: slicetracker.New(Owns), stats: newStatsCache()}
 }
 
 // +kubebuilder:rbac:groups="",resources=endpoints;services,verbs=get;list;watch
@@ -117,6 +118,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 // controller owns.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	repairs.Register()
+	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Endpoints{}).
@@ -138,6 +140,9 @@ func Owns(s *discoveryv1.EndpointSlice) bool {
 // Reconcile brings the mirrored slices of one Endpoints object to what it
 // says, or removes them when it is not to be mirrored.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Upstream observes every sync, in whole milliseconds.
+	start := time.Now()
+	defer func() { metricSyncDuration.Observe(float64(time.Since(start).Milliseconds()) / 1000) }()
 	key := req.NamespacedName
 	ours, err := r.existingSlices(ctx, key)
 	if err != nil {
@@ -153,7 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if ep == nil {
-		err := r.apply(ctx, key, plan{delete: ours})
+		r.stats.forget(key)
+		// As upstream, removing the slices of Endpoints that are not
+		// mirrored (any more) is not counted in the changes.
+		err := r.apply(ctx, key, plan{delete: ours}, false)
 		r.slices.Repaired(key)
 		if err == nil && len(ours) == 0 {
 			r.slices.Forget(key)
@@ -161,13 +169,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	m := computeDesiredMirror(ep, r.opts.MaxEndpointsPerSubset)
+	metricAddressesSkipped.Observe(float64(m.skipped))
 	// Like kube-controller-manager's mirroring controller, truncation is
 	// said in an Event only: the Endpoints are the user's (or their GitOps
 	// tool's) and this controller never writes to them.
 	r.report(ep, m)
 	r.slices.Attribute(ctx, r.apiReader, key)
 	p := planMirror(newSliceMeta(ep), m, ours)
-	if err := r.apply(ctx, key, p); err != nil {
+	t := mirrorTotals(m, ours)
+	metricEndpointsAdded.Observe(float64(t.added))
+	metricEndpointsUpdated.Observe(float64(t.updated))
+	metricEndpointsRemoved.Observe(float64(t.removed))
+	r.stats.set(key, statsOf(m))
+	if err := r.apply(ctx, key, p, true); err != nil {
 		return ctrl.Result{}, err
 	}
 	repaired := r.slices.Repaired(key)
@@ -234,9 +248,15 @@ func (r *Reconciler) report(ep *corev1.Endpoints, m mirror) {
 }
 
 // apply writes the plan: creates and updates first, then deletes, so that
-// an address is never missing from every slice.
-func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan) error {
+// an address is never missing from every slice. countChanges counts the
+// writes in endpoint_slice_mirroring_controller_changes.
+func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan, countChanges bool) error {
 	log := ctrl.LoggerFrom(ctx)
+	count := func(operation string) {
+		if countChanges {
+			metricChanges.WithLabelValues(operation).Inc()
+		}
+	}
 	for _, s := range p.create {
 		if err := r.client.Create(ctx, s); err != nil {
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -245,6 +265,7 @@ func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan
 			return fmt.Errorf("creating EndpointSlice for Endpoints %s: %w", key, err)
 		}
 		r.slices.Record(key, s)
+		count("create")
 		log.V(2).Info("Created EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 	}
 	for _, s := range p.update {
@@ -254,6 +275,7 @@ func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan
 			return fmt.Errorf("updating EndpointSlice %s: %w", klog.KObj(s), err)
 		}
 		r.slices.Record(key, s)
+		count("update")
 		log.V(2).Info("Updated EndpointSlice", "endpointSlice", klog.KObj(s), "endpoints", len(s.Endpoints))
 	}
 	var errs []error
@@ -266,6 +288,7 @@ func (r *Reconciler) apply(ctx context.Context, key types.NamespacedName, p plan
 			continue
 		}
 		r.slices.RecordDeleted(key, s)
+		count("delete")
 		log.V(2).Info("Deleted EndpointSlice", "endpointSlice", klog.KObj(s), "managedBy", s.Labels[discoveryv1.LabelManagedBy])
 	}
 	return errors.Join(errs...)
