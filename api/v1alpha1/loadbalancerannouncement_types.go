@@ -21,10 +21,28 @@ const (
 	AnnouncementModeBGP AnnouncementMode = "BGP"
 )
 
+// L2NodeElection is how the nodes of an L2 announcement choose the one
+// that answers for an address.
+// +kubebuilder:validation:Enum=Rendezvous;MetalLB
+type L2NodeElection string
+
+// The L2 node elections.
+const (
+	// L2NodeElectionRendezvous: svcnet's rendezvous hash of node and
+	// address, the highest first.
+	L2NodeElectionRendezvous L2NodeElection = "Rendezvous"
+	// L2NodeElectionMetalLB: MetalLB's, the lowest SHA-256 of
+	// "node#address" first, so that every address stays on the node
+	// MetalLB's speakers chose and a cluster moving from MetalLB keeps its
+	// established connections.
+	L2NodeElectionMetalLB L2NodeElection = "MetalLB"
+)
+
 // LoadBalancerAnnouncementSpec says which LoadBalancer addresses are
 // announced, how, and from which nodes.
 // +kubebuilder:validation:XValidation:rule="self.mode == 'BGP' ? has(self.bgp) : !has(self.bgp)",message="bgp is required in mode BGP and not allowed in mode L2"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'L2' || !has(self.interfaces)",message="interfaces apply to mode L2 only"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'L2' || !has(self.nodeElection)",message="nodeElection applies to mode L2 only"
 type LoadBalancerAnnouncementSpec struct {
 	// mode is L2 (one node answers ARP and NDP for each address) or BGP
 	// (the nodes advertise the addresses to routers).
@@ -54,6 +72,14 @@ type LoadBalancerAnnouncementSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=15
 	Interfaces []string `json:"interfaces,omitempty"`
+
+	// nodeElection is how the nodes of an L2 announcement choose the one
+	// that answers for an address: Rendezvous (svcnet's hash) or MetalLB
+	// (MetalLB's, which `svcnet migrate metallb` sets so that every address
+	// stays where MetalLB's speakers answered for it). Every node computes
+	// the same choice from the names alone. Unset: Rendezvous.
+	// +optional
+	NodeElection L2NodeElection `json:"nodeElection,omitempty"`
 
 	// bgp holds the BGP settings; required in mode BGP.
 	// +optional

@@ -226,7 +226,7 @@ func (p plan) segmentWants(anns []string) []l2.Want {
 	var out []l2.Want
 	for _, ap := range p.l2 {
 		if slices.Contains(anns, ap.announcement.Name) {
-			out = append(out, l2.Want{Addr: ap.addr, Announcement: ap.announcement.Name, Candidates: ap.candidates})
+			out = append(out, l2.Want{Addr: ap.addr, Announcement: ap.announcement.Name, Candidates: ap.candidates, Election: ap.announcement.Election})
 		}
 	}
 	return out

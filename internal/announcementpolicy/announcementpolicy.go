@@ -10,7 +10,7 @@
 package announcementpolicy
 
 import (
-	"cmp"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -52,7 +52,10 @@ type Announcement struct {
 	Name       string
 	Mode       svcnetv1alpha1.AnnouncementMode
 	Interfaces []string
-	Peers      []Peer
+	// Election is how the nodes of an L2 announcement choose the one
+	// that answers for an address (Rank); never empty.
+	Election svcnetv1alpha1.L2NodeElection
+	Peers    []Peer
 	// Created orders announcements by seniority.
 	Created metav1.Time
 
@@ -62,7 +65,10 @@ type Announcement struct {
 // Compile parses an announcement's selectors and fills its defaults; the
 // error says what is wrong with it.
 func Compile(a *svcnetv1alpha1.LoadBalancerAnnouncement) (*Announcement, error) {
-	out := &Announcement{Name: a.Name, Mode: a.Spec.Mode, Interfaces: a.Spec.Interfaces, Created: a.CreationTimestamp}
+	out := &Announcement{Name: a.Name, Mode: a.Spec.Mode, Interfaces: a.Spec.Interfaces, Election: a.Spec.NodeElection, Created: a.CreationTimestamp}
+	if out.Election == "" {
+		out.Election = svcnetv1alpha1.L2NodeElectionRendezvous
+	}
 	var errs []error
 	var err error
 	if out.pools, err = selector(a.Spec.PoolSelector); err != nil {
@@ -218,29 +224,39 @@ func (a *Announcement) Covers(svc *corev1.Service, addr netip.Addr, pools []Pool
 }
 
 // Rank orders nodes for an address, first the one that should answer for
-// it in L2 mode: rendezvous hashing, so every node computes the same order
-// from the names alone, addresses spread evenly, and a node joining or
-// leaving moves only the addresses it wins or held.
-func Rank(addr netip.Addr, nodes []string) []string {
-	type scored struct {
-		name  string
-		score uint64
-	}
-	s := make([]scored, 0, len(nodes))
-	for _, n := range nodes {
-		s = append(s, scored{n, Score(addr, n)})
-	}
-	slices.SortFunc(s, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
+// it in L2 mode, by election: rendezvous hashing, so every node computes
+// the same order from the names alone, addresses spread evenly, and a
+// node joining or leaving moves only the addresses it wins or held.
+func Rank(election svcnetv1alpha1.L2NodeElection, addr netip.Addr, nodes []string) []string {
+	out := slices.Clone(nodes)
+	slices.SortFunc(out, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case Outranks(election, addr, a, b):
+			return -1
 		}
-		return cmp.Compare(a.name, b.name)
+		return 1
 	})
-	out := make([]string, len(s))
-	for i := range s {
-		out[i] = s[i].name
-	}
 	return out
+}
+
+// Outranks tells whether node a comes before node b for addr. Rendezvous:
+// the higher score (Score) first; MetalLB: the lower SHA-256 of
+// "node#address" first, as MetalLB's speakers elect. Ties go by name.
+func Outranks(election svcnetv1alpha1.L2NodeElection, addr netip.Addr, a, b string) bool {
+	if election == svcnetv1alpha1.L2NodeElectionMetalLB {
+		ha, hb := metalLBHash(addr, a), metalLBHash(addr, b)
+		if c := bytes.Compare(ha[:], hb[:]); c != 0 {
+			return c < 0
+		}
+		return a < b
+	}
+	sa, sb := Score(addr, a), Score(addr, b)
+	if sa != sb {
+		return sa > sb
+	}
+	return a < b
 }
 
 // Score is node's rendezvous score for addr: higher wins.
@@ -249,11 +265,7 @@ func Score(addr netip.Addr, node string) uint64 {
 	return binary.BigEndian.Uint64(h[:8])
 }
 
-// Outranks tells whether node a comes before node b for addr.
-func Outranks(addr netip.Addr, a, b string) bool {
-	sa, sb := Score(addr, a), Score(addr, b)
-	if sa != sb {
-		return sa > sb
-	}
-	return a < b
+// metalLBHash is MetalLB's election key of node for addr.
+func metalLBHash(addr netip.Addr, node string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(node + "#" + addr.String()))
 }

@@ -3,8 +3,11 @@
 package announcementpolicy
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,15 +159,15 @@ func TestRankIsStableAndSpreads(t *testing.T) {
 	wins := map[string]int{}
 	for i := range 300 {
 		addr := netip.MustParseAddr(fmt.Sprintf("192.168.%d.%d", 240+i/256, i%256))
-		r := Rank(addr, nodes)
-		if diff := cmp.Diff(r, Rank(addr, []string{"node-3", "node-1", "node-2"})); diff != "" {
+		r := Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, nodes)
+		if diff := cmp.Diff(r, Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, []string{"node-3", "node-1", "node-2"})); diff != "" {
 			t.Fatalf("order depends on the input order (-a +b):\n%s", diff)
 		}
-		if !Outranks(addr, r[0], r[1]) || !Outranks(addr, r[1], r[2]) {
+		if !Outranks(svcnetv1alpha1.L2NodeElectionRendezvous, addr, r[0], r[1]) || !Outranks(svcnetv1alpha1.L2NodeElectionRendezvous, addr, r[1], r[2]) {
 			t.Fatalf("Outranks disagrees with Rank for %s: %v", addr, r)
 		}
 		// Removing a node that is not first keeps the winner.
-		if r2 := Rank(addr, []string{r[0], r[1]}); r2[0] != r[0] {
+		if r2 := Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, []string{r[0], r[1]}); r2[0] != r[0] {
 			t.Fatalf("winner of %s moved when a loser left", addr)
 		}
 		wins[r[0]]++
@@ -173,5 +176,30 @@ func TestRankIsStableAndSpreads(t *testing.T) {
 		if wins[n] < 70 {
 			t.Errorf("node %s wins %d of 300 addresses: not spread", n, wins[n])
 		}
+	}
+}
+
+// TestMetalLBElection: under the MetalLB election every address goes to
+// the node MetalLB v0.16's speakers elect, the lowest SHA-256 of
+// "node#address" (speaker/layer2_controller.go), which differs from the
+// rendezvous election's choice for some addresses.
+func TestMetalLBElection(t *testing.T) {
+	nodes := []string{"node-1", "node-2", "node-3"}
+	differ := 0
+	for i := range 100 {
+		addr := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", i))
+		metallb := slices.MinFunc(nodes, func(a, b string) int {
+			ha, hb := sha256.Sum256([]byte(a+"#"+addr.String())), sha256.Sum256([]byte(b+"#"+addr.String()))
+			return bytes.Compare(ha[:], hb[:])
+		})
+		if got := Rank(svcnetv1alpha1.L2NodeElectionMetalLB, addr, nodes)[0]; got != metallb {
+			t.Fatalf("%s: the MetalLB election gives %s, MetalLB's speakers %s", addr, got, metallb)
+		}
+		if metallb != Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, nodes)[0] {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("the two elections agree on every address: the test shows nothing")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2/textlogger"
 
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
@@ -205,7 +206,7 @@ func TestL2Announce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			rank := announcementpolicy.Rank(addr, []string{"node1", "node2", "node3"})
+			rank := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, []string{"node1", "node2", "node3"})
 			first, second := rank[0], rank[1]
 
 			l.waitServedBy(t, addr, first)

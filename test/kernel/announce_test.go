@@ -145,7 +145,7 @@ func TestAnnounceL2(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		rank := announcementpolicy.Rank(addr, names)
+		rank := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, names)
 		served(t, svc, addr, rank[0])
 
 		var node corev1.Node
@@ -176,8 +176,8 @@ func TestAnnounceL2(t *testing.T) {
 		defer w.Close()
 		// The endpoint on the last-ranked node: the rank alone would
 		// never choose it.
-		last := announcementpolicy.Rank(addr, names)[2]
-		other := announcementpolicy.Rank(addr, names)[0]
+		last := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, names)[2]
+		other := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, names)[0]
 		pods := c.addPods(t, ns, "local", nodeNamed(c, last), 1)
 		served(t, svc, addr, last)
 
@@ -218,7 +218,7 @@ func TestAnnounceL2(t *testing.T) {
 		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, announce.ConditionAnnounced)).To(BeNil())
 		web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
 		addr := lbAddress(g, c, web)
-		served(t, web, addr, announcementpolicy.Rank(addr, names)[0])
+		served(t, web, addr, announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, names)[0])
 	})
 }
 

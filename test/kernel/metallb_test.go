@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
@@ -65,10 +66,12 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	c.startKubeControllerManager(t, kubeconfig) // the EndpointSlices, throughout
 
 	// The address is on the nodes' segment, so the client asks for it by
-	// ARP. It is one both MetalLB and svcnet give to the same node: see
-	// metallbL2Owner for why that matters.
-	vip := sharedOwnerAddr(t, names)
-	t.Logf("address %s: MetalLB's and svcnet's L2 owner %s", vip, metallbL2Owner(vip, names))
+	// ARP. It is one that svcnet's own election gives to another node than
+	// MetalLB's: the converted announcement's MetalLB election must keep it
+	// where it is (see metallbL2Owner for why that matters).
+	vip := divergingOwnerAddr(t, names)
+	t.Logf("address %s: MetalLB's L2 owner %s, svcnet's rendezvous owner %s", vip, metallbL2Owner(vip, names),
+		announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, vip, names)[0])
 	createMetalLBConfig(t, c.env.Client, vip)
 
 	ns, err := c.env.Namespace(ctx, "metallb")
@@ -141,7 +144,7 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	// would leave the address unanswered until svcnet's agents have
 	// listened their dead interval; the other way round both answer for
 	// a moment, which is harmless here: every node's kube-proxy serves
-	// the address, and both name the same node. The owner's gratuitous
+	// the address, and both name the same node (the MetalLB election). The owner's gratuitous
 	// ARP, as it takes the address, is what the client's neighbour entry
 	// follows from then on.
 	agents := map[string]*nodeProcess{}
@@ -235,11 +238,12 @@ func createMetalLBPod(t *testing.T, c *cluster, name, component, node string) st
 // metallbL2Owner is the node MetalLB's speakers (v0.16, memberlist off
 // or all speakers alive) let answer for addr: the first of the nodes by
 // sha256(node + "#" + addr), lowest first (speaker/layer2_controller.go,
-// ShouldAnnounce). svcnet ranks by sha256(node + "/" + addr), highest
-// first (announcementpolicy.Rank), so the two may choose different
-// nodes. Then the move shifts the client's traffic to another node, and
-// a connection it had through the old one stops being answered (seen
-// with this test on such an address): the new node has no conntrack
+// ShouldAnnounce), written here from MetalLB's source, apart from
+// svcnet's code. svcnet's own election (Rendezvous) ranks otherwise, so
+// the two may choose different nodes. Then a move would shift the
+// client's traffic to another node, and a connection it had through the
+// old one would stop being answered (seen with this test before the
+// converter set the MetalLB election): the new node has no conntrack
 // entry for it, so kube-proxy balances its next packet afresh and
 // masquerades it with its own address.
 func metallbL2Owner(addr netip.Addr, nodes []string) string {
@@ -250,16 +254,16 @@ func metallbL2Owner(addr netip.Addr, nodes []string) string {
 	})
 }
 
-// sharedOwnerAddr is the first address from 192.168.50.200 that MetalLB
-// and svcnet give to the same node.
-func sharedOwnerAddr(t *testing.T, nodes []string) netip.Addr {
+// divergingOwnerAddr is the first address from 192.168.50.200 that
+// MetalLB and svcnet's own election give to different nodes.
+func divergingOwnerAddr(t *testing.T, nodes []string) netip.Addr {
 	t.Helper()
 	for a := netip.MustParseAddr("192.168.50.200"); a.Less(netip.MustParseAddr("192.168.50.250")); a = a.Next() {
-		if metallbL2Owner(a, nodes) == announcementpolicy.Rank(a, nodes)[0] {
+		if metallbL2Owner(a, nodes) != announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, a, nodes)[0] {
 			return a
 		}
 	}
-	t.Fatal("no address that MetalLB and svcnet give to the same node")
+	t.Fatal("no address that MetalLB and svcnet's rendezvous give to different nodes")
 	return netip.Addr{}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
@@ -20,6 +21,8 @@ type Want struct {
 	// (selected by the announcement, with a local endpoint under Local);
 	// this node answers only if it is one of them.
 	Candidates []string
+	// Election is the announcement's: how the candidates rank.
+	Election svcnetv1alpha1.L2NodeElection
 }
 
 // peerState is what a segment knows of one peer from its heartbeats.
@@ -90,7 +93,7 @@ func decide(v view, wants []Want, owned map[netip.Addr]bool) map[netip.Addr]bool
 			if p == nil || !p.claims[w.Addr] {
 				continue
 			}
-			if !owned[w.Addr] || announcementpolicy.Outranks(w.Addr, name, v.self) {
+			if !owned[w.Addr] || announcementpolicy.Outranks(w.Election, w.Addr, name, v.self) {
 				blocked = true
 				break
 			}
@@ -110,7 +113,7 @@ func (v *view) firstLive(w Want, taking bool) bool {
 			isCandidate = true
 			continue
 		}
-		if v.live(c, w, taking) && announcementpolicy.Outranks(w.Addr, c, v.self) {
+		if v.live(c, w, taking) && announcementpolicy.Outranks(w.Election, w.Addr, c, v.self) {
 			return false
 		}
 	}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 func TestDecide(t *testing.T) {
 	addr := netip.MustParseAddr("192.168.240.1")
-	order := announcementpolicy.Rank(addr, []string{"a", "b", "c"})
+	order := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, []string{"a", "b", "c"})
 	first, second, third := order[0], order[1], order[2]
 	now := time.Unix(1000, 0)
 	const dead = 500 * time.Millisecond
@@ -148,7 +149,7 @@ func TestDecideConverges(t *testing.T) {
 			}
 		}
 		for _, w := range wants {
-			r := announcementpolicy.Rank(w.Addr, live)
+			r := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, w.Addr, live)
 			got := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return !owned[n][w.Addr] })
 			if diff := cmp.Diff([]string{r[0]}, got); diff != "" {
 				t.Errorf("%s: %s answered by (-want +got):\n%s", what, w.Addr, diff)

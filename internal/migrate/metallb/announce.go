@@ -44,6 +44,10 @@ func convertL2(srcs []source[l2AdvertisementSpec], pools []svcnetv1alpha1.LoadBa
 	var out []svcnetv1alpha1.LoadBalancerAnnouncement
 	for _, s := range srcs {
 		a := newAnnouncement(s.name, svcnetv1alpha1.AnnouncementModeL2, s.ref)
+		// MetalLB's election keeps every address on the node whose
+		// speaker answers for it now: its established connections live
+		// in that node's conntrack table.
+		a.Spec.NodeElection = svcnetv1alpha1.L2NodeElectionMetalLB
 		sel, ok := poolSelector(s.ref, s.spec.advertisementSpec, pools, warnings)
 		if !ok {
 			continue

@@ -51,7 +51,7 @@ spec:
 apiVersion: networking.svcnet.io/v1alpha1
 kind: LoadBalancerAnnouncement
 metadata: {name: example}
-spec: {mode: L2}
+spec: {mode: L2, nodeElection: MetalLB}
 `,
 	},
 	"pools with serviceAllocation priorities and namespaces": {
@@ -380,6 +380,7 @@ kind: LoadBalancerAnnouncement
 metadata: {name: either}
 spec:
   mode: L2
+  nodeElection: MetalLB
   interfaces: [eth0, eth1]
   poolSelector:
     matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [either]}]
@@ -467,6 +468,7 @@ kind: LoadBalancerAnnouncement
 metadata: {name: one-selector}
 spec:
   mode: L2
+  nodeElection: MetalLB
   poolSelector: {matchLabels: {color: red}}
 ---
 apiVersion: networking.svcnet.io/v1alpha1
@@ -474,6 +476,7 @@ kind: LoadBalancerAnnouncement
 metadata: {name: two-selectors}
 spec:
   mode: L2
+  nodeElection: MetalLB
   poolSelector:
     matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [blue, green]}]
 `,
