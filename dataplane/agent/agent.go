@@ -249,6 +249,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if err != nil {
 		return err
 	}
+	a.health.recorder = mgr.GetEventRecorder("svcnet-agent")
 	for _, obj := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &networkingv1.ServiceCIDR{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
@@ -375,7 +376,7 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		startedAt:      clk.Now(),
 		serviceChanges: map[types.NamespacedName]bool{},
 	}
-	a.health = newHealthServers(cfg.NetNS, log, func() bool { return a.Health().Healthy })
+	a.health = newHealthServers(cfg.NetNS, cfg.NodeName, log, func() bool { return a.Health().Healthy })
 	return a
 }
 

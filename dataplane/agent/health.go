@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
@@ -64,13 +65,26 @@ type healthServers struct {
 	// rules lag behind fails every health check node port too.
 	proxyHealthy func() bool
 
+	// recorder, when set, reports a port that cannot be listened on as
+	// kube-proxy does: a Warning Event on the Service.
+	recorder events.EventRecorder
+	node     string
+
 	mu      sync.Mutex
 	entries map[int32]healthEntry
 	servers map[int32]*http.Server
+	// failed is each port's last listen error already reported, so that a
+	// port that stays taken is reported once, not at every sync.
+	failed map[int32]string
 }
 
-func newHealthServers(ns string, log logr.Logger, proxyHealthy func() bool) *healthServers {
-	return &healthServers{netns: ns, log: log, proxyHealthy: proxyHealthy, entries: map[int32]healthEntry{}, servers: map[int32]*http.Server{}}
+// EventFailedHealthcheck is kube-proxy's reason for a health check node
+// port that cannot be listened on.
+const EventFailedHealthcheck = "FailedToStartServiceHealthcheck"
+
+func newHealthServers(ns, node string, log logr.Logger, proxyHealthy func() bool) *healthServers {
+	return &healthServers{netns: ns, node: node, log: log, proxyHealthy: proxyHealthy,
+		entries: map[int32]healthEntry{}, servers: map[int32]*http.Server{}, failed: map[int32]string{}}
 }
 
 // update opens listeners for new ports, closes the ones no longer used,
@@ -85,18 +99,41 @@ func (h *healthServers) update(entries map[int32]healthEntry) {
 			delete(h.servers, port)
 		}
 	}
-	for port := range entries {
+	for port := range h.failed {
+		if _, ok := entries[port]; !ok {
+			delete(h.failed, port)
+		}
+	}
+	for port, e := range entries {
 		if _, ok := h.servers[port]; ok {
 			continue
 		}
 		l, err := netns.Listen(h.netns, net.JoinHostPort("", strconv.Itoa(int(port))))
 		if err != nil {
-			h.log.Error(err, "Cannot serve health check node port", "port", port)
+			h.reportListenFailure(port, e, err)
 			continue
 		}
+		delete(h.failed, port)
 		srv := &http.Server{Handler: h.handler(port), ReadHeaderTimeout: 10 * time.Second}
 		h.servers[port] = srv
 		go func() { _ = srv.Serve(l) }()
+	}
+}
+
+// reportListenFailure logs a health check node port that cannot be
+// listened on (another process holds it: kube-proxy still on the node,
+// or another program) and, once per error, says so on the Service as
+// kube-proxy does. The port is tried again at every sync.
+func (h *healthServers) reportListenFailure(port int32, e healthEntry, err error) {
+	if h.failed[port] == err.Error() {
+		return
+	}
+	h.failed[port] = err.Error()
+	h.log.Error(err, "Cannot serve health check node port, retrying at every sync", "port", port, "service", e.namespace+"/"+e.name)
+	if h.recorder != nil {
+		h.recorder.Eventf(&corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: e.namespace, Name: e.name}, nil,
+			corev1.EventTypeWarning, EventFailedHealthcheck, "Listen", "node %s failed to start healthcheck %q on port %d: %v",
+			h.node, e.namespace+"/"+e.name, port, err)
 	}
 }
 

@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 )
 
@@ -127,5 +130,45 @@ func TestHealthCheckNodePortAnswersAsKubeProxy(t *testing.T) {
 				t.Errorf("X-Load-Balancing-Endpoint-Weight %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestHealthCheckNodePortTakenIsReported: a health check node port that
+// another process holds (kube-proxy still on the node) gives kube-proxy's
+// Warning Event on the Service once, not at every sync, and is served as
+// soon as it is free.
+func TestHealthCheckNodePortTakenIsReported(t *testing.T) {
+	held, err := net.Listen("tcp", ":0")
+	must(t, err)
+	port := int32(held.Addr().(*net.TCPAddr).Port)
+	rec := events.NewFakeRecorder(10)
+	h := newHealthServers("", "node-a", logr.Discard(), func() bool { return true })
+	h.recorder = rec
+	defer h.closeAll()
+	entries := map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: map[corev1.IPFamily]int{corev1.IPv4Protocol: 1}}}
+
+	h.update(entries)
+	h.update(entries)
+	select {
+	case e := <-rec.Events:
+		if want := "Warning " + EventFailedHealthcheck + " node node-a failed to start healthcheck \"ns/lb\" on port " + strconv.Itoa(int(port)); !strings.HasPrefix(e, want) {
+			t.Errorf("event %q, want it to start with %q", e, want)
+		}
+	default:
+		t.Fatal("no Event for a health check node port that is taken")
+	}
+	select {
+	case e := <-rec.Events:
+		t.Errorf("a second Event for the same failure: %q", e)
+	default:
+	}
+
+	must(t, held.Close())
+	h.update(entries)
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(port)) + "/")
+	must(t, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("health check node port once free: HTTP %d, want 200", resp.StatusCode)
 	}
 }
