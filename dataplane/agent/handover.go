@@ -46,6 +46,10 @@ type handover struct {
 	// handedBack are the families whose own rules the agent removed during
 	// this standby, once kube-proxy's were in place.
 	handedBack map[corev1.IPFamily]bool
+	// variant is the node's iptables variant, detected once per standby
+	// (detection runs both variants' iptables-save) for the hand-back's
+	// look at kube-proxy's chains, which polls every second.
+	variant *iptables.Variant
 	// leftoversDue: kube-proxy's rules (of every mode) are to be removed
 	// after the next sync that applies the agent's, once kube-proxy has
 	// left the node; passes counts the removals since the takeover.
@@ -69,6 +73,7 @@ func (a *Agent) standBy(ctx context.Context) {
 		a.log.Info("The Node is labelled for kube-proxy: standing by, writing no rules", "label", LabelNodeProxy+"="+NodeProxyKubeProxy)
 		a.handover.standby = true
 		a.handover.handedBack = map[corev1.IPFamily]bool{}
+		a.handover.variant = nil
 		a.handover.leftoversDue = false
 		a.health.closeAll()
 	}
@@ -121,7 +126,11 @@ func (a *Agent) handBack(ctx context.Context) bool {
 		if !ok {
 			why = "no kubernetes Service of the family to serve"
 		} else {
-			serving, err := kubeProxyServes(ctx, a.cfg, f, probe)
+			if a.handover.variant == nil {
+				v := detectVariant(a.cfg, logr.Discard())
+				a.handover.variant = &v
+			}
+			serving, err := kubeProxyServes(ctx, a.cfg, *a.handover.variant, f, probe)
 			if err != nil {
 				a.log.V(1).Info("Cannot tell yet whether kube-proxy's rules serve the node", "family", f, "err", err.Error())
 			}
@@ -175,7 +184,7 @@ func (a *Agent) probeAddress(ctx context.Context, f corev1.IPFamily) (netip.Addr
 // with endpoints or not) holds it, or its iptables KUBE-SERVICES chain
 // matches it, in nat (endpoints) or filter (none). Only asked in nftables
 // mode, where the agent writes no KUBE- chain of its own.
-func kubeProxyServes(ctx context.Context, cfg Config, f corev1.IPFamily, probe netip.Addr) (bool, error) {
+func kubeProxyServes(ctx context.Context, cfg Config, variant iptables.Variant, f corev1.IPFamily, probe netip.Addr) (bool, error) {
 	tables, err := nftables.Tables(f, cfg.NetNS)
 	if err != nil {
 		return false, err
@@ -195,7 +204,7 @@ func kubeProxyServes(ctx context.Context, cfg Config, f corev1.IPFamily, probe n
 			}
 		}
 	}
-	ipt := iptables.NewExecVariant(f, cfg.NetNS, detectVariant(cfg, logr.Discard()))
+	ipt := iptables.NewExecVariant(f, cfg.NetNS, variant)
 	match := "-d " + netip.PrefixFrom(probe, probe.BitLen()).String() + " "
 	for _, table := range []string{"nat", "filter"} {
 		rules, _, err := ipt.ChainRules(ctx, table, iptables.ChainServices)
