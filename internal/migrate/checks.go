@@ -148,14 +148,14 @@ func checkControllerManager(ctx context.Context, c client.Reader, _ *snapshot, r
 			}
 		}
 		if len(running) == 0 {
-			r.add(AreaControllerManager, Note, "Pod/"+p.Namespace+"/"+p.Name, "--controllers=%s leaves out every controller svcnet's manager runs", value)
+			r.add(AreaControllerManager, Note, ref("Pod", &p), "--controllers=%s leaves out every controller svcnet's manager runs", value)
 			continue
 		}
 		want := value
 		for _, ctl := range running {
 			want += ",-" + ctl
 		}
-		r.add(AreaControllerManager, Change, "Pod/"+p.Namespace+"/"+p.Name, "kube-controller-manager runs %s: once svcnet's manager runs, restart it with --controllers=%s",
+		r.add(AreaControllerManager, Change, ref("Pod", &p), "kube-controller-manager runs %s: once svcnet's manager runs, restart it with --controllers=%s",
 			strings.Join(running, ", "), want)
 	}
 	var slices discoveryv1.EndpointSliceList
@@ -236,13 +236,13 @@ func checkLoadBalancers(ctx context.Context, c client.Reader, extra []svcnetv1al
 	nsLabels := map[string]map[string]string{}
 	for _, svc := range svcs.Items {
 		if _, labelled := svc.Labels[model.LabelServiceProxyName]; labelled {
-			r.add(AreaKubeProxy, Note, object(&svc), "labelled %s: neither kube-proxy nor svcnet's agent without --proxy-name programs it", model.LabelServiceProxyName)
+			r.add(AreaKubeProxy, Note, ref("Service", &svc), "labelled %s: neither kube-proxy nor svcnet's agent without --proxy-name programs it", model.LabelServiceProxyName)
 		}
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
 		if cl := svc.Spec.LoadBalancerClass; cl != nil && *cl != loadbalancer.DefaultClass {
-			r.add(AreaLoadBalancer, Note, object(&svc), "loadBalancerClass %s: left to that implementation", *cl)
+			r.add(AreaLoadBalancer, Note, ref("Service", &svc), "loadBalancerClass %s: left to that implementation", *cl)
 			continue
 		}
 		labels, ok := nsLabels[svc.Namespace]
@@ -261,7 +261,7 @@ func checkLoadBalancers(ctx context.Context, c client.Reader, extra []svcnetv1al
 
 func previewService(svc *corev1.Service, pools []svcnetv1alpha1.LoadBalancerIPPool, cidrs []networkingv1.ServiceCIDR, nsLabels map[string]string, r *Report) {
 	p := loadbalancer.PreviewService(svc, pools, cidrs, nsLabels)
-	obj := object(svc)
+	obj := ref("Service", svc)
 	for _, a := range p.Replaced {
 		r.add(AreaLoadBalancer, Blocker, obj, "would lose its address %s: no LoadBalancerIPPool that takes this Service holds it; create one that does (svcnet migrate metallb converts MetalLB's pools)", a)
 	}
@@ -276,11 +276,9 @@ func previewService(svc *corev1.Service, pools []svcnetv1alpha1.LoadBalancerIPPo
 	}
 }
 
-func object(o client.Object) string {
-	kind := "Service"
-	if _, ok := o.(*corev1.Service); !ok {
-		kind = o.GetObjectKind().GroupVersionKind().Kind
-	}
+// ref names an object as a finding's Object: kind/namespace/name, or
+// kind/name for one without a namespace.
+func ref(kind string, o client.Object) string {
 	if o.GetNamespace() == "" {
 		return kind + "/" + o.GetName()
 	}

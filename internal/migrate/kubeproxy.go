@@ -29,7 +29,7 @@ func checkKubeProxy(ctx context.Context, c client.Reader, s *snapshot, r *Report
 		return nil
 	}
 	for _, ds := range s.kubeProxies {
-		obj := "DaemonSet/" + ds.Namespace + "/" + ds.Name
+		obj := ref("DaemonSet", ds)
 		if !followsProxyLabel(ds) {
 			r.add(AreaKubeProxy, Change, obj, "kube-proxy runs on every node: give it a node affinity on %s In [%s] (docs/operations.md, \"Moving from kube-proxy\"), so that relabelling a node moves it", agent.LabelNodeProxy, agent.NodeProxyKubeProxy)
 		}
@@ -60,7 +60,7 @@ func checkKubeProxy(ctx context.Context, c client.Reader, s *snapshot, r *Report
 // compareAgent reports where svcnet's agent DaemonSet, already
 // installed, would treat traffic otherwise than kube-proxy (cfg) does.
 func compareAgent(ctx context.Context, c client.Reader, ds *appsv1.DaemonSet, kubeProxy agent.Config, node string, r *Report) {
-	obj := "DaemonSet/" + ds.Namespace + "/" + ds.Name
+	obj := ref("DaemonSet", ds)
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return
 	}
