@@ -3,7 +3,6 @@
 package kernel
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -307,24 +306,8 @@ func clientNeighbour(c *cluster, addr netip.Addr) string {
 // milliseconds and one long-lived connection.
 func startLoadBalancerLoad(t *testing.T, clientNS string, addr netip.Addr) *migrationLoad {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &migrationLoad{ctx: ctx, cancel: cancel}
-	host := addr.String()
-	kept, err := netns.DialContext(netlab.Path(clientNS))(ctx, "tcp", net.JoinHostPort(host, "80"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.newConnections(clientNS, "http://"+net.JoinHostPort(host, "80")+"/")
-	rd := bufio.NewReader(kept)
-	l.wg.Add(1)
-	go l.every(ctx, 50*time.Millisecond, func() {
-		err := keepAliveGet(kept, rd, host)
-		l.record(ctx, err, &l.r.keptOK, &l.r.keptBroken, nil)
-	})
-	// expectServing waits for UDP too: this load has none, so count it
-	// as answered.
-	l.wg.Add(1)
-	go l.every(ctx, 20*time.Millisecond, func() { l.record(ctx, nil, &l.r.udpOK, &l.r.udpLost, nil) })
-	t.Cleanup(func() { l.stop(); _ = kept.Close() })
+	l := newMigrationLoad(t)
+	l.newConnections(clientNS, "http://"+net.JoinHostPort(addr.String(), "80")+"/")
+	l.keepConnection(t, clientNS, addr.String())
 	return l
 }
