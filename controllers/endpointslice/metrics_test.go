@@ -57,18 +57,7 @@ func TestMetricsAreKubeControllerManagers(t *testing.T) {
 			Help:    "Time from observing a Pod or Service change to the EndpointSlice write that reflects it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)},
 	}
-	got, err := metricstest.Shapes(ctrlmetrics.Registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range tests {
-		t.Run(name, func(t *testing.T) {
-			want.Name = name
-			if diff := cmp.Diff(want, got[name]); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", name, diff)
-			}
-		})
-	}
+	metricstest.ExpectShapes(t, ctrlmetrics.Registry, tests)
 }
 
 // TestMetricsMatchUpstreamPackage compares the series with the ones

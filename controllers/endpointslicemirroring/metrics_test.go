@@ -43,18 +43,7 @@ func TestMetricsAreKubeControllerManagers(t *testing.T) {
 		"endpoint_slice_mirroring_controller_changes": {Type: "COUNTER", Help: "[ALPHA] Number of EndpointSlice changes",
 			Labels: []string{"operation"}},
 	}
-	got, err := metricstest.Shapes(ctrlmetrics.Registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range tests {
-		t.Run(name, func(t *testing.T) {
-			want.Name = name
-			if diff := cmp.Diff(want, got[name]); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
+	metricstest.ExpectShapes(t, ctrlmetrics.Registry, tests)
 }
 
 func TestMirrorTotals(t *testing.T) {

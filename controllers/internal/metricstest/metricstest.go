@@ -9,7 +9,9 @@ package metricstest
 import (
 	"fmt"
 	"slices"
+	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -106,4 +108,22 @@ func labelsAre(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// ExpectShapes gathers g and checks, in a subtest per family, that every
+// family of want (keyed by name) has that shape.
+func ExpectShapes(t *testing.T, g prometheus.Gatherer, want map[string]Shape) {
+	t.Helper()
+	got, err := Shapes(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			w.Name = name
+			if diff := cmp.Diff(w, got[name]); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", name, diff)
+			}
+		})
+	}
 }
