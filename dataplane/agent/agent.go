@@ -666,14 +666,12 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	start := a.clock.Now()
 	work := a.takePending()
 	a.takeLeftoverRecheck()
-	node, err := a.nodeModel(ctx)
+	n, err := a.readNode(ctx)
 	if err != nil {
 		return a.failed(work, ReasonNode, err)
 	}
-	standby, err := a.kubeProxyOwnsNode(ctx)
-	if err != nil {
-		return a.failed(work, ReasonNode, err)
-	}
+	node := a.nodeModelOf(n)
+	standby := n != nil && kubeProxyOwns(n)
 	if err := a.render(ctx, node, work); err != nil {
 		return a.failed(work, ReasonRender, err)
 	}
@@ -708,34 +706,39 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	return nil
 }
 
-// nodeModel is what the model needs of this node's Node object. A Node
-// that does not exist (yet) has no zone; any other error fails the sync
-// rather than rendering every Service as if the node had no zone.
+// nodeModel is what the model needs of this node's Node object
+// (nodeModelOf).
 func (a *Agent) nodeModel(ctx context.Context) (model.Node, error) {
-	node := model.Node{Name: a.cfg.NodeName}
-	var n corev1.Node
-	switch err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, &n); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return node, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
-	default:
-		node.Zone = n.Labels[corev1.LabelTopologyZone]
-		node.IPs = primaryIPs(&n, a.cfg.BindAddress)
+	n, err := a.readNode(ctx)
+	if err != nil {
+		return model.Node{Name: a.cfg.NodeName}, err
 	}
-	return node, nil
+	return a.nodeModelOf(n), nil
 }
 
-// kubeProxyOwnsNode tells whether this node's Node is labelled for
-// kube-proxy (handover.go); a Node that does not exist (yet) is not.
-func (a *Agent) kubeProxyOwnsNode(ctx context.Context) (bool, error) {
+// readNode reads this node's Node from the cache: nil when it does not
+// exist (yet). Any other error fails the sync rather than rendering every
+// Service as if the node had no zone.
+func (a *Agent) readNode(ctx context.Context) (*corev1.Node, error) {
 	var n corev1.Node
 	switch err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, &n); {
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
+		return nil, fmt.Errorf("reading Node %s: %w", a.cfg.NodeName, err)
 	}
-	return kubeProxyOwns(&n), nil
+	return &n, nil
+}
+
+// nodeModelOf is what the model needs of a Node: its zone and primary
+// IPs; a Node that does not exist has neither.
+func (a *Agent) nodeModelOf(n *corev1.Node) model.Node {
+	node := model.Node{Name: a.cfg.NodeName}
+	if n != nil {
+		node.Zone = n.Labels[corev1.LabelTopologyZone]
+		node.IPs = primaryIPs(n, a.cfg.BindAddress)
+	}
+	return node
 }
 
 // nodeIPs are a Node's primary addresses as kube-proxy picks them: the
