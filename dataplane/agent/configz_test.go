@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-proxy/config/v1alpha1"
 
-	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 )
 
 // getConfigz asks the metrics address's /configz and decodes it as
@@ -47,7 +47,7 @@ func getConfigz(t *testing.T, cfg Config) v1alpha1.KubeProxyConfiguration {
 // kube-proxy's conversion back from its internal form writes them) the
 // sync periods of the other modes empty.
 func TestConfigzServesTheFileInEffect(t *testing.T) {
-	file, err := builder.KubeadmKubeProxyConfig(map[string]any{"conntrack.maxPerCore": 0, "iptables.minSyncPeriod": "2s", "clusterCIDR": "10.244.0.0/16,fd00:10:244::/56"})
+	file, err := kubeadm.KubeProxyConfig(map[string]any{"conntrack.maxPerCore": 0, "iptables.minSyncPeriod": "2s", "clusterCIDR": "10.244.0.0/16,fd00:10:244::/56"})
 	must(t, err)
 	path := filepath.Join(t.TempDir(), "config.conf")
 	must(t, os.WriteFile(path, file, 0o600))

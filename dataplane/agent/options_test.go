@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/dataplane/announce"
-	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -94,7 +94,7 @@ func TestKubeProxyConfigFiles(t *testing.T) {
 		"kind": {changes: map[string]any{"conntrack.maxPerCore": 0, "iptables.minSyncPeriod": "1s"}, want: kind},
 	} {
 		t.Run(name, func(t *testing.T) {
-			file, err := builder.KubeadmKubeProxyConfig(tc.changes)
+			file, err := kubeadm.KubeProxyConfig(tc.changes)
 			if err != nil {
 				t.Fatal(err)
 			}

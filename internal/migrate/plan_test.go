@@ -20,6 +20,7 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 // kube-proxy with it on every node.
 func kubeadmKubeProxy(t *testing.T, ctx context.Context, changes map[string]any) {
 	t.Helper()
-	conf, err := builder.KubeadmKubeProxyConfig(changes)
+	conf, err := kubeadm.KubeProxyConfig(changes)
 	must(t, err)
 	must(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
 		Data: map[string]string{"config.conf": string(conf), "kubeconfig.conf": "apiVersion: v1\nkind: Config\n"}}))
@@ -206,7 +207,7 @@ func TestPlan(t *testing.T) {
 	// kube-proxy in ipvs mode: svcnet's agent refuses it.
 	var cm corev1.ConfigMap
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-proxy"}, &cm))
-	conf, err := builder.KubeadmKubeProxyConfig(map[string]any{"mode": "ipvs"})
+	conf, err := kubeadm.KubeProxyConfig(map[string]any{"mode": "ipvs"})
 	must(t, err)
 	cm.Data["config.conf"] = string(conf)
 	must(t, c.Update(ctx, &cm))

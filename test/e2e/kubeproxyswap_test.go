@@ -17,7 +17,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,8 +25,9 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
-	"github.com/svcnet-io/svcnet/test/builder"
 )
 
 // kubeadmPodSubnet is the Pod range svcnet up gives its nodes, and the
@@ -43,100 +43,7 @@ const kubeadmPodSubnet = "10.244.0.0/16"
 // when told to raise it. Every other field is kubeadm's default, the mode
 // included: kubeadm v1.37 writes iptables when none is given.
 func kubeadmProxyConfig() ([]byte, error) {
-	return builder.KubeadmKubeProxyConfig(map[string]any{"clusterCIDR": kubeadmPodSubnet, "conntrack.maxPerCore": 0})
-}
-
-// kubeadmProxyKubeconfig is the kubeconfig.conf beside it: the API server
-// at kubeadm's control plane endpoint (%s, the advertised address and
-// port), trusted and authenticated with what the Pod's ServiceAccount
-// volume holds.
-const kubeadmProxyKubeconfig = `apiVersion: v1
-kind: Config
-clusters:
-- cluster:
-    certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
-    server: %s
-  name: default
-contexts:
-- context:
-    cluster: default
-    namespace: default
-    user: default
-  name: default
-current-context: default
-users:
-- name: default
-  user:
-    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token`
-
-// kubeadmKubeProxy is what kubeadm v1.37 creates for kube-proxy: its
-// ServiceAccount bound to the bootstrap ClusterRole system:node-proxier,
-// the Role and RoleBinding that let joining nodes read the ConfigMap, the
-// ConfigMap, and the DaemonSet running kube-proxy's image with config.conf
-// and the node's name. apiServer is the control plane endpoint,
-// https://host:port; config is config.conf.
-func kubeadmKubeProxy(apiServer string, config []byte) []client.Object {
-	const ns, name = metav1.NamespaceSystem, "kube-proxy"
-	labels := map[string]string{"k8s-app": name}
-	return []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		},
-		&rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{name}}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "system:bootstrappers:kubeadm:default-node-token"}},
-		},
-		&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
-			Data: map[string]string{
-				"kubeconfig.conf": fmt.Sprintf(kubeadmProxyKubeconfig, apiServer),
-				"config.conf":     string(config),
-			},
-		},
-		&appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: appsv1.DaemonSetSpec{
-				Selector:       &metav1.LabelSelector{MatchLabels: labels},
-				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						PriorityClassName: "system-node-critical",
-						Containers: []corev1.Container{{
-							Name:            name,
-							Image:           "registry.k8s.io/kube-proxy:v1.37.1",
-							ImagePullPolicy: corev1.PullIfNotPresent,
-							Command:         []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"},
-							SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-							VolumeMounts: []corev1.VolumeMount{
-								{MountPath: "/var/lib/kube-proxy", Name: name},
-								{MountPath: "/run/xtables.lock", Name: "xtables-lock"},
-								{MountPath: "/lib/modules", Name: "lib-modules", ReadOnly: true},
-							},
-							Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
-						}},
-						HostNetwork:        true,
-						ServiceAccountName: name,
-						Volumes: []corev1.Volume{
-							{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}},
-							{Name: "xtables-lock", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/xtables.lock", Type: ptr.To(corev1.HostPathFileOrCreate)}}},
-							{Name: "lib-modules", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/lib/modules"}}},
-						},
-						Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-						NodeSelector: map[string]string{corev1.LabelOSStable: "linux"},
-					},
-				},
-			},
-		},
-	}
+	return kubeadm.KubeProxyConfig(map[string]any{"clusterCIDR": kubeadmPodSubnet, "conntrack.maxPerCore": 0})
 }
 
 // swapToSvcnet makes kubeadm's kube-proxy DaemonSet run svcnet, changing
@@ -207,12 +114,15 @@ func TestUpKubeProxySwap(t *testing.T) {
 		t.Fatalf("%s answered %q with no proxy on the nodes", web.Spec.ClusterIP, body)
 	}
 
-	apiServer := kubeadmControlPlaneEndpoint(t, c)
+	apiServer, err := addons.ControlPlaneEndpoint(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	config, err := kubeadmProxyConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := kubeadmKubeProxy(apiServer, config)
+	objs := addons.KubeadmKubeProxy(apiServer, config)
 	swapToSvcnet(t, objs[len(objs)-1].(*appsv1.DaemonSet), agentImage)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
@@ -344,25 +254,6 @@ func swapBackend(t *testing.T, c client.Client) (*corev1.Service, *corev1.Servic
 		t.Fatalf("web has %d Ready endpoints, want 2: %v", len(podNames), err)
 	}
 	return web, nodePort, podNames
-}
-
-// kubeadmControlPlaneEndpoint is what kubeadm writes as the server of
-// kube-proxy's kubeconfig when no controlPlaneEndpoint is configured: the
-// API server's advertised address and port, which its endpoint reconciler
-// keeps in the kubernetes Service's EndpointSlice.
-func kubeadmControlPlaneEndpoint(t *testing.T, c client.Client) string {
-	t.Helper()
-	var slices discoveryv1.EndpointSliceList
-	if err := c.List(context.Background(), &slices, client.InNamespace(metav1.NamespaceDefault), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range slices.Items {
-		if len(s.Endpoints) > 0 && len(s.Endpoints[0].Addresses) > 0 && len(s.Ports) > 0 && s.Ports[0].Port != nil {
-			return "https://" + net.JoinHostPort(s.Endpoints[0].Addresses[0], strconv.Itoa(int(*s.Ports[0].Port)))
-		}
-	}
-	t.Fatalf("no address in the kubernetes Service's EndpointSlices: %+v", slices.Items)
-	return ""
 }
 
 // waitKubeProxyReady waits until kube-proxy's DaemonSet has a Ready,

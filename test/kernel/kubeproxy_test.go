@@ -20,8 +20,8 @@ import (
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
-	"github.com/svcnet-io/svcnet/test/builder"
 )
 
 // startKubeadmAgent runs the agent on node n as kubeadm's kube-proxy
@@ -45,7 +45,7 @@ func (c *cluster) writeKubeadmConfig(t *testing.T, maxPerCore, floor any) string
 	// kubeadm's file with what this test changes: nftables mode,
 	// conntrack settings a private network namespace can take
 	// (nf_conntrack_max is the host's), and the kubeconfig's path.
-	file, err := builder.KubeadmKubeProxyConfig(map[string]any{
+	file, err := kubeadm.KubeProxyConfig(map[string]any{
 		"clientConnection.kubeconfig": kubeconfig,
 		"conntrack.maxPerCore":        maxPerCore,
 		"conntrack.min":               floor,

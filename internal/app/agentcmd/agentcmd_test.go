@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 )
 
 // TestCheckKubeProxyArgs completes kube-proxy's arguments as the agent
@@ -18,7 +18,7 @@ import (
 func TestCheckKubeProxyArgs(t *testing.T) {
 	config := func(changes map[string]any) string {
 		t.Helper()
-		data, err := builder.KubeadmKubeProxyConfig(changes)
+		data, err := kubeadm.KubeProxyConfig(changes)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,9 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package builder
+// Package kubeadm holds what kubeadm v1.37 writes for kube-proxy, for
+// `svcnet up --kube-proxy` and for the tests that run kube-proxy, or
+// svcnet's agent in its place, as a kubeadm cluster does.
+package kubeadm
 
 import (
 	_ "embed"
@@ -10,20 +13,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kubeadmKubeProxyConfig is kube-proxy's config.conf as kubeadm v1.37
-// writes it: the one copy every test that runs svcnet as kube-proxy's
-// stand-in starts from.
+// kubeProxyConfig is kube-proxy's config.conf as kubeadm v1.37 writes
+// it: the one copy `svcnet up --kube-proxy` and every test that runs
+// kube-proxy, or svcnet as its stand-in, start from.
 //
-//go:embed kubeadm-kube-proxy.conf
-var kubeadmKubeProxyConfig []byte
+//go:embed kube-proxy.conf
+var kubeProxyConfig []byte
 
-// KubeadmKubeProxyConfig is kubeadm's config.conf with the fields changes
+// KubeProxyConfig is kubeadm's config.conf with the fields changes
 // names (dotted paths, e.g. "conntrack.maxPerCore") set to their values;
 // a nil value writes null. A path that is not in kubeadm's file is an
 // error, so that a misspelt field is never silently added.
-func KubeadmKubeProxyConfig(changes map[string]any) ([]byte, error) {
+func KubeProxyConfig(changes map[string]any) ([]byte, error) {
 	var doc map[string]any
-	if err := yaml.Unmarshal(kubeadmKubeProxyConfig, &doc); err != nil {
+	if err := yaml.Unmarshal(kubeProxyConfig, &doc); err != nil {
 		return nil, err
 	}
 	for path, v := range changes {

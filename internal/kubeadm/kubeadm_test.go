@@ -1,6 +1,6 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package builder
+package kubeadm
 
 import (
 	"strings"
@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-func TestKubeadmKubeProxyConfig(t *testing.T) {
-	out, err := KubeadmKubeProxyConfig(map[string]any{"mode": "nftables", "conntrack.maxPerCore": 0, "conntrack.min": nil})
+func TestKubeProxyConfig(t *testing.T) {
+	out, err := KubeProxyConfig(map[string]any{"mode": "nftables", "conntrack.maxPerCore": 0, "conntrack.min": nil})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestKubeadmKubeProxyConfig(t *testing.T) {
 		doc.Conntrack.Min != nil || doc.ClusterCIDR != "10.244.0.0/16" {
 		t.Errorf("changed config:\n%s", out)
 	}
-	if _, err := KubeadmKubeProxyConfig(map[string]any{"conntrack.maxPerCores": 0}); err == nil || !strings.Contains(err.Error(), "conntrack.maxPerCores") {
+	if _, err := KubeProxyConfig(map[string]any{"conntrack.maxPerCores": 0}); err == nil || !strings.Contains(err.Error(), "conntrack.maxPerCores") {
 		t.Errorf("a misspelt field: %v", err)
 	}
 }
