@@ -155,3 +155,17 @@ func TestCompleteNamesEveryBadChoice(t *testing.T) {
 		t.Errorf("Run of a Config not completed: %v", err)
 	}
 }
+
+// --kube-proxy starts kube-proxy beside svcnet as installed from its
+// manifests or chart: with svcnet in-process there is no DaemonSet of
+// svcnet's to stand by, so the flag is refused.
+func TestKubeProxyNeedsManifests(t *testing.T) {
+	for install, ok := range map[Install]bool{InstallInProcess: false, InstallManifests: true, InstallHelm: true} {
+		o := DefaultOptions()
+		o.KubeProxy, o.Install = true, install
+		_, err := o.Complete(nil)
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--kube-proxy needs")) {
+			t.Errorf("--kube-proxy --install=%s: %v", install, err)
+		}
+	}
+}

@@ -47,6 +47,9 @@ func (s *session) imageStore() (*images.Store, error) {
 		return nil, fmt.Errorf("reading the node images (make node-images): %w", err)
 	}
 	store.Add(addons.CoreDNSImage(filepath.Join(s.binDir, "coredns")))
+	if s.cfg.KubeProxy {
+		store.Add(addons.KubeProxyNodeImage(filepath.Join(s.binDir, upstreamNodeBinary)))
+	}
 	if s.manifests {
 		imgs, err := s.svcnetImagesOf()
 		if err != nil {

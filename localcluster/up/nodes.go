@@ -31,6 +31,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/kubeadm"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/localcluster/addons"
@@ -214,26 +215,42 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 			return nil, err
 		}
 	}
+	if err := cl.install(ctx, s); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// install installs what runs on the nodes as a cluster installer would:
+// kube-proxy (--kube-proxy), svcnet from its manifests or chart, with
+// its default pool, and cluster DNS.
+func (cl *cluster) install(ctx context.Context, s *session) error {
+	c, out := s.cfg, s.out
+	if c.KubeProxy {
+		if err := installKubeProxy(ctx, s); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "kube-proxy installed as kubeadm installs it (%s mode), on every node labelled %s=%s; svcnet's agents will stand by\n",
+			c.ProxyMode, agent.LabelNodeProxy, agent.NodeProxyKubeProxy)
+	}
 	if s.manifests {
 		if err := cl.installManifests(ctx, s); err != nil {
-			return nil, err
+			return err
 		}
 		fmt.Fprintf(out, "%s installed: %s and %s running in namespace %s\n", installedWhat[c.Install], managerName, agentName, svcnetNamespace)
 		if c.LoadBalancerRange != "" {
 			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
-				return nil, err
+				return err
 			}
 			if err := ensureAnnouncement(ctx, s.admin, c.LBAnnounce); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	if c.DNS {
-		if err := cl.installDNS(ctx, s.admin, cl.dnsIP); err != nil {
-			return nil, err
-		}
+		return cl.installDNS(ctx, s.admin, cl.dnsIP)
 	}
-	return cl, nil
+	return nil
 }
 
 // buildNetwork makes the fabric, the node namespaces routed to each other,
@@ -411,6 +428,24 @@ func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node,
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,
 		"--v=" + strconv.Itoa(max(c.Verbosity, 2))}
 	return cl.startNodeProxy(ctx, n, apiURL, "kube-proxy", args, "kube-proxy-"+n.Name+".log", "/healthz", logs)
+}
+
+// installKubeProxy installs kube-proxy as kubeadm does, in this run's
+// mode and Pod range, for --kube-proxy.
+func installKubeProxy(ctx context.Context, s *session) error {
+	config, err := kubeadm.KubeProxyConfig(map[string]any{
+		"mode": string(s.cfg.ProxyMode), "clusterCIDR": s.cfg.ClusterCIDR,
+		// As kind's: nf_conntrack_max is the host's, read-only in a node's
+		// namespace.
+		"conntrack.maxPerCore": 0,
+	})
+	if err != nil {
+		return err
+	}
+	if err := addons.InstallKubeProxy(ctx, s.admin, config, 2*time.Minute); err != nil {
+		return fmt.Errorf("installing kube-proxy (--kube-proxy): %w", err)
+	}
+	return nil
 }
 
 // startNodeProxy runs a node's proxy (args: its binary and flags) inside

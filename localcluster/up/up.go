@@ -102,6 +102,11 @@ type Options struct {
 	// program's children), or InstallManifests to apply config/default
 	// and let the simulated nodes run it.
 	Install Install
+	// KubeProxy starts the cluster as a kubeadm cluster about to move to
+	// svcnet: kube-proxy's DaemonSet, as kubeadm creates it, programs
+	// every node, labelled svcnet.io/proxy=kube-proxy, and svcnet's agents
+	// stand by (docs/operations.md). Needs Install other than in-process.
+	KubeProxy bool
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -194,6 +199,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(enumflag.Var(&o.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&o.DNS, "dns", o.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
 	fs.Var(enumflag.Var(&o.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
+	fs.BoolVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "Start as a kubeadm cluster about to move from kube-proxy (with --install=manifests or helm): kube-proxy's DaemonSet as kubeadm creates it (bin/k8s/kube-proxy, in --proxy-mode) programs every node, each labelled svcnet.io/proxy=kube-proxy, and svcnet's agents stand by; docs/operations.md's steps then move the nodes, one `kubectl label` each.")
 	fs.BoolVar(&o.Endpoints, "endpoints-controller", o.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
 	fs.BoolVar(&o.Demo, "demo", o.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	o.Manager.AddFlags(fs)
@@ -262,6 +268,9 @@ func (o *Options) validateNodes() []error {
 	}
 	if o.Install != InstallInProcess && (o.Nodes < 1 || o.Pipeline != PipelineSvcnet) {
 		errs = append(errs, fmt.Errorf("--install=%s needs nodes to run the manifests (--nodes) and --pipeline=svcnet", o.Install))
+	}
+	if o.KubeProxy && o.Install == InstallInProcess {
+		errs = append(errs, errors.New("--kube-proxy needs svcnet installed as a cluster installs it, beside kube-proxy's DaemonSet: --install=manifests or helm"))
 	}
 	if o.Demo && o.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
@@ -510,9 +519,9 @@ func (s *session) preflight() (unlock func(), err error) {
 			return nil, fmt.Errorf("missing %s for the cluster DNS add-on: run `make k8s-bins`, or turn DNS off with --dns=false", p)
 		}
 	}
-	if s.upstream && c.Nodes > 0 {
+	if (s.upstream && c.Nodes > 0) || c.KubeProxy {
 		if p := filepath.Join(s.binDir, upstreamNodeBinary); !executable(p) {
-			return nil, fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream: run `make k8s-bins`", p)
+			return nil, fmt.Errorf("missing Kubernetes binary %s for --pipeline=upstream or --kube-proxy: run `make k8s-bins`", p)
 		}
 	}
 	if s.dataDir, err = prepareDataDir(c.DataDir); err != nil {
