@@ -29,6 +29,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/trafficload"
 )
 
 // metallbNamespace is where MetalLB's objects and processes live, as its
@@ -115,7 +116,7 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	g.Expect(clientNeighbour(c, vip)).To(ContainSubstring(macs[owner]), "MetalLB's speaker on %s answers for the address", owner)
 
 	load := startLoadBalancerLoad(t, c.client, vip)
-	defer load.stop()
+	defer load.Stop()
 
 	// MetalLB's configuration becomes svcnet's, as `svcnet migrate
 	// metallb` writes it.
@@ -152,23 +153,18 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	}
 	g.Eventually(agents[owner].count("Announcing address")).WithTimeout(converge).WithPolling(poll).Should(BeNumerically(">=", 1),
 		"svcnet's agent on %s announces the address", owner)
-	load.expectServing(g, "MetalLB's speakers and svcnet's agents")
+	expectServing(g, load, "MetalLB's speakers and svcnet's agents")
 	for _, n := range c.nodes {
 		speakers[n.Name].stop()
 	}
-	load.expectServing(g, "svcnet's agents alone")
+	expectServing(g, load, "svcnet's agents alone")
 	g.Expect(clientNeighbour(c, vip)).To(ContainSubstring(macs[owner]), "the client's neighbour entry names %s", owner)
 
 	var after corev1.Service
 	g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &after)).To(Succeed())
 	g.Expect(after.Status.LoadBalancer.Ingress).To(Equal(ingress), "the Service's address changed")
 
-	r := load.stop()
-	t.Logf("%d new connections, %d requests on the long-lived one; longest gap between successful new connections %s",
-		r.newOK, r.keptOK, r.longestGap)
-	g.Expect(r.newFailed).To(BeEmpty(), "failed new connections")
-	g.Expect(r.keptBroken).To(BeEmpty(), "the long-lived connection broke")
-	g.Expect(r.newOK).To(BeNumerically(">", 100), "the load ran")
+	expectNoFailure(t, g, load.Stop())
 }
 
 // metallbBinDir is bin/metallb at the root of this module, where `make
@@ -301,13 +297,15 @@ func clientNeighbour(c *cluster, addr netip.Addr) string {
 	return strings.TrimSpace(out)
 }
 
-// startLoadBalancerLoad is a migrationLoad from the client outside the
+// startLoadBalancerLoad is a migration's load from the client outside the
 // nodes to a LoadBalancer address: new TCP connections every few
 // milliseconds and one long-lived connection.
-func startLoadBalancerLoad(t *testing.T, clientNS string, addr netip.Addr) *migrationLoad {
+func startLoadBalancerLoad(t *testing.T, clientNS string, addr netip.Addr) *trafficload.Load {
 	t.Helper()
 	l := newMigrationLoad(t)
-	l.newConnections(clientNS, "http://"+net.JoinHostPort(addr.String(), "80")+"/")
-	l.keepConnection(t, clientNS, addr.String())
+	l.NewConnections(clientNS, "http://"+net.JoinHostPort(addr.String(), "80")+"/")
+	if err := l.KeepConnection(clientNS, addr.String()); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }

@@ -3,12 +3,10 @@
 package kernel
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,11 +24,12 @@ import (
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
-	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/harness/nodecheck"
+	"github.com/svcnet-io/svcnet/test/harness/trafficload"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -192,7 +191,7 @@ func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
 		WithTimeout(converge).WithPolling(poll).Should(Succeed(), "kube-proxy serves the Service")
 
 	load := startMigrationLoad(t, clientPod.NetNS, svc.Spec.ClusterIP, udpSvc.Spec.ClusterIP)
-	defer load.stop()
+	defer load.Stop()
 	addIPVSLeftovers(t, c, n)
 
 	// The agent starts beside it, on standby: it writes nothing.
@@ -209,7 +208,7 @@ func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
 	kubeProxy.stop()
 	g.Eventually(func() string { return kubeProxyRules(c, n, svcnetMode) }).WithTimeout(converge).WithPolling(poll).Should(BeEmpty(),
 		"kube-proxy's rules left on the node after the move to svcnet")
-	load.expectServing(g, "svcnet alone")
+	expectServing(g, load, "svcnet alone")
 
 	// And back: the label, then kube-proxy's Pod returns; once its rules
 	// serve, the agent removes its own and its Pod goes.
@@ -224,15 +223,9 @@ func testMigrateFromKubeProxy(t *testing.T, kubeProxyMode, svcnetMode string) {
 		g.Eventually(kubeProxy.count("SyncProxyRules complete")).WithTimeout(converge).WithPolling(poll).Should(BeNumerically(">", 0))
 	}
 	svcnetAgent.stop()
-	load.expectServing(g, "kube-proxy again")
+	expectServing(g, load, "kube-proxy again")
 
-	r := load.stop()
-	t.Logf("%d new connections, %d requests on the long-lived one, %d UDP exchanges; longest gap between successful new connections %s",
-		r.newOK, r.keptOK, r.udpOK, r.longestGap)
-	g.Expect(r.newFailed).To(BeEmpty(), "failed new connections")
-	g.Expect(r.keptBroken).To(BeEmpty(), "the long-lived connection broke")
-	g.Expect(r.udpLost).To(BeEmpty(), "UDP exchanges unanswered")
-	g.Expect(r.newOK).To(BeNumerically(">", 100), "the load ran")
+	expectNoFailure(t, g, load.Stop())
 }
 
 // addIPVSLeftovers leaves on node n what kube-proxy's ipvs mode would
@@ -252,202 +245,53 @@ func addIPVSLeftovers(t *testing.T, c *cluster, n *netlab.Node) {
 	}
 }
 
-// kubeProxyRules is what kube-proxy left on a node the agent serves in
-// mode: its nftables tables, its ipvs mode's chains and device, and in
-// nftables mode any KUBE- chain but kubelet's KUBE-FIREWALL, which
-// kube-proxy writes too and never removes (its --cleanup keeps it:
-// kubelet may own it).
+// kubeProxyRules is what kube-proxy left on node n, which the agent
+// serves in mode (nodecheck.KubeProxyLeftovers).
 func kubeProxyRules(c *cluster, n *netlab.Node, mode string) string {
-	var left []string
-	tables, _ := c.lab.Run(n.NetNS, "nft", "list", "tables")
-	if strings.Contains(tables, nftables.KubeProxyTableName) {
-		left = append(left, tables)
-	}
-	save, _ := c.lab.Run(n.NetNS, "iptables-save")
-	for _, l := range strings.Split(save, "\n") {
-		switch {
-		case !strings.HasPrefix(l, ":KUBE-") || strings.HasPrefix(l, ":"+iptables.ChainFirewall+" "):
-		case mode == agent.ModeNFTables || strings.HasPrefix(l, ":KUBE-LOAD-BALANCER "):
-			left = append(left, l)
-		}
-	}
-	if links, _ := c.lab.Run(n.NetNS, "ip", "-o", "link"); strings.Contains(links, "kube-ipvs0") {
-		left = append(left, "the kube-ipvs0 device")
-	}
-	return strings.Join(left, "\n")
+	return nodecheck.KubeProxyLeftovers(c.runOn(n), mode)
 }
 
-// migrationLoad is the traffic of a migration: new TCP connections, one
-// long-lived TCP connection and a UDP flow, from a Pod to a Service.
-type migrationLoad struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-
-	// kept and udp say which flows run besides new connections (set
-	// before the load is served on).
-	kept, udp bool
-
-	mu sync.Mutex
-	r  loadResult
-}
-
-type loadResult struct {
-	newOK, keptOK, udpOK           int
-	newFailed, keptBroken, udpLost []string
-	longestGap                     time.Duration
+// runOn runs commands in node n's network namespace.
+func (c *cluster) runOn(n *netlab.Node) nodecheck.Run {
+	return func(argv ...string) (string, error) { return c.lab.Run(n.NetNS, argv...) }
 }
 
 // startMigrationLoad is a migration's load from a Pod: new TCP
 // connections to a ClusterIP Service, one long-lived connection to it,
 // and a UDP flow to another.
-func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *migrationLoad {
+func startMigrationLoad(t *testing.T, podNS, clusterIP, udpClusterIP string) *trafficload.Load {
 	t.Helper()
 	l := newMigrationLoad(t)
-	l.newConnections(podNS, "http://"+net.JoinHostPort(clusterIP, "80")+"/")
-	l.keepConnection(t, podNS, clusterIP)
-	l.udpFlow(t, podNS, udpClusterIP)
+	l.NewConnections(podNS, "http://"+net.JoinHostPort(clusterIP, "80")+"/")
+	for _, err := range []error{l.KeepConnection(podNS, clusterIP), l.UDPFlow(podNS, net.JoinHostPort(udpClusterIP, "53"))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	return l
 }
 
 // newMigrationLoad is a load without flows yet; it stops at cleanup.
-func newMigrationLoad(t *testing.T) *migrationLoad {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &migrationLoad{ctx: ctx, cancel: cancel}
-	t.Cleanup(func() { l.stop() })
+func newMigrationLoad(t *testing.T) *trafficload.Load {
+	l := trafficload.New()
+	t.Cleanup(func() { l.Stop() })
 	return l
 }
 
-// keepConnection keeps one TCP connection to host:80 from namespace ns
-// open, with a request on it every 50 ms.
-func (l *migrationLoad) keepConnection(t *testing.T, ns, host string) {
+// expectServing checks that load still gets answers on every flow.
+func expectServing(g Gomega, load *trafficload.Load, what string) {
+	before := load.Snapshot()
+	g.Eventually(func() bool { return load.AnsweredSince(before) }).WithTimeout(converge).WithPolling(poll).Should(BeTrue(), "traffic answered with %s", what)
+}
+
+// expectNoFailure checks a stopped load's result: nothing failed.
+func expectNoFailure(t *testing.T, g Gomega, r trafficload.Result) {
 	t.Helper()
-	kept, err := netns.DialContext(netlab.Path(ns))(l.ctx, "tcp", net.JoinHostPort(host, "80"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kept.Close() })
-	l.kept = true
-	rd := bufio.NewReader(kept)
-	l.wg.Add(1)
-	go l.every(l.ctx, 50*time.Millisecond, func() {
-		err := keepAliveGet(kept, rd, host)
-		l.record(l.ctx, err, &l.r.keptOK, &l.r.keptBroken, nil)
-	})
-}
-
-// udpFlow exchanges a datagram with ip:53 from namespace ns every 20 ms,
-// on one socket: one conntrack flow.
-func (l *migrationLoad) udpFlow(t *testing.T, ns, ip string) {
-	t.Helper()
-	udp, err := netns.DialContext(netlab.Path(ns))(l.ctx, "udp", net.JoinHostPort(ip, "53"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = udp.Close() })
-	l.udp = true
-	buf := make([]byte, 64)
-	l.wg.Add(1)
-	go l.every(l.ctx, 20*time.Millisecond, func() {
-		_ = udp.SetDeadline(time.Now().Add(time.Second))
-		_, err := udp.Write([]byte("ping"))
-		if err == nil {
-			_, err = udp.Read(buf)
-		}
-		l.record(l.ctx, err, &l.r.udpOK, &l.r.udpLost, nil)
-	})
-}
-
-// newConnections opens a new TCP connection to url from namespace ns
-// every few milliseconds, one after the other.
-func (l *migrationLoad) newConnections(ns, url string) {
-	hc := netlab.Client(ns, 2*time.Second)
-	last := time.Now()
-	l.wg.Add(1)
-	go l.every(l.ctx, 5*time.Millisecond, func() {
-		_, err := netlab.Get(l.ctx, hc, url)
-		l.record(l.ctx, err, &l.r.newOK, &l.r.newFailed, &last)
-	})
-}
-
-// every runs f every period until ctx ends.
-func (l *migrationLoad) every(ctx context.Context, period time.Duration, f func()) {
-	defer l.wg.Done()
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			f()
-		}
-	}
-}
-
-// record counts one exchange; last, when given, is the time of the
-// previous success of the same loop, for the longest gap.
-func (l *migrationLoad) record(ctx context.Context, err error, ok *int, failed *[]string, last *time.Time) {
-	if ctx.Err() != nil {
-		return // stopping: the request's failure is the test's own
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if err != nil {
-		*failed = append(*failed, now.Format("15:04:05.000")+" "+err.Error())
-		return
-	}
-	*ok++
-	if last != nil {
-		l.r.longestGap = max(l.r.longestGap, now.Sub(*last))
-		*last = now
-	}
-}
-
-// expectServing checks that the load still gets answers on every path.
-func (l *migrationLoad) expectServing(g Gomega, what string) {
-	l.mu.Lock()
-	before := l.r
-	l.mu.Unlock()
-	g.Eventually(func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.r.newOK > before.newOK+20 && (!l.kept || l.r.keptOK > before.keptOK+5) && (!l.udp || l.r.udpOK > before.udpOK+5)
-	}).WithTimeout(converge).WithPolling(poll).Should(BeTrue(), "traffic answered with %s", what)
-}
-
-func (l *migrationLoad) stop() loadResult {
-	l.once.Do(func() {
-		l.cancel()
-		l.wg.Wait()
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r
-}
-
-// keepAliveGet sends one HTTP/1.1 request on an open connection and reads
-// the answer: an error means the connection broke.
-func keepAliveGet(c net.Conn, rd *bufio.Reader, host string) error {
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
-		return err
-	}
-	resp, err := http.ReadResponse(rd, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(resp.Body); err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
+	t.Log(r.Summary())
+	g.Expect(r.NewFailed).To(BeEmpty(), "failed new connections")
+	g.Expect(r.KeptBroken).To(BeEmpty(), "the long-lived connection broke")
+	g.Expect(r.UDPLost).To(BeEmpty(), "UDP exchanges unanswered")
+	g.Expect(r.NewOK).To(BeNumerically(">", 100), "the load ran")
 }
 
 // startKubeControllerManager runs upstream's kube-controller-manager
@@ -524,9 +368,9 @@ func testMigrateCluster(t *testing.T, mode string) {
 	reaches(2)
 
 	load := startMigrationLoad(t, clients[0].NetNS, svc.Spec.ClusterIP, udpSvc.Spec.ClusterIP)
-	defer load.stop()
-	load.newConnections(clients[1].NetNS, url)
-	load.newConnections(c.client, nodePortURL)
+	defer load.Stop()
+	load.NewConnections(clients[1].NetNS, url)
+	load.NewConnections(c.client, nodePortURL)
 	agents := map[string]*nodeProcess{}
 	for _, n := range c.nodes {
 		agents[n.Name] = c.startMigratingAgent(t, n, kubeconfig, mode)
@@ -536,7 +380,7 @@ func testMigrateCluster(t *testing.T, mode string) {
 	// The controllers: svcnet's start, then kube-controller-manager's stop;
 	// an endpoint added after is svcnet's to publish.
 	stopManager := c.startManager(t, endpointslice.ControllerName, controllers.EndpointSliceMirroringName)
-	load.expectServing(g, "both controllers")
+	expectServing(g, load, "both controllers")
 	kcm.stop()
 	c.addPods(t, ns, "web", c.nodes[0], 1)
 	reaches(3)
@@ -548,12 +392,12 @@ func testMigrateCluster(t *testing.T, mode string) {
 		kubeProxies[n.Name].stop()
 		g.Eventually(func() string { return kubeProxyRules(c, n, mode) }).WithTimeout(converge).WithPolling(poll).Should(BeEmpty(),
 			"kube-proxy's rules left on %s", n.Name)
-		load.expectServing(g, "svcnet on "+n.Name)
+		expectServing(g, load, "svcnet on "+n.Name)
 	}
 
 	// And back: kube-controller-manager's controllers, then the nodes.
 	c.startKubeControllerManager(t, kubeconfig) // runs until cleanup
-	load.expectServing(g, "both controllers again")
+	expectServing(g, load, "both controllers again")
 	stopManager()
 	c.addPods(t, ns, "web", c.nodes[1], 1)
 	reaches(4)
@@ -568,13 +412,8 @@ func testMigrateCluster(t *testing.T, mode string) {
 			g.Eventually(kubeProxies[n.Name].count("SyncProxyRules complete")).WithTimeout(converge).WithPolling(poll).Should(BeNumerically(">", 0))
 		}
 		agents[n.Name].stop()
-		load.expectServing(g, "kube-proxy again on "+n.Name)
+		expectServing(g, load, "kube-proxy again on "+n.Name)
 	}
 
-	r := load.stop()
-	t.Logf("%d new connections, %d requests on the long-lived one, %d UDP exchanges; longest gap between successful new connections %s",
-		r.newOK, r.keptOK, r.udpOK, r.longestGap)
-	g.Expect(r.newFailed).To(BeEmpty(), "failed new connections")
-	g.Expect(r.keptBroken).To(BeEmpty(), "the long-lived connection broke")
-	g.Expect(r.udpLost).To(BeEmpty(), "UDP exchanges unanswered")
+	expectNoFailure(t, g, load.Stop())
 }
