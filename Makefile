@@ -43,7 +43,7 @@ UNIT_PKGS = ./allocator/... ./cmd/... ./controllers ./controllers/internal/... .
 	./internal/platform/ipfamily ./internal/platform/nfacct ./internal/platform/repairs ./internal/platform/restconfig ./internal/platform/tombstone \
 	./localcluster/up ./localcluster/addons ./localcluster/controlplane ./localcluster/walkthrough \
 	./localcluster/nodesim/images ./localcluster/nodesim/kuberuntime \
-	./internal/app/cli ./internal/app/agentcmd ./internal/kubeadm ./test/conformance ./test/harness/proctree ./hack/prodimports
+	./internal/app/cli ./internal/app/agentcmd ./internal/kubeadm ./test/conformance ./test/harness/proctree ./test/harness/trafficload ./hack/prodimports
 
 .PHONY: unit
 unit: ## Run the pure unit tests: no root, no cluster binaries, nothing to install (about 25 s of tests once built).

@@ -42,6 +42,10 @@ type Load struct {
 
 	mu sync.Mutex
 	r  Result
+	// mark is r when the current phase began, phaseGap the longest gap
+	// within it (Phase).
+	mark     Result
+	phaseGap time.Duration
 }
 
 // Result is what a load counted: successful exchanges per flow, the
@@ -150,6 +154,7 @@ func (l *Load) record(err error, ok *int, failed *[]string, last *time.Time) {
 	*ok++
 	if last != nil {
 		l.r.LongestGap = max(l.r.LongestGap, now.Sub(*last))
+		l.phaseGap = max(l.phaseGap, now.Sub(*last))
 		*last = now
 	}
 }
@@ -161,6 +166,22 @@ func (l *Load) Snapshot() Result {
 	r := l.r
 	r.NewFailed, r.KeptBroken, r.UDPLost = clone(r.NewFailed), clone(r.KeptBroken), clone(r.UDPLost)
 	return r
+}
+
+// Phase is what the load counted since the previous Phase, or since it
+// started: the exchanges, the failures and the longest gap of that span.
+// The next phase begins.
+func (l *Load) Phase() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, m := l.r, l.mark
+	p := Result{
+		NewOK: cur.NewOK - m.NewOK, KeptOK: cur.KeptOK - m.KeptOK, UDPOK: cur.UDPOK - m.UDPOK,
+		NewFailed: clone(cur.NewFailed[len(m.NewFailed):]), KeptBroken: clone(cur.KeptBroken[len(m.KeptBroken):]), UDPLost: clone(cur.UDPLost[len(m.UDPLost):]),
+		LongestGap: l.phaseGap, Kept: cur.Kept, UDP: cur.UDP,
+	}
+	l.mark, l.phaseGap = cur, 0
+	return p
 }
 
 // AnsweredSince says whether every flow of the load has been answered a
