@@ -62,10 +62,7 @@ var kubeProxyModes = flag.String("kube-proxy-modes", "iptables,nftables", "modes
 
 func agentImpls() []agentImpl {
 	kubeProxy := func(mode string, extra ...string) func(root, kc, node string) []string {
-		return func(root, kc, node string) []string {
-			return append([]string{filepath.Join(root, "bin/k8s/kube-proxy"), "--kubeconfig=" + kc, "--proxy-mode=" + mode,
-				"--hostname-override=" + node, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2"}, extra...)
-		}
+		return func(root, kc, node string) []string { return kubeProxyArgv(root, kc, node, mode, extra...) }
 	}
 	svcnet := func(mode string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
@@ -97,6 +94,13 @@ func agentImpls() []agentImpl {
 	}
 	only := regexp.MustCompile(*agentsOnly)
 	return slices.DeleteFunc(impls, func(i agentImpl) bool { return !only.MatchString(i.name) })
+}
+
+// kubeProxyArgv runs upstream's kube-proxy (bin/k8s) for node in mode,
+// on its default health and metrics addresses.
+func kubeProxyArgv(root, kubeconfig, node, mode string, extra ...string) []string {
+	return append([]string{filepath.Join(root, "bin/k8s/kube-proxy"), "--kubeconfig=" + kubeconfig, "--proxy-mode=" + mode,
+		"--hostname-override=" + node, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2"}, extra...)
 }
 
 // agentsOnly narrows the node agent benchmark to some proxies (-agents), for

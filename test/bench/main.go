@@ -61,7 +61,8 @@ func main() {
 		fmt.Fprintf(&b, "\n## Micro-benchmarks (go test -bench)\n\n```\n%s```\n", m)
 	}
 	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n"+
-		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (about 45 minutes on 2 cores)\n```\n")
+		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (about 45 minutes on 2 cores)\n"+
+		"make build && go run ./test/bench -only p -out docs/BENCHMARKS.md   # only the migration (p), with the agent of bin/\n```\n")
 	if *out == "-" {
 		fmt.Print(b.String())
 		return
@@ -136,6 +137,13 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 			return err
 		}
 		b.WriteString("\n" + ann)
+	}
+	if selected(only, "p") {
+		mg, err := migrationReport(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + mg)
 	}
 	if selected(only, "jl") {
 		pl, err := pipelineReport(ctx, root, scale, only, skip)
