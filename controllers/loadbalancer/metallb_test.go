@@ -231,6 +231,10 @@ var _ = Describe("a cluster moving from MetalLB", func() {
 		Eventually(events(ctx, unconverted, loadbalancer.ReasonPoolUnavailable)).WithTimeout(timeout).WithPolling(interval).Should(Equal([]string{
 			"LoadBalancerIPPool not-converted, named by annotation metallb.universe.tf/address-pool, does not exist: no new address is given; the Service keeps those it has"}))
 		Expect(events(ctx, plain, loadbalancer.ReasonAllocated)()).To(BeEmpty(), "adopted, not allocated")
+		// Adopted, with the writer named: not reported as a repair of a
+		// deleted IPAddress, which svcnet never had.
+		Eventually(events(ctx, plain, loadbalancer.ReasonAdopted)).WithTimeout(timeout).WithPolling(interval).Should(ConsistOf(
+			MatchRegexp(`^Kept 192\.168\.125\.9, given by field manager "[^"]+"; svcnet holds it now in LoadBalancerIPPool \S+$`)))
 		Expect(events(ctx, unconverted, loadbalancer.ReasonMetalLBAnnotationHonoured)()).To(BeEmpty(), "the pool it names gave nothing")
 	})
 })

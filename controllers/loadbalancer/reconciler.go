@@ -90,6 +90,10 @@ const (
 	// ReasonLoadBalancerIPHonoured (Normal): spec.loadBalancerIP decided
 	// what the Service got.
 	ReasonLoadBalancerIPHonoured = "LoadBalancerIPHonoured"
+	// ReasonAdopted (Normal): the Service keeps an address another
+	// controller gave it (its status shows it, with no IPAddress), such
+	// as MetalLB's before the move to svcnet.
+	ReasonAdopted = "IPAdopted"
 
 	action = "LoadBalancerIPAllocation"
 )
@@ -390,10 +394,32 @@ func (r *Reconciler) current(ctx context.Context, svc *corev1.Service, req famil
 		return netip.Addr{}, false, false, err
 	}
 	if shown, _ := statusAddr(svc, req.family); created && shown == addr {
-		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindIPAddress, Object: klog.KRef("", addr.String()), Reason: repairs.ReasonDeleted,
-			What: fmt.Sprintf("the IPAddress of LoadBalancer IP %s of Service %s was missing", addr, klog.KObj(svc))})
+		r.keptShown(ctx, svc, addr, pool)
 	}
 	return addr, true, created, nil
+}
+
+// keptShown says why svcnet committed an address the Service's status
+// already showed: svcnet gave it and someone deleted its IPAddress (a
+// repair), or another controller gave it, such as MetalLB before the
+// move to svcnet (an adoption, with an Event naming the writer).
+func (r *Reconciler) keptShown(ctx context.Context, svc *corev1.Service, addr netip.Addr, pool string) {
+	by := ""
+	live := &corev1.Service{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(svc), live); err == nil {
+		by = repairs.StatusWriter(live, "loadBalancer")
+	}
+	if by == "" || by == repairs.Self {
+		repairs.Report(ctrl.LoggerFrom(ctx), repairs.Change{Kind: repairKindIPAddress, Object: klog.KRef("", addr.String()), Reason: repairs.ReasonDeleted,
+			What: fmt.Sprintf("the IPAddress of LoadBalancer IP %s of Service %s was missing", addr, klog.KObj(svc))})
+		return
+	}
+	from := ""
+	if pool != "" {
+		from = " in LoadBalancerIPPool " + pool
+	}
+	ctrl.LoggerFrom(ctx).Info("Adopted a LoadBalancer IP another controller gave", "service", klog.KObj(svc), "ip", addr, "writer", by, "pool", pool)
+	r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, ReasonAdopted, action, "Kept %s, given by field manager %q; svcnet holds it now%s", addr, by, from)
 }
 
 // statusAddr returns the address of a family that a Service's

@@ -17,6 +17,7 @@
 package repairs
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -119,6 +120,26 @@ func LastManager(obj metav1.Object) string {
 			continue
 		}
 		if newest == nil || !e.Time.Before(newest.Time) {
+			newest = &e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return newest.Manager
+}
+
+// StatusWriter returns the field manager that last wrote field (a field
+// of status, e.g. "loadBalancer") of obj through its status subresource,
+// as obj's managedFields record it; "" when none did. obj must come from
+// a reader that keeps managedFields.
+func StatusWriter(obj metav1.Object, field string) string {
+	var newest *metav1.ManagedFieldsEntry
+	for _, e := range obj.GetManagedFields() {
+		if e.Subresource != "status" || e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.Raw, []byte(`"f:`+field+`"`)) {
+			continue
+		}
+		if newest == nil || (e.Time != nil && (newest.Time == nil || !e.Time.Before(newest.Time))) {
 			newest = &e
 		}
 	}

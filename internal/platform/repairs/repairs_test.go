@@ -80,3 +80,25 @@ func TestPendingIsBoundedAndReported(t *testing.T) {
 		t.Errorf("%d changes left after reporting", len(left))
 	}
 }
+
+// StatusWriter names who last wrote a status field, by the status
+// subresource's managedFields entries.
+func TestStatusWriter(t *testing.T) {
+	at := func(sec int64) *metav1.Time { ts := metav1.Unix(sec, 0); return &ts }
+	lb := &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`)}
+	obj := &metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Time: at(3), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
+		{Manager: "controller", Subresource: "status", Time: at(1), FieldsV1: lb},
+		{Manager: Self, Subresource: "status", Time: at(2), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}},
+	}}
+	if got := StatusWriter(obj, "loadBalancer"); got != "controller" {
+		t.Errorf("writer of status.loadBalancer: %q, want controller", got)
+	}
+	obj.ManagedFields = append(obj.ManagedFields, metav1.ManagedFieldsEntry{Manager: Self, Subresource: "status", Time: at(4), FieldsV1: lb})
+	if got := StatusWriter(obj, "loadBalancer"); got != Self {
+		t.Errorf("after svcnet wrote it: %q, want %s", got, Self)
+	}
+	if got := StatusWriter(obj, "podIPs"); got != "" {
+		t.Errorf("a field nobody wrote: %q", got)
+	}
+}
