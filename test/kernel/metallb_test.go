@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
+	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
@@ -163,6 +165,18 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	var after corev1.Service
 	g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &after)).To(Succeed())
 	g.Expect(after.Status.LoadBalancer.Ingress).To(Equal(ingress), "the Service's address changed")
+	g.Eventually(func() ([]string, error) {
+		var evs corev1.EventList
+		err := c.env.Client.List(ctx, &evs, client.InNamespace(svc.Namespace))
+		var out []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == svc.Name && e.Reason == loadbalancer.ReasonAdopted {
+				out = append(out, e.Message)
+			}
+		}
+		return out, err
+	}).WithTimeout(converge).WithPolling(poll).Should(ConsistOf(HavePrefix(fmt.Sprintf(`Kept %s, given by field manager "controller"`, vip))),
+		"the adoption names MetalLB's controller")
 
 	expectNoFailure(t, g, load.Stop())
 }
