@@ -153,17 +153,17 @@ type supervised struct {
 	stopping bool
 }
 
-// supervise starts a control-plane child under supervision and returns its
-// first process; restarts are announced on s.out, and a child that keeps
+// supervise starts a control-plane child under supervision and returns
+// it and its first process; restarts are announced on s.out, and a child that keeps
 // failing is reported on s.failed.
-func (s *session) supervise(name, bin string, args []string, logPath string) (*process, error) {
+func (s *session) supervise(name, bin string, args []string, logPath string) (*supervised, *process, error) {
 	sv, p, err := startSupervised(name, bin, args, logPath, controlPlaneRestarts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.procs = append(s.procs, sv)
 	go sv.run(s.out, s.failed)
-	return p, nil
+	return sv, p, nil
 }
 
 // startSupervised starts the child's first process; the caller sets

@@ -104,8 +104,9 @@ type Options struct {
 	Install Install
 	// KubeProxy starts the cluster as a kubeadm cluster about to move to
 	// svcnet: kube-proxy's DaemonSet, as kubeadm creates it, programs
-	// every node, labelled svcnet.io/proxy=kube-proxy, and svcnet's agents
-	// stand by (docs/operations.md). Needs Install other than in-process.
+	// every node, labelled svcnet.io/proxy=kube-proxy, svcnet's agents
+	// stand by, and kube-controller-manager runs all its controllers
+	// (docs/operations.md). Needs Install other than in-process.
 	KubeProxy bool
 
 	Manager manager.Options
@@ -199,7 +200,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(enumflag.Var(&o.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
 	fs.BoolVar(&o.DNS, "dns", o.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
 	fs.Var(enumflag.Var(&o.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
-	fs.BoolVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "Start as a kubeadm cluster about to move from kube-proxy (with --install=manifests or helm): kube-proxy's DaemonSet as kubeadm creates it (bin/k8s/kube-proxy, in --proxy-mode) programs every node, each labelled svcnet.io/proxy=kube-proxy, and svcnet's agents stand by; docs/operations.md's steps then move the nodes, one `kubectl label` each.")
+	fs.BoolVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "Start as a kubeadm cluster about to move from kube-proxy and kube-controller-manager's controllers (with --install=manifests or helm): kube-proxy's DaemonSet as kubeadm creates it (bin/k8s/kube-proxy, in --proxy-mode) programs every node, each labelled svcnet.io/proxy=kube-proxy, svcnet's agents stand by, and kube-controller-manager runs all its controllers (its flags in <data-dir>/kube-controller-manager.flags, which restarts it when edited); docs/operations.md's steps then move the controllers and the nodes.")
 	fs.BoolVar(&o.Endpoints, "endpoints-controller", o.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
 	fs.BoolVar(&o.Demo, "demo", o.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	o.Manager.AddFlags(fs)
@@ -584,7 +585,7 @@ func (s *session) startEtcd(ctx context.Context) error {
 	c := s.cfg
 	s.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", c.EtcdClientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", c.EtcdPeerPort)
-	etcd, err := s.supervise("etcd", filepath.Join(s.binDir, "etcd"), []string{
+	_, etcd, err := s.supervise("etcd", filepath.Join(s.binDir, "etcd"), []string{
 		"--name=svcnet", "--data-dir=" + filepath.Join(s.dataDir, "etcd"),
 		"--listen-client-urls=" + s.etcdURL, "--advertise-client-urls=" + s.etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
@@ -607,7 +608,7 @@ func (s *session) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), append([]string{
+	_, apiserver, err := s.supervise("kube-apiserver", filepath.Join(s.binDir, "kube-apiserver"), append([]string{
 		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", c.APIServerPort),
@@ -666,20 +667,34 @@ func (s *session) clusterAPIServerFlags() ([]string, error) {
 	}, nil
 }
 
+// startControllerManager starts kube-controller-manager with the flags it
+// also writes to kcmFlagsFile, and restarts it when that file changes.
+// With --kube-proxy it runs every controller, as kubeadm runs it, until
+// the move hands svcnet the ones it replaces.
 func (s *session) startControllerManager() error {
-	kcmControllers, kcmNote := kcmControllerList(s.upstream, s.cfg.Endpoints)
-	_, err := s.supervise("kube-controller-manager", filepath.Join(s.binDir, "kube-controller-manager"), []string{
+	const name = "kube-controller-manager"
+	kcmControllers, kcmNote := kcmControllerList(s.upstream || s.cfg.KubeProxy, s.cfg.Endpoints)
+	if s.cfg.KubeProxy {
+		kcmNote = "all its controllers, as kubeadm runs it: --kube-proxy"
+	}
+	args := []string{
 		"--kubeconfig=" + s.kubeconfig,
 		"--controllers=" + kcmControllers,
 		"--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file=" + s.pk.SAKey, "--root-ca-file=" + s.pk.CACert,
 		"--use-service-account-credentials=false",
 		"--service-cluster-ip-range=" + s.cfg.ServiceCIDRs,
-	}, filepath.Join(s.logs, "kube-controller-manager.log"))
+	}
+	flags := filepath.Join(s.dataDir, kcmFlagsFile)
+	if err := writeFlagsFile(flags, name, args); err != nil {
+		return err
+	}
+	sv, _, err := s.supervise(name, filepath.Join(s.binDir, name), args, filepath.Join(s.logs, name+".log"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.out, "kube-controller-manager started (%s)\n", kcmNote)
+	go followFlagsFile(flags, sv, s.out, time.Second)
+	fmt.Fprintf(s.out, "kube-controller-manager started (%s); its flags are in %s, which restarts it when edited\n", kcmNote, flags)
 	return nil
 }
 
@@ -717,7 +732,7 @@ func (s *session) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.supervise(managerProcess, s.svcnetBin, s.managerArgs(health), filepath.Join(s.logs, "svcnet-manager.log"))
+	_, p, err := s.supervise(managerProcess, s.svcnetBin, s.managerArgs(health), filepath.Join(s.logs, "svcnet-manager.log"))
 	if err != nil {
 		return err
 	}

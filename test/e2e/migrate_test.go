@@ -6,16 +6,20 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
@@ -79,6 +83,13 @@ func testUpMigrate(t *testing.T, mode string) {
 	load.NewConnections("svcnet-client", fmt.Sprintf("http://%s/", net.JoinHostPort(nodeIP(t, c, nodes[1]), strconv.Itoa(int(nodePort.Spec.Ports[0].NodePort)))))
 	waitAnswered(t, load, "kube-proxy")
 
+	t.Log("the controllers: kube-controller-manager's EndpointSlice, mirroring and ServiceCIDR controllers switched off")
+	setKCMControllers(t, up, dataDir, "*,-endpointslice-controller,-endpointslice-mirroring-controller,-service-cidr-controller", 1)
+	extra := pinnedPod("web-extra", nodes[0], map[string]string{"app": "web"}, corev1.Container{Name: "web", Image: hostnameImage})
+	must(t, c.Create(ctx, extra))
+	waitEndpoints(t, c, "web", 3, "svcnet's EndpointSlice controller publishes a new Pod")
+	waitAnswered(t, load, "svcnet's controllers")
+
 	for _, n := range nodes {
 		t.Logf("moving %s to svcnet", n)
 		label(t, dataDir, n, "svcnet")
@@ -102,6 +113,25 @@ func testUpMigrate(t *testing.T, mode string) {
 	}
 	noRestartsIn(t, c, dataDir, svcnetSystem, agentLabels)
 
+	t.Log("the controllers back: kube-controller-manager's on, then svcnet's manager scaled to 0")
+	setKCMControllers(t, up, dataDir, "*", 2)
+	if out, errOut, err := kubectl(t, dataDir, "-n", svcnetSystem, "scale", "deployment", "svcnet-manager", "--replicas=0"); err != nil {
+		t.Fatalf("kubectl scale deployment svcnet-manager: %v\n%s%s", err, out, errOut)
+	}
+	waitFor(t, "svcnet's manager Pods gone", func() (bool, string) {
+		pods, err := managerPods(ctx, c)
+		return err == nil && len(pods) == 0, fmt.Sprint(len(pods), err)
+	})
+	must(t, c.Delete(ctx, extra))
+	waitEndpoints(t, c, "web", 2, "kube-controller-manager's EndpointSlice controller removes a deleted Pod")
+	fallback := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: migrateNS, Name: "after"}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}}}}
+	must(t, c.Create(ctx, fallback))
+	if fallback.Spec.ClusterIP == "" {
+		t.Errorf("a Service created with svcnet's webhook gone has no ClusterIP: kube-apiserver's allocator did not take over")
+	}
+	waitAnswered(t, load, "kube-controller-manager's controllers")
+
 	t.Log("svcnet's agents go; kube-proxy gets its health address back and serves alone")
 	if out, errOut, err := kubectl(t, dataDir, "-n", svcnetSystem, "delete", "daemonset", "svcnet-agent"); err != nil {
 		t.Fatalf("kubectl delete daemonset svcnet-agent: %v\n%s%s", err, out, errOut)
@@ -122,6 +152,49 @@ func testUpMigrate(t *testing.T, mode string) {
 		t.Errorf("traffic failed during the moves:\nnew connections: %q\nlong-lived connection: %q\nUDP: %q", r.NewFailed, r.KeptBroken, r.UDPLost)
 	}
 	stopUp(t, up)
+}
+
+// setKCMControllers changes kube-controller-manager's --controllers in
+// svcnet up's flags file, as an operator edits kubeadm's static Pod
+// manifest, and waits until svcnet up has restarted it for the times-th
+// time.
+func setKCMControllers(t *testing.T, up *upProcess, dataDir, controllers string, times int) {
+	t.Helper()
+	path := filepath.Join(dataDir, "kube-controller-manager.flags")
+	b, err := os.ReadFile(path)
+	must(t, err)
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "--controllers=") {
+			lines[i] = "--controllers=" + controllers
+		}
+	}
+	must(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600))
+	waitFor(t, "kube-controller-manager restarted with --controllers="+controllers, func() (bool, string) {
+		n := strings.Count(up.out.String(), "changed: restarting kube-controller-manager")
+		return n >= times, fmt.Sprintf("%d restarts", n)
+	})
+}
+
+// waitEndpoints waits until Service name's EndpointSlices in namespace
+// migrate hold want Ready endpoints.
+func waitEndpoints(t *testing.T, c client.Client, name string, want int, what string) {
+	t.Helper()
+	waitFor(t, what, func() (bool, string) {
+		var slices discoveryv1.EndpointSliceList
+		if err := c.List(context.Background(), &slices, client.InNamespace(migrateNS), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if ptr.Deref(e.Conditions.Ready, false) {
+					ready++
+				}
+			}
+		}
+		return ready == want, fmt.Sprintf("%d Ready endpoints", ready)
+	})
 }
 
 // migrateWorkload runs, in namespace migrate, a serve-hostname Pod on each
