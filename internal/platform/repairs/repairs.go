@@ -17,8 +17,8 @@
 package repairs
 
 import (
-	"bytes"
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -136,7 +136,7 @@ func LastManager(obj metav1.Object) string {
 func StatusWriter(obj metav1.Object, field string) string {
 	var newest *metav1.ManagedFieldsEntry
 	for _, e := range obj.GetManagedFields() {
-		if e.Subresource != "status" || e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.Raw, []byte(`"f:`+field+`"`)) {
+		if e.Subresource != "status" || e.FieldsV1 == nil || !strings.Contains(e.FieldsV1.GetRawString(), `"f:`+field+`"`) {
 			continue
 		}
 		if newest == nil || (e.Time != nil && (newest.Time == nil || !e.Time.Before(newest.Time))) {

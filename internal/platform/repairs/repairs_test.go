@@ -85,11 +85,11 @@ func TestPendingIsBoundedAndReported(t *testing.T) {
 // subresource's managedFields entries.
 func TestStatusWriter(t *testing.T) {
 	at := func(sec int64) *metav1.Time { ts := metav1.Unix(sec, 0); return &ts }
-	lb := &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`)}
+	lb := metav1.NewFieldsV1(`{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`)
 	obj := &metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-		{Manager: "kubectl", Time: at(3), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
+		{Manager: "kubectl", Time: at(3), FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)},
 		{Manager: "controller", Subresource: "status", Time: at(1), FieldsV1: lb},
-		{Manager: Self, Subresource: "status", Time: at(2), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}},
+		{Manager: Self, Subresource: "status", Time: at(2), FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:conditions":{}}}`)},
 	}}
 	if got := StatusWriter(obj, "loadBalancer"); got != "controller" {
 		t.Errorf("writer of status.loadBalancer: %q, want controller", got)
