@@ -50,7 +50,7 @@ func (h *Handler) serviceOf(obj client.Object) (*discoveryv1.EndpointSlice, type
 // Create queues the Service of a slice the controller did not write
 // (after a restart, every slice).
 func (h *Handler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-	if s, key, ok := h.serviceOf(e.Object); ok && !h.tracker.OwnWrite(key, s) {
+	if s, key, ok := h.serviceOf(e.Object); ok && (!h.tracker.OwnWrite(key, s) || h.tracker.Waiting(key)) {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }
@@ -71,10 +71,14 @@ func (h *Handler) Update(_ context.Context, e event.TypedUpdateEvent[client.Obje
 		return
 	}
 	if oldOwned && oldKey == newKey {
-		if h.tracker.OwnWrite(newKey, newSlice) {
+		switch {
+		case !h.tracker.OwnWrite(newKey, newSlice):
+			h.note(newKey, repairs.ReasonEdited, e.ObjectOld, e.ObjectNew)
+		case !h.tracker.Waiting(newKey):
 			return
 		}
-		h.note(newKey, repairs.ReasonEdited, e.ObjectOld, e.ObjectNew)
+		// The controller's own write still syncs a Service waiting for its
+		// cache, and is no repair.
 	}
 	q.Add(reconcile.Request{NamespacedName: newKey})
 }

@@ -63,6 +63,15 @@ func TestHandler(t *testing.T) {
 				h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: written, ObjectNew: written}, q)
 			},
 		},
+		"our own update while web waits for its cache: a sync, no repair": {
+			fire: func(h *Handler, q queue) {
+				h.tracker.Stale(web, nil)
+				newer := written.DeepCopy()
+				newer.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.9"}}}
+				h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: ownedSlice("a", "web", "9"), ObjectNew: newer}, q)
+			},
+			wantQueued: []string{"ns/web"},
+		},
 		"an edit of the endpoints by someone else": {
 			fire: func(h *Handler, q queue) {
 				edited := written.DeepCopy()

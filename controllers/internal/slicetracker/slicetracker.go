@@ -275,19 +275,14 @@ func (t *Tracker) Tracked(svc types.NamespacedName, s *discoveryv1.EndpointSlice
 }
 
 // OwnWrite reports whether a slice event only shows the controller's own
-// write, or an older version of the slice, so that it need not trigger a
-// sync. The resourceVersion tells: every write changes it, a label or
-// ownerReference edit too, which leaves the generation alone. While a
-// Service waits for its cache to catch up, every event of its slices
-// counts.
+// write, or an older version of the slice: no one else changed it. The
+// resourceVersion tells: every write changes it, a label or
+// ownerReference edit too, which leaves the generation alone.
 func (t *Tracker) OwnWrite(svc types.NamespacedName, s *discoveryv1.EndpointSlice) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inFlight[s.UID] {
 		return true
-	}
-	if t.waiting[svc] {
-		return false
 	}
 	w, ok := t.bySvc[svc][s.UID]
 	if !ok || w.generation == deletedGeneration {
@@ -301,6 +296,15 @@ func (t *Tracker) OwnWrite(svc types.NamespacedName, s *discoveryv1.EndpointSlic
 		return s.Generation <= w.generation
 	}
 	return newer < 0
+}
+
+// Waiting reports whether the Service's last sync found its cache
+// missing one of the controller's writes (Stale): every event of its
+// slices, its own writes' too, then triggers a sync.
+func (t *Tracker) Waiting(svc types.NamespacedName) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waiting[svc]
 }
 
 // Forget drops what is known of a Service that is gone.

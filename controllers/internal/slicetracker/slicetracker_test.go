@@ -158,8 +158,8 @@ func TestOwnWrite(t *testing.T) {
 	})
 	t.Run("while the Service waits for its cache", func(t *testing.T) {
 		tr.Stale(web, nil)
-		if tr.OwnWrite(web, sliceRV("a", 2, "20")) {
-			t.Error("events must trigger a sync while the Service waits for its cache")
+		if !tr.Waiting(web) || !tr.OwnWrite(web, sliceRV("a", 2, "20")) {
+			t.Error("while the Service waits for its cache, its own write is still its own, and it waits")
 		}
 	})
 }
