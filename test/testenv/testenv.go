@@ -242,6 +242,9 @@ func (e *Env) StartManager(opts controllers.Options) (stop func(), err error) {
 		if runErr != nil {
 			fmt.Fprintln(os.Stderr, "testenv: manager stopped with:", runErr)
 		}
+		if o.Webhook.CertDir != "" {
+			_ = os.RemoveAll(o.Webhook.CertDir) // the webhook's certificates go with it
+		}
 	}
 	if err := waitReady(ctx, healthPort, exited); err != nil {
 		stop()
