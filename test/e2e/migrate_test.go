@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/internal/migrate"
 	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/test/harness/nodecheck"
 	"github.com/svcnet-io/svcnet/test/harness/trafficload"
@@ -67,6 +69,8 @@ func testUpMigrate(t *testing.T, mode string) {
 			t.Fatalf("%s: the agent wrote its table while standing by", n)
 		}
 	}
+
+	checkPlan(t, dataDir, mode)
 
 	web, udp, nodePort := migrateWorkload(t, c, nodes)
 	load := trafficload.New()
@@ -152,6 +156,33 @@ func testUpMigrate(t *testing.T, mode string) {
 		t.Errorf("traffic failed during the moves:\nnew connections: %q\nlong-lived connection: %q\nUDP: %q", r.NewFailed, r.KeptBroken, r.UDPLost)
 	}
 	stopUp(t, up)
+}
+
+// checkPlan runs `svcnet migrate plan` on the cluster before the move, as
+// docs/operations.md says to: on a cluster set up as kubeadm sets one up,
+// with step 1 taken, it must find no blocker, read kube-proxy's mode from
+// kubeadm's ConfigMap and not ask for the node affinity already there.
+func checkPlan(t *testing.T, dataDir, mode string) {
+	t.Helper()
+	out, err := exec.Command(svcnet(t), "migrate", "plan", "-o", "json", "--kubeconfig", filepath.Join(dataDir, "kubeconfig")).Output()
+	if err != nil {
+		t.Fatalf("svcnet migrate plan: %v\n%s", err, out)
+	}
+	var report migrate.Report
+	must(t, json.Unmarshal(out, &report))
+	var kubeProxyMode, affinity bool
+	for _, f := range report.Findings {
+		t.Logf("plan: %s %s %s: %s", f.Severity, f.Area, f.Object, f.Message)
+		if f.Area == migrate.AreaKubeProxy && strings.HasPrefix(f.Message, "kube-proxy runs in "+mode+" mode") {
+			kubeProxyMode = true
+		}
+		if strings.Contains(f.Message, "give it a node affinity") {
+			affinity = true
+		}
+	}
+	if report.Blockers() > 0 || !kubeProxyMode || affinity {
+		t.Errorf("svcnet migrate plan: %d blockers (want 0), kube-proxy's %s mode read: %v (want true), asks for the node affinity already set: %v", report.Blockers(), mode, kubeProxyMode, affinity)
+	}
 }
 
 // setKCMControllers changes kube-controller-manager's --controllers in
