@@ -114,19 +114,7 @@ const Self = "svcnet-manager"
 // managedFields other than svcnet's own: who else wrote it last, as far as
 // the API server recorded (to the second).
 func LastManager(obj metav1.Object) string {
-	var newest *metav1.ManagedFieldsEntry
-	for _, e := range obj.GetManagedFields() {
-		if e.Time == nil || e.Manager == Self {
-			continue
-		}
-		if newest == nil || !e.Time.Before(newest.Time) {
-			newest = &e
-		}
-	}
-	if newest == nil {
-		return ""
-	}
-	return newest.Manager
+	return newestManager(obj, func(e metav1.ManagedFieldsEntry) bool { return e.Manager != Self })
 }
 
 // StatusWriter returns the field manager that last wrote field (a field
@@ -134,12 +122,20 @@ func LastManager(obj metav1.Object) string {
 // as obj's managedFields record it; "" when none did. obj must come from
 // a reader that keeps managedFields.
 func StatusWriter(obj metav1.Object, field string) string {
+	return newestManager(obj, func(e metav1.ManagedFieldsEntry) bool {
+		return e.Subresource == "status" && e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:`+field+`"`)
+	})
+}
+
+// newestManager is the manager of the newest timed managedFields entry
+// that keep accepts, the later one on a tie; "" when there is none.
+func newestManager(obj metav1.Object, keep func(metav1.ManagedFieldsEntry) bool) string {
 	var newest *metav1.ManagedFieldsEntry
 	for _, e := range obj.GetManagedFields() {
-		if e.Subresource != "status" || e.FieldsV1 == nil || !strings.Contains(e.FieldsV1.GetRawString(), `"f:`+field+`"`) {
+		if e.Time == nil || !keep(e) {
 			continue
 		}
-		if newest == nil || (e.Time != nil && (newest.Time == nil || !e.Time.Before(newest.Time))) {
+		if newest == nil || !e.Time.Before(newest.Time) {
 			newest = &e
 		}
 	}
