@@ -209,15 +209,23 @@ func labelNodes(ctx context.Context, c client.Client, key, value string) error {
 		return err
 	}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		patch := client.MergeFrom(n.DeepCopy())
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
+		if err := LabelNode(ctx, c, &nodes.Items[i], key, value); err != nil {
+			return err
 		}
-		n.Labels[key] = value
-		if err := c.Patch(ctx, n, patch); err != nil {
-			return fmt.Errorf("labelling node %s %s=%s: %w", n.Name, key, value, err)
-		}
+	}
+	return nil
+}
+
+// LabelNode sets label key of node to value with a merge patch, as
+// `kubectl label --overwrite` does.
+func LabelNode(ctx context.Context, c client.Client, node *corev1.Node, key, value string) error {
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[key] = value
+	if err := c.Patch(ctx, node, patch); err != nil {
+		return fmt.Errorf("labelling node %s %s=%s: %w", node.Name, key, value, err)
 	}
 	return nil
 }

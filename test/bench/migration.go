@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane/agent"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/harness/nodecheck"
 	"github.com/svcnet-io/svcnet/test/harness/trafficload"
@@ -260,12 +261,7 @@ func (m *migration) label(ctx context.Context, value string) error {
 	if err := m.w.env.Client.Get(ctx, client.ObjectKey{Name: m.n.node.Name}, &node); err != nil {
 		return err
 	}
-	patch := client.MergeFrom(node.DeepCopy())
-	if node.Labels == nil {
-		node.Labels = map[string]string{}
-	}
-	node.Labels[agent.LabelNodeProxy] = value
-	return m.w.env.Client.Patch(ctx, &node, patch)
+	return addons.LabelNode(ctx, m.w.env.Client, &node, agent.LabelNodeProxy, value)
 }
 
 // logSays waits until the log file in the run's folder holds want at

@@ -26,6 +26,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
 	"github.com/svcnet-io/svcnet/test/harness/nodecheck"
@@ -157,9 +158,7 @@ func (c *cluster) labelNode(t *testing.T, n *netlab.Node, value string) {
 	if err := c.env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node); err != nil {
 		t.Fatal(err)
 	}
-	patch := client.MergeFrom(node.DeepCopy())
-	node.Labels[agent.LabelNodeProxy] = value
-	if err := c.env.Client.Patch(ctx, &node, patch); err != nil {
+	if err := addons.LabelNode(ctx, c.env.Client, &node, agent.LabelNodeProxy, value); err != nil {
 		t.Fatal(err)
 	}
 }
