@@ -128,11 +128,16 @@ func testUpMigrate(t *testing.T, mode string) {
 	})
 	must(t, c.Delete(ctx, extra))
 	waitEndpoints(t, c, "web", 2, "kube-controller-manager's EndpointSlice controller removes a deleted Pod")
+	// svcnet's Service webhook fails open, so the ClusterIP is
+	// kube-apiserver's own allocator's choice.
+	const failedOpen = "apiserver_admission_webhook_fail_open_count"
+	open := webhookMetric(t, dataDir, failedOpen)
 	fallback := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: migrateNS, Name: "after"}, Spec: corev1.ServiceSpec{
 		Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}}}}
 	must(t, c.Create(ctx, fallback))
-	if fallback.Spec.ClusterIP == "" {
-		t.Errorf("a Service created with svcnet's webhook gone has no ClusterIP: kube-apiserver's allocator did not take over")
+	if got := webhookMetric(t, dataDir, failedOpen); fallback.Spec.ClusterIP == "" || got != open+1 {
+		t.Errorf("a Service created with svcnet's manager gone: ClusterIP %q, svcnet's webhook failed open %v times (want a ClusterIP, chosen by kube-apiserver after 1 fail-open)",
+			fallback.Spec.ClusterIP, got-open)
 	}
 	waitAnswered(t, load, "kube-controller-manager's controllers")
 
@@ -246,8 +251,10 @@ func migrateWorkload(t *testing.T, c client.Client, nodes []string) (web, udp, n
 		pinnedPod("udp", nodes[1], map[string]string{"app": "udp"}, corev1.Container{Name: "udp", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
 			Args: []string{"netexec", "--http-port=8080", "--udp-port=8081"}}),
 	}
+	pods := 1 // the udp Pod; two per node below
 	webPods := map[string]bool{}
 	for _, n := range nodes {
+		pods += 2
 		objs = append(objs,
 			pinnedPod("web-"+n, n, map[string]string{"app": "web"}, corev1.Container{Name: "web", Image: hostnameImage}),
 			pinnedPod("client-"+n, n, nil, corev1.Container{Name: "pause", Image: "registry.k8s.io/pause:3.10"}))
@@ -259,17 +266,17 @@ func migrateWorkload(t *testing.T, c client.Client, nodes []string) (web, udp, n
 		}
 	}
 	waitFor(t, "the workload's Pods ready", func() (bool, string) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(migrateNS)); err != nil {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(migrateNS)); err != nil {
 			return false, err.Error()
 		}
 		ready := 0
-		for _, p := range pods.Items {
+		for _, p := range list.Items {
 			if podReady(&p) {
 				ready++
 			}
 		}
-		return ready == len(objs)-4, fmt.Sprintf("%d of %d Ready", ready, len(objs)-4)
+		return ready == pods, fmt.Sprintf("%d of %d Ready", ready, pods)
 	})
 	for _, n := range nodes {
 		// The proxy programs the Service once its endpoints are Ready.
