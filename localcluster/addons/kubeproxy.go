@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -169,51 +170,65 @@ func ControlPlaneEndpoint(ctx context.Context, c client.Client) (string, error) 
 
 // InstallKubeProxy sets a cluster up as kubeadm does, with kube-proxy's
 // objects (KubeadmKubeProxy, config is config.conf), then takes step 1 of
-// docs/operations.md's move to svcnet: every node is labelled
+// docs/operations.md's move to svcnet: the nodes are labelled
 // svcnet.io/proxy=kube-proxy and kube-proxy's DaemonSet is patched to run
-// only there. It returns once kube-proxy's Pod is Ready on every node.
-func InstallKubeProxy(ctx context.Context, c client.Client, config []byte, timeout time.Duration) error {
+// only there. It creates only what is missing and labels only nodes
+// without the label, so that a cluster started again keeps the moves
+// made since (a DaemonSet it finds keeps its affinity, or its lack).
+func InstallKubeProxy(ctx context.Context, c client.Client, config []byte) error {
 	apiServer, err := ControlPlaneEndpoint(ctx, c)
 	if err != nil {
 		return err
 	}
-	if err := labelNodes(ctx, c, agent.LabelNodeProxy, agent.NodeProxyKubeProxy); err != nil {
-		return err
-	}
-	for _, o := range KubeadmKubeProxy(apiServer, config) {
-		if err := c.Create(ctx, o); err != nil {
-			return fmt.Errorf("creating kube-proxy's %T %s: %w", o, o.GetName(), err)
-		}
-	}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: KubeProxyName}}
-	if err := c.Patch(ctx, ds, client.RawPatch(types.MergePatchType, []byte(KubeProxyOnlyWhereLabelled))); err != nil {
-		return fmt.Errorf("keeping kube-proxy on the nodes labelled %s=%s: %w", agent.LabelNodeProxy, agent.NodeProxyKubeProxy, err)
-	}
-	return controlplane.WaitFor(ctx, timeout, "kube-proxy's DaemonSet ready on every node", func() (bool, error) {
-		var nodes corev1.NodeList
-		if err := c.List(ctx, &nodes); err != nil {
-			return false, err
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
-			return false, err
-		}
-		s := ds.Status
-		return int(s.DesiredNumberScheduled) == len(nodes.Items) && s.NumberReady == s.DesiredNumberScheduled && s.UpdatedNumberScheduled == s.DesiredNumberScheduled, nil
-	})
-}
-
-// labelNodes sets label key to value on every Node.
-func labelNodes(ctx context.Context, c client.Client, key, value string) error {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
 		return err
 	}
 	for i := range nodes.Items {
-		if err := LabelNode(ctx, c, &nodes.Items[i], key, value); err != nil {
+		if _, set := nodes.Items[i].Labels[agent.LabelNodeProxy]; set {
+			continue
+		}
+		if err := LabelNode(ctx, c, &nodes.Items[i], agent.LabelNodeProxy, agent.NodeProxyKubeProxy); err != nil {
 			return err
 		}
 	}
+	var created *appsv1.DaemonSet
+	for _, o := range KubeadmKubeProxy(apiServer, config) {
+		switch err := c.Create(ctx, o); {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
+			return fmt.Errorf("creating kube-proxy's %T %s: %w", o, o.GetName(), err)
+		default:
+			if ds, ok := o.(*appsv1.DaemonSet); ok {
+				created = ds
+			}
+		}
+	}
+	if created == nil {
+		return nil // the DaemonSet was there: as it is
+	}
+	if err := c.Patch(ctx, created, client.RawPatch(types.MergePatchType, []byte(KubeProxyOnlyWhereLabelled))); err != nil {
+		return fmt.Errorf("keeping kube-proxy on the nodes labelled %s=%s: %w", agent.LabelNodeProxy, agent.NodeProxyKubeProxy, err)
+	}
 	return nil
+}
+
+// WaitKubeProxy waits until kube-proxy's DaemonSet has a Ready, up-to-date
+// Pod on every node labelled for it.
+func WaitKubeProxy(ctx context.Context, c client.Client, timeout time.Duration) error {
+	return controlplane.WaitFor(ctx, timeout, "kube-proxy's DaemonSet ready on the nodes labelled for it", func() (bool, error) {
+		var nodes corev1.NodeList
+		if err := c.List(ctx, &nodes, client.MatchingLabels{agent.LabelNodeProxy: agent.NodeProxyKubeProxy}); err != nil {
+			return false, err
+		}
+		var ds appsv1.DaemonSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: KubeProxyName}, &ds); err != nil {
+			return false, err
+		}
+		s := ds.Status
+		return ds.Status.ObservedGeneration >= ds.Generation && int(s.DesiredNumberScheduled) == len(nodes.Items) &&
+			s.NumberReady == s.DesiredNumberScheduled && s.UpdatedNumberScheduled == s.DesiredNumberScheduled, nil
+	})
 }
 
 // LabelNode sets label key of node to value with a merge patch, as

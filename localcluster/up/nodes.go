@@ -442,10 +442,10 @@ func installKubeProxy(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	if err := addons.InstallKubeProxy(ctx, s.admin, config, 2*time.Minute); err != nil {
+	if err := addons.InstallKubeProxy(ctx, s.admin, config); err != nil {
 		return fmt.Errorf("installing kube-proxy (--kube-proxy): %w", err)
 	}
-	return nil
+	return addons.WaitKubeProxy(ctx, s.admin, 2*time.Minute)
 }
 
 // startNodeProxy runs a node's proxy (args: its binary and flags) inside
