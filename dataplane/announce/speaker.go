@@ -353,15 +353,20 @@ func (s *Speaker) stopSegments() {
 }
 
 // segmentChanged is told by a segment what it took and let go of.
-func (s *Speaker) segmentChanged(iface string, taken, released []netip.Addr) {
-	for _, a := range taken {
+func (s *Speaker) segmentChanged(iface string, taken []l2.Takeover, released []netip.Addr) {
+	for _, t := range taken {
 		metricTakeovers.Inc()
-		s.log.Info("Announcing address", "address", a, "interface", iface)
-		s.status.l2Changed(a, iface, true)
+		observeFailover(t)
+		kv := []any{"address", t.Addr, "interface", iface}
+		if t.Moved() {
+			kv = append(kv, "from", t.From, "reason", t.Reason, "unansweredFor", t.Gap)
+		}
+		s.log.Info("Announcing address", kv...)
+		s.status.l2Changed(l2Change{addr: t.Addr, iface: iface, taken: true, from: t.From, reason: t.Reason, gap: t.Gap})
 	}
 	for _, a := range released {
 		s.log.Info("Stopped announcing address", "address", a, "interface", iface)
-		s.status.l2Changed(a, iface, false)
+		s.status.l2Changed(l2Change{addr: a, iface: iface})
 	}
 	s.poke() // refresh the metrics
 }
@@ -426,6 +431,9 @@ func (s *Speaker) updateMetrics(ctx context.Context) {
 	for a := range s.advertised {
 		metricOwned.WithLabelValues(a.String(), "bgp").Set(1)
 	}
+	forgetFailovers(func(a netip.Addr) bool {
+		return slices.ContainsFunc(s.plan.l2, func(ap addrPlan) bool { return ap.addr == a })
+	})
 	metricSessionUp.Reset()
 	for peer, up := range s.bgp.Sessions(ctx) {
 		v := 0.0

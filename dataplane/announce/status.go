@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
 )
 
 // The Service condition the L2 owner of an address writes, its reasons,
@@ -62,6 +64,12 @@ type l2Change struct {
 	addr  netip.Addr
 	iface string
 	taken bool
+	// from, for a takeover that moved the address from another node, is
+	// that node; reason why it stopped, gap how long the address may have
+	// gone unanswered.
+	from   string
+	reason l2.MoveReason
+	gap    time.Duration
 }
 
 func newStatusWriter(c client.Client, api client.Reader, rec events.EventRecorder, node string, log logr.Logger) *statusWriter {
@@ -85,9 +93,9 @@ func (w *statusWriter) servicesOf(a netip.Addr) []types.NamespacedName {
 }
 
 // l2Changed queues a segment's report; it never blocks.
-func (w *statusWriter) l2Changed(a netip.Addr, iface string, taken bool) {
+func (w *statusWriter) l2Changed(c l2Change) {
 	w.mu.Lock()
-	w.queue = append(w.queue, l2Change{addr: a, iface: iface, taken: taken})
+	w.queue = append(w.queue, c)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -173,9 +181,27 @@ func (w *statusWriter) writeOne(ctx context.Context, key types.NamespacedName, c
 		return err
 	}
 	if c.taken {
-		w.recorder.Eventf(&svc, nil, corev1.EventTypeNormal, EventAnnounced, "Announce", "%s", mine)
+		w.recorder.Eventf(&svc, nil, corev1.EventTypeNormal, EventAnnounced, "Announce", "%s", announcedMessage(mine, c))
 	}
 	return nil
+}
+
+// announcedMessage is the Announced Event's message: the condition's part
+// and, when the address moved from another node, from which, why, and how
+// long it may have gone unanswered.
+func announcedMessage(part string, c l2Change) string {
+	var why string
+	switch c.reason {
+	case l2.MovedPeerLost:
+		why = "whose heartbeats stopped"
+	case l2.MovedReleased:
+		why = "which let go of it"
+	default:
+		return part
+	}
+	// Rounded up: the gap is an upper bound.
+	gap := (c.gap + time.Millisecond - 1).Truncate(time.Millisecond)
+	return fmt.Sprintf("%s, taken over from %s, %s: unanswered for at most %s", part, c.from, why, gap)
 }
 
 // messageParts splits the condition's message into its parts by address.

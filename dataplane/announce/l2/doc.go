@@ -15,5 +15,8 @@
 // only once no live peer claims it, and of two claimants the lower-ranked
 // lets go. A Segment (segment.go) runs that on one interface with packet
 // sockets: heartbeats, the ARP and NDP responder, announcements on
-// takeover. Nothing on the node's interfaces or addresses is changed.
+// takeover. From the claims it heard (failover.go, no I/O, like decide) it
+// tells, for each address it takes, which node answered for it before, why
+// that node stopped and how long the address may have gone unanswered.
+// Nothing on the node's interfaces or addresses is changed.
 package l2

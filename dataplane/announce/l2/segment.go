@@ -38,8 +38,8 @@ type Config struct {
 	Log         logr.Logger
 	Clock       Clock
 	// OnChange is told, from the segment's goroutine, which addresses it
-	// took and which it let go.
-	OnChange func(iface string, taken, released []netip.Addr)
+	// took (and from whom, after how long) and which it let go.
+	OnChange func(iface string, taken []Takeover, released []netip.Addr)
 }
 
 // Clock is the time a segment runs by (k8s.io/utils/clock's real and fake
@@ -72,6 +72,7 @@ type Segment struct {
 	seq        uint32
 	wants      wantsUpdate
 	peerStates map[string]*peerState
+	claims     claimHistory
 	up         bool
 	upSince    time.Time
 	leaving    bool
@@ -95,7 +96,7 @@ func Open(cfg Config) (*Segment, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	s := &Segment{
-		cfg: cfg, owned: map[netip.Addr]bool{}, peerStates: map[string]*peerState{},
+		cfg: cfg, owned: map[netip.Addr]bool{}, peerStates: map[string]*peerState{}, claims: newClaimHistory(),
 		wantsCh: make(chan wantsUpdate, 1), hbCh: make(chan received, 64),
 	}
 	err := netns.Do(cfg.NetNS, func() error {
@@ -199,6 +200,7 @@ func (s *Segment) Run(ctx context.Context) {
 			s.receive(r)
 		case u := <-s.wantsCh:
 			s.wants = u
+			s.claims.want(u.wants)
 			s.decide()
 		}
 	}
@@ -224,6 +226,7 @@ func (s *Segment) checkLink() {
 	}
 	s.cfg.Log.Info("Link down, letting go of every address", "interface", s.cfg.Interface)
 	clear(s.peerStates)
+	s.claims.forget()
 	s.apply(map[netip.Addr]bool{})
 }
 
@@ -273,11 +276,14 @@ func (s *Segment) apply(next map[netip.Addr]bool) {
 	if len(taken) == 0 && len(released) == 0 {
 		return
 	}
-	if len(released) > 0 || len(taken) > 0 {
-		s.sendHeartbeat()
+	for _, a := range released {
+		s.claims.released(a)
 	}
+	s.sendHeartbeat()
+	takeovers := make([]Takeover, 0, len(taken))
 	for _, a := range taken {
 		s.announce(a)
+		takeovers = append(takeovers, s.claims.takeover(a, s.cfg.Clock.Now()))
 		for _, d := range announceAgain {
 			s.cfg.Clock.AfterFunc(d, func() {
 				if s.owns(a) {
@@ -287,7 +293,7 @@ func (s *Segment) apply(next map[netip.Addr]bool) {
 		}
 	}
 	if s.cfg.OnChange != nil {
-		s.cfg.OnChange(s.cfg.Interface, taken, released)
+		s.cfg.OnChange(s.cfg.Interface, takeovers, released)
 	}
 }
 
@@ -339,6 +345,8 @@ func (s *Segment) receive(r received) {
 		s.peerStates[h.Node] = p
 		s.cfg.Log.V(2).Info("Heard peer", "interface", s.cfg.Interface, "peer", h.Node)
 	}
-	p.update(h, s.cfg.Clock.Now())
+	now := s.cfg.Clock.Now()
+	p.update(h, now)
+	s.claims.heard(h, now)
 	s.decide()
 }
