@@ -133,26 +133,29 @@ func (c *clusterIPs) assign(ctx context.Context, svc, old *corev1.Service, dryRu
 				continue // kept from before: already committed
 			}
 			addr, _ := netip.ParseAddr(ips[i]) // wantedFamilies parsed it
+			start := time.Now()
 			if err := c.alloc.Reserve(addr, req); err != nil {
 				undo()
+				c.countClusterIPError(addr, req, scopeStatic)
 				return nil, nil, userError{fmt.Sprintf("spec.clusterIPs[%d]: Invalid value: %q: %v", i, ips[i], err)}
 			}
-			allocations.WithLabelValues("clusterip", "static").Inc()
+			c.countClusterIP(addr, "", req, scopeStatic, time.Since(start))
 			if !dryRun {
 				reserved = append(reserved, addr)
 			}
 			continue
 		}
+		start := time.Now()
 		got, err := c.alloc.Allocate(req)
 		if err != nil {
 			undo()
-			allocationErrors.WithLabelValues("clusterip", "dynamic").Inc()
+			c.countClusterIPError(netip.Addr{}, req, scopeDynamic)
 			if errors.Is(err, ipam.ErrFull) {
 				return nil, nil, userError{fmt.Sprintf("failed to allocate a ClusterIP: %v", err)}
 			}
 			return nil, nil, err
 		}
-		allocations.WithLabelValues("clusterip", "dynamic").Inc()
+		c.countClusterIP(got.Addr, got.CIDR, req, scopeDynamic, time.Since(start))
 		if got.QuarantineCut {
 			warnings = append(warnings, fmt.Sprintf("ClusterIP %s was released less than the reuse delay ago: its ServiceCIDRs have no other free address", got.Addr))
 		}

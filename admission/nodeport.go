@@ -89,10 +89,10 @@ func (a *portAssignment) static(port int, owner, field string) error {
 		return nil
 	}
 	if err := a.n.alloc.Reserve(port, owner, a.svcKey, a.dryRun); err != nil {
-		allocationErrors.WithLabelValues("nodeport", "static").Inc()
+		countNodePortError(scopeStatic, a.dryRun)
 		return userError{fmt.Sprintf("%s: Invalid value: %d: %v", field, port, err)}
 	}
-	allocations.WithLabelValues("nodeport", "static").Inc()
+	countNodePort(scopeStatic, a.dryRun)
 	if !a.dryRun {
 		a.reserved = append(a.reserved, heldPort{port, owner})
 	}
@@ -103,13 +103,13 @@ func (a *portAssignment) static(port int, owner, field string) error {
 func (a *portAssignment) dynamic(owner string) (int32, error) {
 	got, err := a.n.alloc.Allocate(owner, a.dryRun)
 	if err != nil {
-		allocationErrors.WithLabelValues("nodeport", "dynamic").Inc()
+		countNodePortError(scopeDynamic, a.dryRun)
 		if errors.Is(err, portrange.ErrFull) {
 			return 0, userError{fmt.Sprintf("failed to allocate a nodePort: %v", err)}
 		}
 		return 0, err
 	}
-	allocations.WithLabelValues("nodeport", "dynamic").Inc()
+	countNodePort(scopeDynamic, a.dryRun)
 	if got.QuarantineCut {
 		a.warnings = append(a.warnings, fmt.Sprintf("nodePort %d was released less than the reuse delay ago: the range has no other free port", got.Port))
 	}

@@ -18,6 +18,16 @@ var (
 		"ClusterIPs still free in each ServiceCIDR.", []string{"servicecidr"}, nil)
 	descExhausted = prometheus.NewDesc("svcnet_clusterip_cidr_exhausted",
 		"1 when the ServiceCIDR has no free address left, else 0.", []string{"servicecidr"}, nil)
+
+	// kube-apiserver's gauges (pkg/registry/core/service/ipallocator,
+	// v1.37): one series per ServiceCIDR prefix, labelled with it, as
+	// kube-apiserver keeps one allocator per prefix. A prefix that several
+	// ServiceCIDRs name is one series. The counters and the histogram are
+	// the admission webhook's (package admission).
+	descUpstreamAllocated = prometheus.NewDesc("kube_apiserver_clusterip_allocator_allocated_ips",
+		"[ALPHA] ClusterIPs allocated to Services, by ServiceCIDR prefix (cidr)", []string{"cidr"}, nil)
+	descUpstreamAvailable = prometheus.NewDesc("kube_apiserver_clusterip_allocator_available_ips",
+		"[ALPHA] ClusterIPs still free for Services, by ServiceCIDR prefix (cidr)", []string{"cidr"}, nil)
 )
 
 // usageCollector reads the audit's view at scrape time, so series of
@@ -28,6 +38,8 @@ func (c usageCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAllocated
 	ch <- descAvailable
 	ch <- descExhausted
+	ch <- descUpstreamAllocated
+	ch <- descUpstreamAvailable
 }
 
 func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -40,6 +52,11 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 			exhausted = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descExhausted, prometheus.GaugeValue, exhausted, name)
+	}
+	for prefix, st := range c.usage.PrefixStats() {
+		cidr := prefix.String()
+		ch <- prometheus.MustNewConstMetric(descUpstreamAllocated, prometheus.GaugeValue, float64(st.Allocated), cidr)
+		ch <- prometheus.MustNewConstMetric(descUpstreamAvailable, prometheus.GaugeValue, float64(st.Size-st.Allocated), cidr)
 	}
 }
 
