@@ -83,7 +83,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.feedAllocator(ctx, mgr); err != nil {
 		return err
 	}
-	registerMetrics(r.alloc)
+	registerMetrics(r.alloc, mgr.GetCache())
 	repairs.Register()
 	if r.opts.ValidatePools {
 		// Read live, not from the cache: two overlapping pools applied
