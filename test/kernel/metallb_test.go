@@ -32,6 +32,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/harness/trafficload"
+	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
 // metallbNamespace is where MetalLB's objects and processes live, as its
@@ -185,22 +186,9 @@ func TestMigrateFromMetalLB(t *testing.T) {
 // metallb` builds MetalLB's speaker and controller and copies its CRDs.
 func metallbBinDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	bins, err := testenv.ModuleBinDir("metallb", "speaker")
 	if err != nil {
 		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-	bins := filepath.Join(dir, "bin", "metallb")
-	if _, err := os.Stat(filepath.Join(bins, "speaker")); err != nil {
-		t.Fatalf("no MetalLB speaker in %s: run `make metallb`", bins)
 	}
 	return bins
 }

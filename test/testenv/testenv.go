@@ -83,6 +83,30 @@ func BinDir() (string, error) {
 	}
 }
 
+// ModuleBinDir returns bin/<name> at the root of this module, where
+// `make <name>` builds a peer's programs (bin/metallb, bin/prometheus),
+// and fails unless it holds file.
+func ModuleBinDir(name, file string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			bins := filepath.Join(dir, "bin", name)
+			if _, err := os.Stat(filepath.Join(bins, file)); err != nil {
+				return "", fmt.Errorf("no %s in %s: run `make %s`", file, bins, name)
+			}
+			return bins, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
 // Start starts etcd and kube-apiserver.
 func Start(opts Options) (*Env, error) {
 	bins, err := BinDir()
