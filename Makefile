@@ -50,7 +50,7 @@ unit: ## Run the pure unit tests: no root, no cluster binaries, nothing to insta
 	$(GO) test -count=1 $(UNIT_PKGS)
 
 .PHONY: test
-test: deps k8s-bins node-images frr metallb images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
+test: deps k8s-bins node-images frr metallb prometheus images helm verify-manifests ## Run every test: unit (-race), envtest suites, kernel tests, the downstream example.
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd hack/images && $(GO) test -count=1 ./...
 	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
@@ -107,6 +107,10 @@ define CHART_FILES_COPY
 for d in $(CHART_FILES); do rm -rf charts/svcnet/files/$${d%/bases} && mkdir -p charts/svcnet/files/$${d%/bases} && cp config/$$d/*.yaml charts/svcnet/files/$${d%/bases}/ && rm -f charts/svcnet/files/$${d%/bases}/kustomization.yaml; done
 endef
 
+.PHONY: monitoring
+monitoring: ## Rewrite the chart's alerting rules and dashboards (charts/svcnet/files/monitoring) from internal/monitoring.
+	$(GO) test -count=1 ./internal/monitoring -run '^TestChartFiles$$' -update
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code for api/ types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
@@ -142,6 +146,10 @@ node-images: ## Build the filesystems of the images the simulated nodes run (agn
 
 frr: ## Unpack FRR from Debian's packages into bin/frr (the router of svcnet up --lb-announce=bgp and the BGP tests; never installed, never started outside their namespaces).
 	@hack/frr/build.sh $(BIN)/frr
+
+.PHONY: prometheus
+prometheus: ## Build Prometheus and promtool from their Go module into bin/prometheus (once; the tests of svcnet's alerting rules and dashboards run them).
+	@hack/prometheus/build.sh $(BIN)/prometheus
 
 .PHONY: metallb
 metallb: ## Build MetalLB's speaker and controller from its Go module, and copy its CRDs, into bin/metallb (once; the kernel test of the move from MetalLB runs them).

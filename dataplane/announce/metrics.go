@@ -26,14 +26,10 @@ var (
 		Name: "svcnet_announce_takeovers_total",
 		Help: "Addresses this node took over in L2 mode (each followed by gratuitous ARP or unsolicited NA).",
 	})
-	// The failover buckets span a planned hand-off (a millisecond or
-	// less: the old owner lets go and says so in a heartbeat at once), a
-	// lost peer under the default flags (--announce-dead-after plus up to
-	// an interval: 0.5 to 0.6 s) and under slower ones, up to a minute.
 	metricFailover = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "svcnet_announce_failover_seconds",
 		Help:    "How long an L2 address may have gone unanswered when this node took it over from another node, by why that node stopped (peer-lost, released): from its last heartbeat claiming the address, or the one letting go of it, to this node's first gratuitous ARP or unsolicited NA.",
-		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, .75, 1, 1.5, 2.5, 5, 10, 30, 60},
+		Buckets: FailoverBuckets,
 	}, []string{"address", "reason"})
 	metricLastFailover = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "svcnet_announce_last_failover_timestamp_seconds",
@@ -52,6 +48,14 @@ var (
 		Help: "1 when an L2 announcement names an interface this node lacks (it does not announce there).",
 	}, []string{"announcement", "interface"})
 )
+
+// FailoverBuckets are svcnet_announce_failover_seconds' bucket bounds.
+// They span a planned hand-off (a millisecond or less: the old owner lets
+// go and says so in a heartbeat at once), a lost peer under the default
+// flags (--announce-dead-after plus up to an interval: 0.5 to 0.6 s) and
+// under slower ones, up to a minute.
+// Alerting rules compare against one of them (internal/monitoring).
+var FailoverBuckets = []float64{.001, .005, .01, .05, .1, .25, .5, .75, 1, 1.5, 2.5, 5, 10, 30, 60}
 
 var registerOnce sync.Once
 
