@@ -15,12 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/svcnet-io/svcnet/allocator/lbipam"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
-
-// ConditionAnnounced is the Service condition the node agents' speakers
-// write: True while a node answers for the Service's LoadBalancer
-// addresses, False when no node may (dataplane/announce writes it).
-const ConditionAnnounced = "svcnet.io/LoadBalancerAnnounced"
 
 var (
 	descCapacity = prometheus.NewDesc("svcnet_loadbalancer_pool_capacity",
@@ -87,7 +83,7 @@ func collectAnnounced(services client.Reader, ch chan<- prometheus.Metric) {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
-		cond := apimeta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced)
+		cond := apimeta.FindStatusCondition(svc.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)
 		if cond == nil {
 			continue
 		}

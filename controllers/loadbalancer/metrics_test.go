@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
 
 // announced returns the value of svcnet_loadbalancer_announced for the
@@ -43,7 +43,7 @@ var _ = Describe("svcnet_loadbalancer_announced", func() {
 		svc := lbService(ctx, "announced", ns, 80)
 		setCondition := func(status metav1.ConditionStatus, reason string) {
 			Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
-			apimeta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: loadbalancer.ConditionAnnounced, Status: status, Reason: reason, Message: "test"})
+			apimeta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: status, Reason: reason, Message: "test"})
 			Expect(env.Client.Status().Update(ctx, svc)).To(Succeed())
 		}
 		By("no condition yet: no series")

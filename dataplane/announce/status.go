@@ -28,7 +28,7 @@ import (
 // The Service condition the L2 owner of an address writes, its reasons,
 // and the Events the speaker records.
 const (
-	ConditionAnnounced = "svcnet.io/LoadBalancerAnnounced"
+	ConditionAnnounced = svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced
 
 	ReasonL2          = "L2"
 	ReasonNoCandidate = "NoCandidate"

@@ -1,0 +1,9 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+// ServiceConditionLoadBalancerAnnounced is the condition svcnet's node
+// agents write on a LoadBalancer Service: True while a node announces its
+// addresses (the message names the node of each address), False when no
+// node may.
+const ServiceConditionLoadBalancerAnnounced = "svcnet.io/LoadBalancerAnnounced"
