@@ -4,6 +4,7 @@ package announce
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,12 +67,19 @@ func registerMetrics() {
 	})
 }
 
-// failedOver are the addresses with failover series, so that those of an
-// address that is gone (its Service deleted) go too.
-var failedOver = struct {
+// failoverSeries are the addresses with failover series: each address
+// this node may answer for in L2 mode has them from the moment it is in
+// the plan, at zero, so that the first move of an address counts as an
+// increase (a series born at 1 is no increase to rate() and increase());
+// those of an address that leaves the plan go.
+var failoverSeries = struct {
 	sync.Mutex
 	addrs map[netip.Addr]bool
 }{addrs: map[netip.Addr]bool{}}
+
+// failoverReasons are the values of svcnet_announce_failover_seconds'
+// reason label.
+var failoverReasons = []l2.MoveReason{l2.MovedPeerLost, l2.MovedReleased}
 
 // observeFailover records a takeover that moved an address here from
 // another node; other takeovers are not failovers.
@@ -82,21 +90,28 @@ func observeFailover(t l2.Takeover) {
 	a := t.Addr.String()
 	metricFailover.WithLabelValues(a, string(t.Reason)).Observe(t.Gap.Seconds())
 	metricLastFailover.WithLabelValues(a).Set(float64(t.At.Unix()) + float64(t.At.Nanosecond())/1e9)
-	failedOver.Lock()
-	failedOver.addrs[t.Addr] = true
-	failedOver.Unlock()
+	failoverSeries.Lock()
+	failoverSeries.addrs[t.Addr] = true
+	failoverSeries.Unlock()
 }
 
-// forgetFailovers deletes the failover series of the addresses keep
-// rejects.
-func forgetFailovers(keep func(netip.Addr) bool) {
-	failedOver.Lock()
-	defer failedOver.Unlock()
-	for a := range failedOver.addrs {
-		if !keep(a) {
+// syncFailoverSeries makes the failover series those of planned: every
+// planned address has a series for each reason (zero where it never
+// moved for it), an address no longer planned none.
+func syncFailoverSeries(planned []netip.Addr) {
+	failoverSeries.Lock()
+	defer failoverSeries.Unlock()
+	for a := range failoverSeries.addrs {
+		if !slices.Contains(planned, a) {
 			metricFailover.DeletePartialMatch(prometheus.Labels{"address": a.String()})
 			metricLastFailover.DeleteLabelValues(a.String())
-			delete(failedOver.addrs, a)
+			delete(failoverSeries.addrs, a)
 		}
+	}
+	for _, a := range planned {
+		for _, r := range failoverReasons {
+			metricFailover.WithLabelValues(a.String(), string(r))
+		}
+		failoverSeries.addrs[a] = true
 	}
 }

@@ -3,7 +3,9 @@
 package announce
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +23,9 @@ func resetFailoverMetrics(t *testing.T) {
 	reset := func() {
 		metricFailover.Reset()
 		metricLastFailover.Reset()
-		failedOver.Lock()
-		clear(failedOver.addrs)
-		failedOver.Unlock()
+		failoverSeries.Lock()
+		clear(failoverSeries.addrs)
+		failoverSeries.Unlock()
 	}
 	reset()
 	t.Cleanup(reset)
@@ -107,10 +109,11 @@ svcnet_announce_failover_seconds_count{address="2001:db8::1",reason="released"} 
 		t.Errorf("status reports (-want +got):\n%s", diff)
 	}
 
-	// An address that leaves the plan loses its series.
-	forgetFailovers(func(a netip.Addr) bool { return a == released })
-	if n := testutil.CollectAndCount(metricFailover); n != 1 {
-		t.Errorf("failover series after %s left: %d, want 1 (%s's)", lost, n, released)
+	// An address that leaves the plan loses its series; one that stays
+	// gets a zero series for the reason it has not moved for.
+	syncFailoverSeries([]netip.Addr{released})
+	if n := testutil.CollectAndCount(metricFailover); n != 2 {
+		t.Errorf("failover series after %s left: %d, want 2 (%s's, both reasons)", lost, n, released)
 	}
 	if n := testutil.CollectAndCount(metricLastFailover); n != 1 {
 		t.Errorf("last failover series after %s left: %d, want 1", lost, n)
@@ -144,4 +147,53 @@ func TestAnnouncedMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFailoverSeriesBornAtZero: an address in the plan has its failover
+// series at zero before it ever moves, so that its first move is an
+// increase to rate() and increase() (the failover alert), and loses them
+// when it leaves the plan.
+func TestFailoverSeriesBornAtZero(t *testing.T) {
+	resetFailoverMetrics(t)
+	a, b := netip.MustParseAddr("192.168.240.1"), netip.MustParseAddr("192.168.240.2")
+	syncFailoverSeries([]netip.Addr{a, b})
+	if n := testutil.CollectAndCount(metricFailover); n != 4 {
+		t.Fatalf("failover series of 2 planned addresses: %d, want 4 (2 reasons each)", n)
+	}
+	observeFailover(l2.Takeover{Addr: a, At: time.Unix(1700000000, 0), From: "node-1", Reason: l2.MovedPeerLost, Gap: 600 * time.Millisecond})
+	syncFailoverSeries([]netip.Addr{a, b}) // a sync keeps the counts
+	const want = `
+# HELP svcnet_announce_failover_seconds How long an L2 address may have gone unanswered when this node took it over from another node, by why that node stopped (peer-lost, released): from its last heartbeat claiming the address, or the one letting go of it, to this node's first gratuitous ARP or unsolicited NA.
+# TYPE svcnet_announce_failover_seconds histogram
+`
+	var sb strings.Builder
+	sb.WriteString(want)
+	if err := testutil.CollectAndCompare(metricFailover, strings.NewReader(sb.String()+failoverLines(a, l2.MovedPeerLost, 0.6)+failoverLines(a, l2.MovedReleased, -1)+failoverLines(b, l2.MovedPeerLost, -1)+failoverLines(b, l2.MovedReleased, -1))); err != nil {
+		t.Error(err)
+	}
+	syncFailoverSeries([]netip.Addr{b})
+	if n := testutil.CollectAndCount(metricFailover); n != 2 {
+		t.Errorf("failover series after %s left the plan: %d, want 2", a, n)
+	}
+}
+
+// failoverLines is the exposition of one failover series: one sample of
+// v seconds, or none when v < 0.
+func failoverLines(a netip.Addr, r l2.MoveReason, v float64) string {
+	var sb strings.Builder
+	n, sum := 0, 0.0
+	if v >= 0 {
+		n, sum = 1, v
+	}
+	for _, b := range FailoverBuckets {
+		c := 0
+		if v >= 0 && v <= b {
+			c = 1
+		}
+		fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_bucket{address=%q,reason=%q,le=%q} %d\n", a, r, strconv.FormatFloat(b, 'g', -1, 64), c)
+	}
+	fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_bucket{address=%q,reason=%q,le=\"+Inf\"} %d\n", a, r, n)
+	fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_sum{address=%q,reason=%q} %v\n", a, r, sum)
+	fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_count{address=%q,reason=%q} %d\n", a, r, n)
+	return sb.String()
 }

@@ -431,9 +431,11 @@ func (s *Speaker) updateMetrics(ctx context.Context) {
 	for a := range s.advertised {
 		metricOwned.WithLabelValues(a.String(), "bgp").Set(1)
 	}
-	forgetFailovers(func(a netip.Addr) bool {
-		return slices.ContainsFunc(s.plan.l2, func(ap addrPlan) bool { return ap.addr == a })
-	})
+	planned := make([]netip.Addr, 0, len(s.plan.l2))
+	for _, ap := range s.plan.l2 {
+		planned = append(planned, ap.addr)
+	}
+	syncFailoverSeries(planned)
 	metricSessionUp.Reset()
 	for peer, up := range s.bgp.Sessions(ctx) {
 		v := 0.0
