@@ -54,8 +54,12 @@ type statusWriter struct {
 	// takeover report that a later change overtook is not written.
 	owns func(netip.Addr) bool
 
-	mu    sync.Mutex
-	plan  map[netip.Addr]addrPlan
+	mu   sync.Mutex
+	plan map[netip.Addr]addrPlan
+	// left are the addresses this node answered for when they left its
+	// plan (its announcement no longer selects it), kept until their
+	// release is written: no other node may be there to write it.
+	left  map[netip.Addr]addrPlan
 	queue []l2Change
 	wake  chan struct{}
 }
@@ -73,17 +77,34 @@ type l2Change struct {
 }
 
 func newStatusWriter(c client.Client, api client.Reader, rec events.EventRecorder, node string, log logr.Logger) *statusWriter {
-	return &statusWriter{client: c, api: api, recorder: rec, node: node, log: log, plan: map[netip.Addr]addrPlan{}, wake: make(chan struct{}, 1)}
+	return &statusWriter{client: c, api: api, recorder: rec, node: node, log: log, plan: map[netip.Addr]addrPlan{}, left: map[netip.Addr]addrPlan{}, wake: make(chan struct{}, 1)}
 }
 
+// setPlan takes a new plan, before the segments apply it (so that this
+// node still owns what it is about to let go of).
 func (w *statusWriter) setPlan(p plan) {
 	m := make(map[netip.Addr]addrPlan, len(p.l2))
 	for _, ap := range p.l2 {
 		m[ap.addr] = ap
 	}
 	w.mu.Lock()
-	w.plan = m
+	old := w.plan
 	w.mu.Unlock()
+	var left []addrPlan
+	for a, ap := range old {
+		if _, still := m[a]; !still && w.owns != nil && w.owns(a) {
+			left = append(left, ap)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.plan = m
+	for a := range m {
+		delete(w.left, a)
+	}
+	for _, ap := range left {
+		w.left[ap.addr] = ap
+	}
 }
 
 func (w *statusWriter) servicesOf(a netip.Addr) []types.NamespacedName {
@@ -123,6 +144,12 @@ func (w *statusWriter) run(ctx context.Context) {
 func (w *statusWriter) write(ctx context.Context, c l2Change) {
 	w.mu.Lock()
 	ap, planned := w.plan[c.addr]
+	if gone, ok := w.left[c.addr]; !planned && ok && !c.taken {
+		// Its announcement no longer selects this node: say it is let
+		// go of; a node that takes it over writes after.
+		ap = gone
+		delete(w.left, c.addr)
+	}
 	w.mu.Unlock()
 	// Letting go while another node may take it: that node writes.
 	if !c.taken && planned && len(ap.candidates) > 0 {
