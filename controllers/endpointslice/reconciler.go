@@ -213,6 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	ours, err := r.existingSlices(ctx, key)
 	if err != nil {
+		r.recordFailure(svc, ReasonFailedToListEndpointSlices, "listing Endpoint Slices", err)
 		return ctrl.Result{}, err
 	}
 	if stale, err := r.slices.StaleConfirmed(ctx, r.apiReader, key, ours); err != nil {
@@ -226,6 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// Not ours to publish: ExternalName Services have no endpoints, and
 		// Services without a selector get slices from their owner.
 		if _, err := r.apply(ctx, svc, []plan{{delete: ours}}, time.Time{}, time.Time{}, false); err != nil {
+			r.recordFailure(svc, ReasonFailedToUpdateEndpointSlices, "updating Endpoint Slices", err)
 			return ctrl.Result{}, err
 		}
 		r.slices.Repaired(key)
@@ -250,6 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// went through.
 	r.recordHintEvents(svc, sp.hintEvents)
 	if err != nil {
+		r.recordFailure(svc, ReasonFailedToUpdateEndpointSlices, "updating Endpoint Slices", err)
 		return ctrl.Result{}, err
 	}
 	observeSlicesChanged(svc, sp.families)
@@ -284,6 +287,24 @@ func trafficDistributionOf(svc *corev1.Service) string {
 		return ""
 	}
 	return *svc.Spec.TrafficDistribution
+}
+
+// kube-controller-manager's Warning Events of a sync that failed, on the
+// Service.
+const (
+	ReasonFailedToListPods             = "FailedToListPods"
+	ReasonFailedToListEndpointSlices   = "FailedToListEndpointSlices"
+	ReasonFailedToUpdateEndpointSlices = "FailedToUpdateEndpointSlices"
+)
+
+// recordFailure records a failed sync step on the Service as
+// kube-controller-manager words it ("Error updating Endpoint Slices for
+// Service ns/name: ..."); the sync is retried with backoff.
+func (r *Reconciler) recordFailure(svc *corev1.Service, reason, doing string, err error) {
+	if r.recorder == nil {
+		return
+	}
+	r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, "Sync", "Error %s for Service %s/%s: %v", doing, svc.Namespace, svc.Name, err)
 }
 
 func (r *Reconciler) recordHintEvents(svc *corev1.Service, evs []hintEvent) {
@@ -360,6 +381,7 @@ func (r *Reconciler) planSlices(ctx context.Context, svc *corev1.Service, ours [
 	key := client.ObjectKeyFromObject(svc)
 	pods, err := r.selectedPods(ctx, svc)
 	if err != nil {
+		r.recordFailure(svc, ReasonFailedToListPods, "listing Pods", err)
 		return slicePlan{}, fmt.Errorf("listing Pods of %s: %w", key, err)
 	}
 	auto := hintModeOf(svc) == hintsAuto
