@@ -249,7 +249,9 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	if err != nil {
 		return err
 	}
-	a.health.recorder = mgr.GetEventRecorder("svcnet-agent")
+	recorder := mgr.GetEventRecorder("svcnet-agent")
+	a.health.recorder = recorder
+	nodeEvent := nodeEventer(recorder, cfg.NodeName)
 	for _, obj := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &networkingv1.ServiceCIDR{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
@@ -260,14 +262,23 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 		}
 	}
 	if cfg.HealthzBindAddress != "0" {
-		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log}); err != nil {
+		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log,
+			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartProxierHealthcheck, err.Error()) }}); err != nil {
 			return err
 		}
 	}
 	if cfg.MetricsBindAddress != "0" {
-		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log}); err != nil {
+		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log,
+			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartMetricServer, err.Error()) }}); err != nil {
 			return err
 		}
+	}
+	// kube-proxy's birth cry: a Normal Event "Starting" on its Node.
+	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
+		nodeEvent(corev1.EventTypeNormal, EventStarting, "")
+		return nil
+	})); err != nil {
+		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {

@@ -109,6 +109,8 @@ type healthzServer struct {
 	addr  string
 	agent *Agent
 	log   logr.Logger
+	// onBlocked: see retryingServer.
+	onBlocked func(error)
 }
 
 func (s *healthzServer) handler() http.Handler {
@@ -151,7 +153,7 @@ func (s *healthzServer) handler() http.Handler {
 
 // Start implements manager.Runnable (see retryingServer).
 func (s *healthzServer) Start(ctx context.Context) error {
-	return (&retryingServer{what: "Health server", addr: s.addr, handler: s.handler(), log: s.log, onListen: func() {
+	return (&retryingServer{what: "Health server", addr: s.addr, handler: s.handler(), log: s.log, onBlocked: s.onBlocked, onListen: func() {
 		// kube-proxy, which holds the same address while it runs on
 		// the node, has left it: its leftovers can go (handover.go).
 		s.agent.healthListening.Store(true)

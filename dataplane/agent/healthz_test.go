@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,13 +340,18 @@ func TestMetricsServerWaitsForItsAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	srv := &retryingServer{what: "Metrics server", addr: addr, handler: metricsHandler(Config{Mode: ModeNFTables}), log: logr.Discard()}
+	var blocked atomic.Int32
+	srv := &retryingServer{what: "Metrics server", addr: addr, handler: metricsHandler(Config{Mode: ModeNFTables}), log: logr.Discard(),
+		onBlocked: func(error) { blocked.Add(1) }}
 	go func() { done <- srv.Start(ctx) }()
 	time.Sleep(2 * listenRetry)
 	select {
 	case err := <-done:
 		t.Fatalf("the metrics server stopped while its address was held: %v", err)
 	default:
+	}
+	if n := blocked.Load(); n != 1 {
+		t.Errorf("the held address was reported %d times, want once (one Event on the Node)", n)
 	}
 	must(t, held.Close())
 	get := func(path string) (int, string) {

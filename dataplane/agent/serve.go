@@ -31,6 +31,9 @@ type retryingServer struct {
 	log     logr.Logger
 	// onListen, if set, is called once the address is held.
 	onListen func()
+	// onBlocked, if set, is called once when the address is found taken
+	// (kube-proxy records an Event on its Node then).
+	onBlocked func(error)
 }
 
 // Start implements manager.Runnable.
@@ -71,6 +74,9 @@ func (s *retryingServer) listen(ctx context.Context) (net.Listener, error) {
 		}
 		if !logged {
 			s.log.Error(err, s.what+" cannot listen yet, retrying every second until the address is free", "address", s.addr)
+			if s.onBlocked != nil {
+				s.onBlocked(err)
+			}
 		}
 		select {
 		case <-ctx.Done():

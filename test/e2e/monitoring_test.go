@@ -87,6 +87,22 @@ func TestUpMonitoring(t *testing.T) {
 	})
 	start := time.Now()
 
+	t.Log("each agent says it started on its Node, as kube-proxy does")
+	for _, n := range nodes {
+		waitFor(t, "the Starting Event on "+n, func() (bool, string) {
+			var evs corev1.EventList
+			if err := c.List(context.Background(), &evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+				return false, err.Error()
+			}
+			for _, ev := range evs.Items {
+				if ev.Reason == "Starting" && ev.InvolvedObject.Kind == "Node" && ev.InvolvedObject.Name == n && ev.ReportingController == "svcnet-agent" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(len(evs.Items), " Events")
+		})
+	}
+
 	t.Log("the workload: a LoadBalancer Service with a Pod on each node, a Service without a selector")
 	web := monitoringWorkload(t, c, nodes)
 	owner := announcedBy(t, c, web)
