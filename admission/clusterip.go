@@ -132,45 +132,68 @@ func (c *clusterIPs) assign(ctx context.Context, svc, old *corev1.Service, dryRu
 			if slices.Contains(had, ips[i]) {
 				continue // kept from before: already committed
 			}
-			addr, _ := netip.ParseAddr(ips[i]) // wantedFamilies parsed it
-			start := time.Now()
-			if err := c.alloc.Reserve(addr, req); err != nil {
+			addr, err := c.reserveAsked(i, ips[i], req)
+			if err != nil {
 				undo()
-				c.countClusterIPError(addr, req, scopeStatic)
-				return nil, nil, userError{fmt.Sprintf("spec.clusterIPs[%d]: Invalid value: %q: %v", i, ips[i], err)}
+				return nil, nil, err
 			}
-			c.countClusterIP(addr, "", req, scopeStatic, time.Since(start))
 			if !dryRun {
 				reserved = append(reserved, addr)
 			}
 			continue
 		}
-		start := time.Now()
-		got, err := c.alloc.Allocate(req)
+		addr, warning, err := c.allocateFree(req)
 		if err != nil {
 			undo()
-			c.countClusterIPError(netip.Addr{}, req, scopeDynamic)
-			if errors.Is(err, ipam.ErrFull) {
-				return nil, nil, userError{fmt.Sprintf("failed to allocate a ClusterIP: %v", err)}
-			}
 			return nil, nil, err
 		}
-		c.countClusterIP(got.Addr, got.CIDR, req, scopeDynamic, time.Since(start))
-		if got.QuarantineCut {
-			warnings = append(warnings, fmt.Sprintf("ClusterIP %s was released less than the reuse delay ago: its ServiceCIDRs have no other free address", got.Addr))
+		if warning != "" {
+			warnings = append(warnings, warning)
 		}
 		if !dryRun {
-			reserved = append(reserved, got.Addr)
+			reserved = append(reserved, addr)
 		}
 		if i < len(ips) {
-			ips[i] = got.Addr.String()
+			ips[i] = addr.String()
 		} else {
-			ips = append(ips, got.Addr.String())
+			ips = append(ips, addr.String())
 		}
 	}
 	svc.Spec.ClusterIPs = ips
 	svc.Spec.ClusterIP = ips[0]
 	return undo, warnings, nil
+}
+
+// reserveAsked reserves the address the user set as spec.clusterIPs[i].
+func (c *clusterIPs) reserveAsked(i int, ip string, req ipam.Request) (netip.Addr, error) {
+	addr, _ := netip.ParseAddr(ip) // wantedFamilies parsed it
+	start := time.Now()
+	if err := c.alloc.Reserve(addr, req); err != nil {
+		c.countClusterIPError(addr, req, scopeStatic)
+		return netip.Addr{}, userError{fmt.Sprintf("spec.clusterIPs[%d]: Invalid value: %q: %v", i, ip, err)}
+	}
+	c.countClusterIP(addr, "", req, scopeStatic, time.Since(start))
+	return addr, nil
+}
+
+// allocateFree picks a free address for req, with a warning when it had
+// to take one still in quarantine.
+func (c *clusterIPs) allocateFree(req ipam.Request) (netip.Addr, string, error) {
+	start := time.Now()
+	got, err := c.alloc.Allocate(req)
+	if err != nil {
+		c.countClusterIPError(netip.Addr{}, req, scopeDynamic)
+		if errors.Is(err, ipam.ErrFull) {
+			return netip.Addr{}, "", userError{fmt.Sprintf("failed to allocate a ClusterIP: %v", err)}
+		}
+		return netip.Addr{}, "", err
+	}
+	c.countClusterIP(got.Addr, got.CIDR, req, scopeDynamic, time.Since(start))
+	var warning string
+	if got.QuarantineCut {
+		warning = fmt.Sprintf("ClusterIP %s was released less than the reuse delay ago: its ServiceCIDRs have no other free address", got.Addr)
+	}
+	return got.Addr, warning, nil
 }
 
 // userError is a request the user must change; the handler denies it with

@@ -251,7 +251,6 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	}
 	recorder := mgr.GetEventRecorder("svcnet-agent")
 	a.health.recorder = recorder
-	nodeEvent := nodeEventer(recorder, cfg.NodeName)
 	for _, obj := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &networkingv1.ServiceCIDR{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
@@ -261,23 +260,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 			return err
 		}
 	}
-	if cfg.HealthzBindAddress != "0" {
-		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log,
-			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartProxierHealthcheck, err.Error()) }}); err != nil {
-			return err
-		}
-	}
-	if cfg.MetricsBindAddress != "0" {
-		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log,
-			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartMetricServer, err.Error()) }}); err != nil {
-			return err
-		}
-	}
-	// kube-proxy's birth cry: a Normal Event "Starting" on its Node.
-	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
-		nodeEvent(corev1.EventTypeNormal, EventStarting, "")
-		return nil
-	})); err != nil {
+	if err := addServers(mgr, cfg, a, nodeEventer(recorder, cfg.NodeName), log); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -305,6 +288,28 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 	}
 	log.Info("Starting svcnet agent", "node", cfg.NodeName, "mode", cfg.Mode, "netns", cfg.NetNS)
 	return mgr.Start(ctx)
+}
+
+// addServers adds the agent's health and metrics servers at kube-proxy's
+// addresses, and its birth cry, with kube-proxy's Events on the Node.
+func addServers(mgr manager.Manager, cfg Config, a *Agent, nodeEvent func(eventType, reason, note string), log logr.Logger) error {
+	if cfg.HealthzBindAddress != "0" {
+		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log,
+			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartProxierHealthcheck, err.Error()) }}); err != nil {
+			return err
+		}
+	}
+	if cfg.MetricsBindAddress != "0" {
+		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log,
+			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartMetricServer, err.Error()) }}); err != nil {
+			return err
+		}
+	}
+	// kube-proxy's birth cry: a Normal Event "Starting" on its Node.
+	return mgr.Add(manager.RunnableFunc(func(context.Context) error {
+		nodeEvent(corev1.EventTypeNormal, EventStarting, "")
+		return nil
+	}))
 }
 
 // errNodeDeleted ends the agent when its Node is deleted.

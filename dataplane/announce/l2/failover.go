@@ -13,10 +13,10 @@ import (
 type MoveReason string
 
 const (
-	// MovedPeerLost: the previous owner's heartbeats stopped (its node,
+	// MovedPeerLost means the previous owner's heartbeats stopped (its node,
 	// agent or link died) or a restarted agent no longer claimed it.
 	MovedPeerLost MoveReason = "peer-lost"
-	// MovedReleased: the previous owner, still alive, let go of it (no
+	// MovedReleased means the previous owner, still alive, let go of it (no
 	// endpoint left under Local, no longer selected, shutting down).
 	MovedReleased MoveReason = "released"
 )
