@@ -54,6 +54,9 @@ func TestMakePlan(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"edge": "yes"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"edge": "yes"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "n3"}},
+		// Out of every external load balancer: never a candidate, even
+		// where a selector matches it.
+		{ObjectMeta: metav1.ObjectMeta{Name: "n4", Labels: map[string]string{"edge": "yes", corev1.LabelNodeExcludeBalancers: ""}}},
 	}
 	pools := announcementpolicy.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}})
 	services := []*corev1.Service{
@@ -103,6 +106,10 @@ func TestMakePlan(t *testing.T) {
 		"BGP from n2: the Local Service too": {
 			node: "n2", anns: []*announcementpolicy.Announcement{compiled(t, "bgp", "BGP", "")},
 			want: got{L2: map[string][]string{}, BGP: map[string][]string{"192.168.240.1": {"n1", "n2", "n3"}, "192.168.240.2": {"n2", "n3"}}, Interfaces: map[string][]string{}, Peers: 1},
+		},
+		"n4, excluded from external load balancers, announces nothing": {
+			node: "n4", anns: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", ""), compiled(t, "bgp", "BGP", "edge")},
+			want: got{L2: map[string][]string{}, BGP: map[string][]string{}, Interfaces: map[string][]string{}},
 		},
 		"a node without its Node object announces nothing": {
 			node: "gone", anns: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", ""), compiled(t, "bgp", "BGP", "")},

@@ -178,8 +178,15 @@ func (a *Announcement) SelectsPool(pool *svcnetv1alpha1.LoadBalancerIPPool) bool
 	return a.pools.Matches(labels.Set(pool.Labels))
 }
 
-// SelectsNode tells whether a node may announce for it.
+// SelectsNode tells whether a node may announce for it: its nodeSelector
+// matches the node, and the node does not carry the label
+// node.kubernetes.io/exclude-from-external-load-balancers (whatever its
+// value), which keeps a node out of every external load balancer, as
+// Kubernetes' service controller and MetalLB honour it.
 func (a *Announcement) SelectsNode(node *corev1.Node) bool {
+	if _, excluded := node.Labels[corev1.LabelNodeExcludeBalancers]; excluded {
+		return false
+	}
 	return a.nodes.Matches(labels.Set(node.Labels))
 }
 
