@@ -3,6 +3,7 @@
 package controllers
 
 import (
+	"github.com/svcnet-io/svcnet/internal/lbclass"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
@@ -12,15 +13,16 @@ import (
 // gives LoadBalancer Services addresses from pools.
 const LoadBalancerName = loadbalancer.ControllerName
 
-// LoadBalancerOptions configures the loadbalancer controller.
+// LoadBalancerOptions configures the loadbalancer controller: the
+// Services it serves, by class (--load-balancer-class,
+// --load-balancer-class-only).
 type LoadBalancerOptions struct {
-	// Class is the spec.loadBalancerClass served, besides none.
-	Class string
+	lbclass.Selection
 }
 
 func setupLoadBalancer(mgr ctrl.Manager, opts Options, enabled map[string]bool) error {
 	lopts := loadbalancer.Options{
-		Class:            opts.LoadBalancer.Class,
+		Serve:            opts.LoadBalancer.Selection,
 		LeakGracePeriod:  opts.Audit.LeakGracePeriod,
 		EventQuietPeriod: opts.Audit.EventQuietPeriod,
 		// Pools are validated where the webhook server runs anyway, for

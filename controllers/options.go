@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/svcnet-io/svcnet/internal/lbclass"
+
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
 	"github.com/svcnet-io/svcnet/controllers/endpointslicemirroring"
 	"github.com/svcnet-io/svcnet/controllers/ipaddress"
-	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
 )
 
 // Options configures every controller. A field belongs to the controller
@@ -60,7 +61,7 @@ func DefaultOptions() Options {
 		EndpointSliceMirroring: endpointslicemirroring.DefaultOptions(),
 		ClusterIP:              ClusterIPOptions{ReuseDelay: DefaultReuseDelay},
 		NodePort:               NodePortOptions{Range: DefaultNodePortRange, ReuseDelay: DefaultReuseDelay},
-		LoadBalancer:           LoadBalancerOptions{Class: loadbalancer.DefaultClass},
+		LoadBalancer:           LoadBalancerOptions{Selection: lbclass.DefaultSelection()},
 		Audit:                  AuditOptions{EventQuietPeriod: 10 * time.Minute, LeakGracePeriod: ipaddress.DefaultLeakGracePeriod},
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcnet-io/svcnet/internal/lbclass"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,7 +49,7 @@ const (
 	ManagedBy = "ipallocator.svcnet.io"
 	// DefaultClass is the spec.loadBalancerClass svcnet serves, besides
 	// Services without a class.
-	DefaultClass = "svcnet.io/loadbalancer"
+	DefaultClass = lbclass.Default
 	// AnnotationIPs requests specific addresses (comma separated, at most
 	// one per family).
 	AnnotationIPs = "svcnet.io/load-balancer-ips"
@@ -107,8 +109,8 @@ const (
 
 // Options configure the controller.
 type Options struct {
-	// Class is the spec.loadBalancerClass served, besides none.
-	Class string
+	// Serve is which LoadBalancer Services it serves, by class.
+	Serve lbclass.Selection
 	// LeakGracePeriod: an IPAddress of svcnet's whose Service is gone is
 	// deleted once it is this old.
 	LeakGracePeriod time.Duration
@@ -122,7 +124,7 @@ type Options struct {
 
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() Options {
-	return Options{Class: DefaultClass, LeakGracePeriod: time.Minute, EventQuietPeriod: 10 * time.Minute}
+	return Options{Serve: lbclass.DefaultSelection(), LeakGracePeriod: time.Minute, EventQuietPeriod: 10 * time.Minute}
 }
 
 // Reconciler allocates and releases the addresses of one Service per
@@ -168,11 +170,7 @@ func New(c client.Client, apiReader client.Reader, recorder events.EventRecorder
 
 // handles reports whether the Service is a LoadBalancer svcnet serves.
 func (r *Reconciler) handles(svc *corev1.Service) bool {
-	if svc == nil || svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	class := ptr.Deref(svc.Spec.LoadBalancerClass, "")
-	return class == "" || class == r.opts.Class
+	return svc != nil && svc.DeletionTimestamp == nil && r.opts.Serve.Serves(svc)
 }
 
 func owner(key types.NamespacedName) string { return key.String() }

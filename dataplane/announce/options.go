@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/svcnet-io/svcnet/internal/lbclass"
+
 	"github.com/spf13/pflag"
 )
 
@@ -20,11 +22,15 @@ type Options struct {
 	// DeadAfter is how long a silent peer on a segment counts as alive;
 	// the L2 failover time is about DeadAfter plus one interval.
 	DeadAfter time.Duration
+	// Serve is which LoadBalancer Services' addresses it announces, by
+	// class: the manager's --load-balancer-class and
+	// --load-balancer-class-only, which the agent takes too.
+	Serve lbclass.Selection
 }
 
 // DefaultOptions are announcing on, 100 ms heartbeats, dead after 500 ms.
 func DefaultOptions() Options {
-	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond}
+	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond, Serve: lbclass.DefaultSelection()}
 }
 
 // AddFlags binds the options to fs.
@@ -32,6 +38,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "announce", o.Enabled, "Announce LoadBalancer addresses as the accepted LoadBalancerAnnouncements say (L2: ARP/NDP, BGP).")
 	fs.DurationVar(&o.HeartbeatInterval, "announce-heartbeat-interval", o.HeartbeatInterval, "Interval of the heartbeats agents send on each L2 segment they announce on.")
 	fs.DurationVar(&o.DeadAfter, "announce-dead-after", o.DeadAfter, "How long an L2 peer may be silent before its addresses move (also how long an agent listens before it answers after a start).")
+	o.Serve.AddFlags(fs, "announce")
 }
 
 // Validate checks the options, naming the bad flag.

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet-io/svcnet/internal/lbclass"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +21,10 @@ import (
 
 // world is what the plan is made from, as the agent's caches hold it.
 type world struct {
-	node          string
+	node string
+	// serve picks the LoadBalancer Services whose addresses are
+	// announced: those the manager serves.
+	serve         lbclass.Selection
 	nodes         []*corev1.Node
 	announcements []*announcementpolicy.Announcement // accepted ones only
 	pools         []announcementpolicy.Pool
@@ -130,7 +135,7 @@ func findNode(nodes []*corev1.Node, name string) *corev1.Node {
 func addresses(w world) []addrPlan {
 	byAddr := map[netip.Addr]*addrPlan{}
 	for _, svc := range w.services {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if !w.serve.Serves(svc) {
 			continue
 		}
 		for _, ing := range svc.Status.LoadBalancer.Ingress {

@@ -14,6 +14,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
+	"github.com/svcnet-io/svcnet/internal/lbclass"
 )
 
 func compiled(t *testing.T, name string, mode svcnetv1alpha1.AnnouncementMode, nodeLabel string) *announcementpolicy.Announcement {
@@ -121,6 +122,44 @@ func TestMakePlan(t *testing.T) {
 			p := makePlan(world{node: tc.node, nodes: nodes, announcements: tc.anns, pools: pools, services: services, slices: slices})
 			if diff := cmp.Diff(tc.want, summarize(p)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanFollowsTheServedClasses: the agent announces the addresses of
+// the LoadBalancer Services the manager serves, by class, and no other
+// implementation's.
+func TestPlanFollowsTheServedClasses(t *testing.T) {
+	nodes := []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	pools := announcementpolicy.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}})
+	withClass := func(svc *corev1.Service, class string) *corev1.Service {
+		svc.Spec.LoadBalancerClass = ptr.To(class)
+		return svc
+	}
+	services := []*corev1.Service{
+		lbSvc("plain", "192.168.240.1", false),
+		withClass(lbSvc("ours", "192.168.240.2", false), lbclass.Default),
+		// Another implementation's, with an address in svcnet's pool.
+		withClass(lbSvc("theirs", "192.168.240.3", false), "example.com/lb"),
+	}
+	tests := map[string]struct {
+		serve lbclass.Selection
+		want  []string
+	}{
+		"default: no class and svcnet's": {lbclass.DefaultSelection(), []string{"192.168.240.1", "192.168.240.2"}},
+		"class only":                     {lbclass.Selection{Class: lbclass.Default, Only: true}, []string{"192.168.240.2"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := makePlan(world{node: "n1", serve: tc.serve, nodes: nodes, announcements: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", "")},
+				pools: pools, services: services, slices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{}})
+			var got []string
+			for _, ap := range p.l2 {
+				got = append(got, ap.addr.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("announced (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -222,7 +222,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 
 // read takes the world from the caches: accepted announcements only.
 func (s *Speaker) read(ctx context.Context) (world, error) {
-	w := world{node: s.cfg.Node, slices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{}}
+	w := world{node: s.cfg.Node, serve: s.cfg.Options.Serve, slices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{}}
 	var nodes corev1.NodeList
 	var anns svcnetv1alpha1.LoadBalancerAnnouncementList
 	var pools svcnetv1alpha1.LoadBalancerIPPoolList
