@@ -84,7 +84,10 @@ var _ = Describe("LoadBalancer repairs and other classes", func() {
 			g.Expect(ipa.Spec.ParentRef.Name).To(Equal("web"))
 			g.Expect(ingress(ctx, svc)()).To(Equal([]string{addr}))
 		}).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
-		Expect(repairs.Count("IPAddress", repairs.ReasonDeleted)).To(BeNumerically(">", deleted))
+		// The repair is counted after its write: the new IPAddress may be
+		// seen first.
+		Eventually(func() float64 { return repairs.Count("IPAddress", repairs.ReasonDeleted) }).
+			WithTimeout(repairTimeout).WithPolling(interval).Should(BeNumerically(">", deleted))
 
 		By("the status cleared")
 		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())

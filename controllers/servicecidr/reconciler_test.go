@@ -170,7 +170,9 @@ var _ = Describe("ServiceCIDR controller", Ordered, func() {
 		meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionFalse, Reason: "ByHand", Message: "edited"})
 		Expect(env.Client.Status().Update(ctx, sc)).To(Succeed())
 		Eventually(ready(ctx, "edited")).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
-		Expect(repairs.Count("ServiceCIDR", repairs.ReasonEdited)).To(BeNumerically(">", before))
+		// The repair is counted after its write, which may be seen first.
+		Eventually(func() float64 { return repairs.Count("ServiceCIDR", repairs.ReasonEdited) }).
+			WithTimeout(repairTimeout).WithPolling(interval).Should(BeNumerically(">", before))
 
 		b := &svcnetv1alpha1.ServiceCIDRBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "edited"},
