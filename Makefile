@@ -27,8 +27,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/svcnet (the manager), bin/svcnet-agent (the node agent), what the images ship, and bin/svcnet-up (the simulator `svcnet up` runs).
+build: ## Build bin/svcnet (the manager and the CLI; bin/kubectl-svcnet links to it for kubectl), bin/svcnet-agent (the node agent), what the images ship, and bin/svcnet-up (the simulator `svcnet up` runs).
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/svcnet ./cmd/svcnet-agent ./cmd/svcnet-up
+	ln -sf svcnet $(BIN)/kubectl-svcnet
 
 .PHONY: run
 run: deps k8s-bins node-images frr build ## Run svcnet up: a whole control plane on this machine (state in .svcnet/).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/internal/app/cli"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
+	"github.com/svcnet-io/svcnet/internal/app/explaincmd"
 	"github.com/svcnet-io/svcnet/internal/app/migratecmd"
 	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
 )
@@ -38,7 +39,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), cli.NewVersionCommand(), migratecmd.NewCommand(),
+	root.AddCommand(newManagerCommand(), cli.NewVersionCommand(), migratecmd.NewCommand(), explaincmd.NewCommand(),
 		cli.HandOver("agent", "Program this node's kube-proxy compatible rules from Services and EndpointSlices (runs svcnet-agent agent)",
 			agentBinary, buildHint(agentBinary), "agent"),
 		cli.HandOver("kube-proxy", "Run the agent with kube-proxy's command line and defaults (runs svcnet-agent kube-proxy)",

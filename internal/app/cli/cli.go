@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,16 +24,42 @@ import (
 )
 
 // Main runs cmd until it returns or the process is interrupted, and exits
-// with status 1 and "name: error" when it fails.
+// with status 1 and "name: error" when it fails (an ExitError chooses the
+// status, and says nothing when it wraps no error).
 func Main(name string, cmd *cobra.Command) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cmd.ExecuteContext(ctx)
 	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(1)
+	if err == nil {
+		return
 	}
+	code := 1
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		code = exit.Code
+		if exit.Err == nil {
+			os.Exit(code)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(code)
 }
+
+// ExitError ends a command with status Code: silently when Err is nil
+// (the command has said what it had to), else with Err's message.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
 
 // AddLogFlags adds klog's -v and friends, the Kubernetes component way.
 func AddLogFlags(fs *pflag.FlagSet) {
