@@ -3,10 +3,10 @@
 package controllers
 
 import (
-	"github.com/svcnet-io/svcnet/internal/lbclass"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/controllers/loadbalancer"
+	"github.com/svcnet-io/svcnet/internal/lbclass"
 )
 
 // LoadBalancerName is the loadbalancer controller's --controllers name: it

@@ -15,8 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/svcnet-io/svcnet/internal/app/cli"
-	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/app/explaincmd"
+	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/app/migratecmd"
 	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
 )

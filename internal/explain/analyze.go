@@ -63,7 +63,9 @@ type hop struct{ Hop }
 
 func newHop(name string) *hop { return &hop{Hop{Name: name}} }
 
-func (h *hop) fact(format string, args ...any) { h.Facts = append(h.Facts, fmt.Sprintf(format, args...)) }
+func (h *hop) fact(format string, args ...any) {
+	h.Facts = append(h.Facts, fmt.Sprintf(format, args...))
+}
 
 func (h *hop) problem(fix, format string, args ...any) {
 	h.Problems = append(h.Problems, Finding{Hop: h.Name, Problem: fmt.Sprintf(format, args...), Fix: fix})
@@ -334,31 +336,7 @@ func podsHop(in Inputs) *hop {
 func checkTargetPorts(h *hop, svc *corev1.Service, pods []corev1.Pod) {
 	for _, sp := range svc.Spec.Ports {
 		tp := sp.TargetPort
-		var have []string
-		found := 0
-		for _, p := range pods {
-			ok := false
-			for _, c := range p.Spec.Containers {
-				for _, cp := range c.Ports {
-					if cp.Protocol != "" && cp.Protocol != sp.Protocol {
-						continue
-					}
-					desc := strconv.Itoa(int(cp.ContainerPort))
-					if cp.Name != "" {
-						desc = fmt.Sprintf("%q (%d)", cp.Name, cp.ContainerPort)
-					}
-					if !slices.Contains(have, desc) {
-						have = append(have, desc)
-					}
-					if (tp.Type == intstr.String && cp.Name == tp.StrVal) || (tp.Type == intstr.Int && cp.ContainerPort == targetNumber(sp)) {
-						ok = true
-					}
-				}
-			}
-			if ok {
-				found++
-			}
-		}
+		found, have := podsWithPort(pods, sp)
 		switch {
 		case tp.Type == intstr.String && found == 0:
 			h.problem(fmt.Sprintf("set the port's targetPort to the name or number the Pods use, or name their container port %q", tp.StrVal),
@@ -370,6 +348,35 @@ func checkTargetPorts(h *hop, svc *corev1.Service, pods []corev1.Pod) {
 			h.fact("targetPort %s of port %d: on %d of %d Pods", tp.String(), sp.Port, found, len(pods))
 		}
 	}
+}
+
+// podsWithPort counts the Pods with a container port that sp's
+// targetPort names (or numbers), and lists the ports of the protocol
+// they declare.
+func podsWithPort(pods []corev1.Pod, sp corev1.ServicePort) (found int, have []string) {
+	tp := sp.TargetPort
+	for _, p := range pods {
+		ok := false
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Protocol != "" && cp.Protocol != sp.Protocol {
+					continue
+				}
+				desc := strconv.Itoa(int(cp.ContainerPort))
+				if cp.Name != "" {
+					desc = fmt.Sprintf("%q (%d)", cp.Name, cp.ContainerPort)
+				}
+				if !slices.Contains(have, desc) {
+					have = append(have, desc)
+				}
+				ok = ok || (tp.Type == intstr.String && cp.Name == tp.StrVal) || (tp.Type == intstr.Int && cp.ContainerPort == targetNumber(sp))
+			}
+		}
+		if ok {
+			found++
+		}
+	}
+	return found, have
 }
 
 func targetNumber(sp corev1.ServicePort) int32 {

@@ -262,7 +262,9 @@ func TestHealthyPaths(t *testing.T) {
 	}
 	nodePort := web().Type(corev1.ServiceTypeNodePort).Obj()
 	nodePort.Spec.Ports[0].NodePort = 30080
+	covered := lb("192.168.240.1") // announced by BGP: no condition, an announcement covers it
 	services := map[string]*corev1.Service{
+		"LoadBalancer covered by an announcement": covered,
 		"ClusterIP":    web().Obj(),
 		"headless":     builder.Service("web", "default").Selector("app", "web").Port("http", 80, intstr.FromString("http")).Headless().Obj(),
 		"NodePort":     nodePort,
@@ -276,6 +278,8 @@ func TestHealthyPaths(t *testing.T) {
 			}
 			t.Run(typ+" from "+from, func(t *testing.T) {
 				w := healthy(svc.DeepCopy())
+				w.in.Pools = []svcnetv1alpha1.LoadBalancerIPPool{pool("public", "192.168.240.0/24")}
+				w.in.Announcements = []svcnetv1alpha1.LoadBalancerAnnouncement{l2Announcement("public")}
 				switch from {
 				case "pod":
 					fromPod(w, "node-1")

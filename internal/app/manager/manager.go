@@ -111,7 +111,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Controllers.NodePort.Exclude, "nodeport-exclude", o.Controllers.NodePort.Exclude, "nodeport: port ranges never handed out dynamically, e.g. 32000-32767 or the nodes' ephemeral range; users may still ask for them explicitly (the audit reports it).")
 	fs.DurationVar(&o.Controllers.NodePort.ReuseDelay, "nodeport-reuse-delay", o.Controllers.NodePort.ReuseDelay, "nodeport: how long a released nodePort stays out of use (a re-created Service still gets it back); 0 reuses at once.")
 	fs.DurationVar(&o.Controllers.Audit.LeakGracePeriod, "ipaddress-leak-grace-period", o.Controllers.Audit.LeakGracePeriod, "ipaddress, loadbalancer: an IPAddress whose Service does not hold it is deleted once it is this old (kube-apiserver: 60s); 0 means the default.")
-	o.Controllers.LoadBalancer.Selection.AddFlags(fs, "loadbalancer")
+	o.Controllers.LoadBalancer.AddFlags(fs, "loadbalancer")
 	fs.DurationVar(&o.Controllers.Audit.EventQuietPeriod, "audit-event-quiet-period", o.Controllers.Audit.EventQuietPeriod, "ipaddress, nodeport, loadbalancer: a Warning Event repeats for the same object and reason at most this often; 0 means the default.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client QPS towards the API server (as kube-controller-manager's flag).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client burst towards the API server (as kube-controller-manager's flag).")
