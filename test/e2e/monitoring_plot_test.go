@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,29 +41,15 @@ type rangeSeries struct {
 func (p *prometheus) queryRange(expr string, from time.Time) ([]rangeSeries, error) {
 	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(from.Unix(), 10)},
 		"end": {strconv.FormatInt(time.Now().Unix()+1, 10)}, "step": {"1"}}
-	resp, err := http.Get(p.url + "/api/v1/query_range?" + q.Encode())
-	if err != nil {
+	var matrix []struct {
+		Metric map[string]string `json:"metric"`
+		Values [][2]any          `json:"values"`
+	}
+	if err := p.api("/api/v1/query_range", q, "matrix", &matrix); err != nil {
 		return nil, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, err
-	}
-	if out.Status != "success" {
-		return nil, fmt.Errorf("%s: %s", expr, out.Error)
 	}
 	var series []rangeSeries
-	for _, r := range out.Data.Result {
+	for _, r := range matrix {
 		s := rangeSeries{labels: r.Metric}
 		for _, v := range r.Values {
 			ts, _ := v[0].(float64)

@@ -307,11 +307,12 @@ type series struct {
 	Value  [2]any            `json:"value"`
 }
 
-// query runs an instant query.
-func (p *prometheus) query(expr string) ([]series, error) {
-	resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(expr))
+// api asks Prometheus' HTTP API path with q and decodes the data of a
+// query's answer of resultType want into result.
+func (p *prometheus) api(path string, q url.Values, want string, result any) error {
+	resp, err := http.Get(p.url + path + "?" + q.Encode())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	var out struct {
@@ -323,16 +324,21 @@ func (p *prometheus) query(expr string) ([]series, error) {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, err
+		return err
 	}
 	if out.Status != "success" {
-		return nil, fmt.Errorf("%s: %s", expr, out.Error)
+		return fmt.Errorf("%s: %s", q.Get("query"), out.Error)
 	}
-	if out.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("%s: a %s, not a vector", expr, out.Data.ResultType)
+	if out.Data.ResultType != want {
+		return fmt.Errorf("%s: a %s, not a %s", q.Get("query"), out.Data.ResultType, want)
 	}
+	return json.Unmarshal(out.Data.Result, result)
+}
+
+// query runs an instant query.
+func (p *prometheus) query(expr string) ([]series, error) {
 	var v []series
-	return v, json.Unmarshal(out.Data.Result, &v)
+	return v, p.api("/api/v1/query", url.Values{"query": {expr}}, "vector", &v)
 }
 
 // waitTargetsUp waits until n targets answer.
