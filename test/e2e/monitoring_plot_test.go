@@ -39,7 +39,10 @@ type rangeSeries struct {
 
 // queryRange runs a range query from from to now, one step a second.
 func (p *prometheus) queryRange(expr string, from time.Time) ([]rangeSeries, error) {
-	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(from.Unix(), 10)},
+	// From the first whole second after from: the one before may still
+	// see what the test waited to end.
+	first := from.Unix() + 1
+	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(first, 10)},
 		"end": {strconv.FormatInt(time.Now().Unix()+1, 10)}, "step": {"1"}}
 	var matrix []struct {
 		Metric map[string]string `json:"metric"`

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -40,6 +41,13 @@ const (
 	// monitoringPool is svcnet up's LoadBalancer range in the test: small,
 	// so that the test can fill it.
 	monitoringPool = "192.168.240.0/28"
+	// monitoringNodePorts is the nodePort range: 18 ports, which web and
+	// the Services that fill the pool (17 with the /28) take all but one
+	// of.
+	monitoringNodePorts = "30000-30017"
+	// tenantCIDR is a ServiceCIDR bound to the namespace tenant, which the
+	// test fills.
+	tenantCIDR = "10.97.0.0/28"
 	// upPool and upAnnouncement are the pool and the announcement svcnet
 	// up creates for its range.
 	upPool         = "svcnet-up"
@@ -52,10 +60,14 @@ const (
 // TestUpMonitoring scrapes `svcnet up`'s manager and agents with a real
 // Prometheus (make prometheus), as the chart's ServiceMonitor and
 // PodMonitor do, with svcnet's rules and kubernetes-mixin's kube-proxy
-// alerts loaded. Through a workload and three faults (a full pool, an
-// announcing node's link cut, an agent stopped) every alert fires in the
-// scenario it describes, and every query of every shipped dashboard and
-// of kubernetes-mixin's proxy dashboard returns data.
+// alerts loaded. Through a workload and its faults (a full pool, which
+// also nearly fills a small nodePort range, a full ServiceCIDR bound to a
+// namespace, an announcing node's link cut, an announcement that selects
+// no node, an agent stopped) each alert fires in the scenario it
+// describes, but SvcnetNodeRulesStale (promtool's cases only: a node's
+// syncs cannot be made to fail without touching the host), and every
+// query of every shipped dashboard and of kubernetes-mixin's proxy
+// dashboard returns data.
 //
 // The rules are the shipped ones with two changes the test needs: no
 // `for` (an alert fires at its first true evaluation), and a failover
@@ -72,7 +84,7 @@ func TestUpMonitoring(t *testing.T) {
 	managerMetrics := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	args := upArgs(t, dataDir)
 	args[1] = "--nodes=2"
-	up := startUp(t, append(args, "--dns=false", "--load-balancer-ip-range="+monitoringPool,
+	up := startUp(t, append(args, "--dns=false", "--load-balancer-ip-range="+monitoringPool, "--service-node-port-range="+monitoringNodePorts,
 		"--metrics-bind-address="+managerMetrics, "--metrics-secure=false"))
 	c := kubeClient(t, dataDir)
 	nodes := []string{"node-1", "node-2"}
@@ -110,6 +122,11 @@ func TestUpMonitoring(t *testing.T) {
 	t.Log("fill the pool: one Service more than it has addresses")
 	fillPool(t, c, prom)
 	prom.waitFiring(t, "SvcnetLoadBalancerPoolNearlyFull", map[string]string{"pool": upPool, "job": jobManager})
+	prom.waitFiring(t, "SvcnetNodePortRangeNearlyFull", map[string]string{"range": monitoringNodePorts, "job": jobManager})
+
+	t.Log("fill a ServiceCIDR bound to one namespace")
+	fillTenantCIDR(t, c, dataDir, prom)
+	prom.waitFiring(t, "SvcnetServiceCIDRNearlyFull", map[string]string{"servicecidr": "tenant", "job": jobManager})
 
 	t.Log("Pods come and go: slice writes and network programming on every node")
 	churn(t, c, nodes)
@@ -125,7 +142,7 @@ func TestUpMonitoring(t *testing.T) {
 
 	t.Log("every query of every dashboard returns data")
 	prom.checkDashboards(t)
-	for _, quiet := range []string{"SvcnetNodeRulesStale", "SvcnetServiceCIDRNearlyFull", "SvcnetNodePortRangeNearlyFull", "SvcnetLoadBalancerUnannounced", "KubeProxyDown", "KubeProxyInstanceUnreachable"} {
+	for _, quiet := range []string{"SvcnetNodeRulesStale", "SvcnetLoadBalancerUnannounced", "KubeProxyDown", "KubeProxyInstanceUnreachable"} {
 		if got := prom.firing(t, quiet); len(got) > 0 {
 			t.Errorf("%s fires on a healthy cluster: %v", quiet, got)
 		}
@@ -525,6 +542,49 @@ func fillPool(t *testing.T, c client.Client, prom *prometheus) {
 	for i := range free + 1 {
 		must(t, c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: monitoringNS, Name: fmt.Sprintf("fill-%d", i)}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}))
+	}
+}
+
+// fillTenantCIDR binds a small ServiceCIDR to the namespace tenant and
+// creates Services there until one address is left.
+func fillTenantCIDR(t *testing.T, c client.Client, dataDir string, prom *prometheus) {
+	t.Helper()
+	ctx := context.Background()
+	objects := fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: tenant}
+spec: {cidrs: [%q]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: ServiceCIDRBinding
+metadata: {name: tenant}
+spec:
+  serviceCIDRName: tenant
+  namespaceSelector: {matchLabels: {svcnet.io/tenant: "yes"}}
+  exclusive: true
+`, tenantCIDR)
+	path := filepath.Join(t.TempDir(), "tenant.yaml")
+	must(t, os.WriteFile(path, []byte(objects), 0o644))
+	if out, errOut, err := kubectl(t, dataDir, "apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s%s", err, out, errOut)
+	}
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Labels: map[string]string{"svcnet.io/tenant": "yes"}}}))
+	var free int
+	waitFor(t, "the tenant ServiceCIDR's free addresses", func() (bool, string) {
+		s, err := prom.query(`svcnet_clusterip_cidr_available{servicecidr="tenant"}`)
+		if err != nil || len(s) != 1 {
+			return false, fmt.Sprint(s, err)
+		}
+		_, err = fmt.Sscan(fmt.Sprint(s[0].Value[1]), &free)
+		return err == nil && free > 1, fmt.Sprint(s)
+	})
+	for i := range free - 1 {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("svc-%d", i)},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		must(t, c.Create(ctx, svc))
+		if p, err := netip.ParsePrefix(tenantCIDR); err != nil || !p.Contains(netip.MustParseAddr(svc.Spec.ClusterIP)) {
+			t.Fatalf("Service %s in the bound namespace got ClusterIP %s, outside %s", svc.Name, svc.Spec.ClusterIP, tenantCIDR)
+		}
 	}
 }
 
