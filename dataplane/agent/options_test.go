@@ -18,6 +18,7 @@ import (
 
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/internal/kubeadm"
+	"github.com/svcnet-io/svcnet/internal/lbclass"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -209,7 +210,8 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=1h", "--conntrack-tcp-be-liberal",
 				"--conntrack-udp-timeout=30s", "--kube-api-qps=50", "--kubeconfig=/k", "--master=https://10.0.0.1:6443",
 				"--oom-score-adj=-500", "--detect-local-mode=NodeCIDR",
-				"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s")...)
+				"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s",
+				"--load-balancer-class=corp.example/lb", "--load-balancer-class-only")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,9 +233,10 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				HealthzBindAddress: "0",
 				MetricsBindAddress: "127.0.0.1:10249",
 				PprofBindAddress:   "0",
-				Announce:           announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second},
-				Client:             ClientConfig{Kubeconfig: "/k", Master: "https://10.0.0.1:6443", QPS: 50},
-				OOMScoreAdj:        -500,
+				Announce: announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second,
+					Serve: lbclass.Selection{Class: "corp.example/lb", Only: true}},
+				Client:      ClientConfig{Kubeconfig: "/k", Master: "https://10.0.0.1:6443", QPS: 50},
+				OOMScoreAdj: -500,
 			}
 			if diff := cmp.Diff(want, got, cmpConfig...); diff != "" {
 				t.Errorf("Complete (-want +got):\n%s", diff)
