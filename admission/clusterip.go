@@ -172,7 +172,9 @@ func (c *clusterIPs) reserveAsked(i int, ip string, req ipam.Request) (netip.Add
 		c.countClusterIPError(addr, req, scopeStatic)
 		return netip.Addr{}, userError{fmt.Sprintf("spec.clusterIPs[%d]: Invalid value: %q: %v", i, ip, err)}
 	}
-	c.countClusterIP(addr, "", req, scopeStatic, time.Since(start))
+	took := time.Since(start)
+	prefix, _ := c.alloc.PrefixOf(addr)
+	countClusterIP(prefix, req, scopeStatic, took)
 	return addr, nil
 }
 
@@ -188,7 +190,7 @@ func (c *clusterIPs) allocateFree(req ipam.Request) (netip.Addr, string, error) 
 		}
 		return netip.Addr{}, "", err
 	}
-	c.countClusterIP(got.Addr, got.CIDR, req, scopeDynamic, time.Since(start))
+	countClusterIP(got.Prefix, req, scopeDynamic, time.Since(start))
 	var warning string
 	if got.QuarantineCut {
 		warning = fmt.Sprintf("ClusterIP %s was released less than the reuse delay ago: its ServiceCIDRs have no other free address", got.Addr)

@@ -72,17 +72,16 @@ func init() {
 		nodePortAllocations, nodePortAllocationErrors)
 }
 
-// countClusterIP records addr, handed out from ServiceCIDR cidrName (""
-// for an address the user asked for) in took.
-func (c *clusterIPs) countClusterIP(addr netip.Addr, cidrName string, req ipam.Request, scope string, took time.Duration) {
+// countClusterIP records an address handed out from prefix (invalid: in
+// no ServiceCIDR, no upstream series) in took.
+func countClusterIP(prefix netip.Prefix, req ipam.Request, scope string, took time.Duration) {
 	allocations.WithLabelValues("clusterip", scope).Inc()
-	if req.DryRun {
+	if req.DryRun || !prefix.IsValid() {
 		return
 	}
-	if p, ok := c.alloc.PrefixOf(addr, cidrName); ok {
-		clusterIPAllocations.WithLabelValues(p.String(), scope).Inc()
-		clusterIPAllocationDuration.WithLabelValues(p.String()).Observe(took.Seconds())
-	}
+	cidr := prefix.String()
+	clusterIPAllocations.WithLabelValues(cidr, scope).Inc()
+	clusterIPAllocationDuration.WithLabelValues(cidr).Observe(took.Seconds())
 }
 
 // countClusterIPError records a request svcnet could not serve: a static
@@ -96,7 +95,7 @@ func (c *clusterIPs) countClusterIPError(addr netip.Addr, req ipam.Request, scop
 		return
 	}
 	if scope == scopeStatic {
-		if p, ok := c.alloc.PrefixOf(addr, ""); ok {
+		if p, ok := c.alloc.PrefixOf(addr); ok {
 			clusterIPAllocationErrors.WithLabelValues(p.String(), scope).Inc()
 		}
 		return

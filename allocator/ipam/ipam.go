@@ -48,7 +48,10 @@ type Request struct {
 // Allocation is the outcome of a request.
 type Allocation struct {
 	Addr netip.Addr
-	CIDR string
+	// CIDR is the ServiceCIDR it came from, Prefix that ServiceCIDR's
+	// prefix holding it.
+	CIDR   string
+	Prefix netip.Prefix
 	// Sticky: the owner's own address, given back from quarantine.
 	Sticky bool
 	// Reused: a released address whose quarantine was over.
@@ -324,22 +327,22 @@ func (a *Allocator) Allocate(req Request) (Allocation, error) {
 	if len(cidrs) == 0 {
 		return Allocation{}, fmt.Errorf("%w: no usable ServiceCIDR for %s", ErrFull, req.Family)
 	}
-	eligible := func(addr netip.Addr) (string, bool) {
+	eligible := func(addr netip.Addr) (string, netip.Prefix, bool) {
 		if _, bad := inAny(addr, denied); bad {
-			return "", false
+			return "", netip.Prefix{}, false
 		}
 		for _, c := range cidrs {
-			if _, ok := inAny(addr, c.family(req.Family)); ok {
-				return c.Name, true
+			if p, ok := inAny(addr, c.family(req.Family)); ok {
+				return c.Name, p, true
 			}
 		}
-		return "", false
+		return "", netip.Prefix{}, false
 	}
 	var out Allocation
 	found := false
 	for _, addr := range a.held.Owned(req.Owner) {
-		if name, ok := eligible(addr); ok {
-			out, found = Allocation{Addr: addr, CIDR: name, Sticky: true}, true
+		if name, p, ok := eligible(addr); ok {
+			out, found = Allocation{Addr: addr, CIDR: name, Prefix: p, Sticky: true}, true
 			break
 		}
 	}
@@ -348,20 +351,20 @@ func (a *Allocator) Allocate(req Request) (Allocation, error) {
 		for _, c := range cidrs {
 			for _, p := range c.family(req.Family) {
 				if addr, ok := a.prefixes[p].nextFree(denied); ok {
-					out, found = Allocation{Addr: addr, CIDR: c.Name}, true
+					out, found = Allocation{Addr: addr, CIDR: c.Name, Prefix: p}, true
 					break fresh
 				}
 			}
 		}
 	}
 	if !found {
-		pick := func(addr netip.Addr) bool { _, ok := eligible(addr); return ok }
+		pick := func(addr netip.Addr) bool { _, _, ok := eligible(addr); return ok }
 		if addr, ok := a.held.Oldest(now.Add(-a.opts.ReuseDelay), pick); ok {
-			name, _ := eligible(addr)
-			out, found = Allocation{Addr: addr, CIDR: name, Reused: true}, true
+			name, p, _ := eligible(addr)
+			out, found = Allocation{Addr: addr, CIDR: name, Prefix: p, Reused: true}, true
 		} else if addr, ok := a.held.Oldest(time.Time{}, pick); ok {
-			name, _ := eligible(addr)
-			out, found = Allocation{Addr: addr, CIDR: name, Reused: true, QuarantineCut: true}, true
+			name, p, _ := eligible(addr)
+			out, found = Allocation{Addr: addr, CIDR: name, Prefix: p, Reused: true, QuarantineCut: true}, true
 		}
 	}
 	if !found {

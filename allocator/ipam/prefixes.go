@@ -36,16 +36,17 @@ func (a *Allocator) PrefixStats() map[netip.Prefix]Stats {
 	return out
 }
 
-// PrefixOf returns the prefix addr was given from: that of ServiceCIDR name
-// holding it, or with name "" the narrowest prefix of a usable ServiceCIDR
-// that can give it (kube-apiserver would pick any of nested ones; the
-// narrowest is deterministic). ok is false when no such prefix holds addr.
-func (a *Allocator) PrefixOf(addr netip.Addr, name string) (netip.Prefix, bool) {
+// PrefixOf returns the prefix an address a user asked for is given from:
+// the narrowest prefix of a usable ServiceCIDR that can give it
+// (kube-apiserver would pick any of nested ones; the narrowest is
+// deterministic). ok is false when no such prefix holds addr. (Allocate
+// says the prefix of the addresses it chooses.)
+func (a *Allocator) PrefixOf(addr netip.Addr) (netip.Prefix, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var best netip.Prefix
-	for n, c := range a.cidrs {
-		if (name != "" && n != name) || (name == "" && !c.Usable) {
+	for _, c := range a.cidrs {
+		if !c.Usable {
 			continue
 		}
 		for _, p := range c.Prefixes {

@@ -43,31 +43,43 @@ func TestPrefixOf(t *testing.T) {
 		cidr("nested", 0, "10.0.1.0/24"),
 		unusable)
 	tests := map[string]struct {
-		addr, name string
-		want       string // "" when none
+		addr string
+		want string // "" when none
 	}{
-		"of the named ServiceCIDR":                    {addr: "10.0.1.7", name: "kubernetes", want: "10.0.0.0/16"},
-		"of the other named ServiceCIDR":              {addr: "10.0.1.7", name: "nested", want: "10.0.1.0/24"},
-		"unnamed: the narrowest":                      {addr: "10.0.1.7", want: "10.0.1.0/24"},
-		"unnamed, only the wide one holds it":         {addr: "10.0.2.7", want: "10.0.0.0/16"},
-		"IPv6":                                        {addr: "fd00::5", want: "fd00::/112"},
-		"outside every ServiceCIDR":                   {addr: "10.9.0.1"},
-		"network address is not allocatable":          {addr: "10.0.0.0"},
-		"broadcast address is not allocatable":        {addr: "10.0.255.255"},
-		"unnamed: unusable ServiceCIDRs give nothing": {addr: "10.1.0.5"},
-		"named but not holding it":                    {addr: "10.0.2.7", name: "nested"},
+		"the narrowest":                        {addr: "10.0.1.7", want: "10.0.1.0/24"},
+		"only the wide one holds it":           {addr: "10.0.2.7", want: "10.0.0.0/16"},
+		"IPv6":                                 {addr: "fd00::5", want: "fd00::/112"},
+		"outside every ServiceCIDR":            {addr: "10.9.0.1"},
+		"network address is not allocatable":   {addr: "10.0.0.0"},
+		"broadcast address is not allocatable": {addr: "10.0.255.255"},
+		"unusable ServiceCIDRs give nothing":   {addr: "10.1.0.5"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, ok := a.PrefixOf(netip.MustParseAddr(tc.addr), tc.name)
+			got, ok := a.PrefixOf(netip.MustParseAddr(tc.addr))
 			gotS := ""
 			if ok {
 				gotS = got.String()
 			}
 			if gotS != tc.want {
-				t.Errorf("PrefixOf(%s, %q) = %q, want %q", tc.addr, tc.name, gotS, tc.want)
+				t.Errorf("PrefixOf(%s) = %q, want %q", tc.addr, gotS, tc.want)
 			}
 		})
+	}
+}
+
+// TestAllocationSaysItsPrefix: Allocate names the prefix it drew from,
+// which the admission metrics label, without a second search.
+func TestAllocationSaysItsPrefix(t *testing.T) {
+	a, _ := newTest(t, 0, cidr("kubernetes", time.Hour, "10.0.0.0/16", "fd00::/112"))
+	for fam, want := range map[corev1.IPFamily]string{corev1.IPv4Protocol: "10.0.0.0/16", corev1.IPv6Protocol: "fd00::/112"} {
+		got, err := a.Allocate(Request{Owner: "default/web", Family: fam})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Prefix.String() != want || !got.Prefix.Contains(got.Addr) {
+			t.Errorf("%s: %s from prefix %s, want %s", fam, got.Addr, got.Prefix, want)
+		}
 	}
 }
 
