@@ -74,8 +74,10 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 func collectAnnounced(services client.Reader, ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 	defer cancel()
+	// Read only: the cache's objects, not copies of every Service at every
+	// scrape.
 	var list corev1.ServiceList
-	if err := services.List(ctx, &list); err != nil {
+	if err := services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	for i := range list.Items {
