@@ -25,11 +25,10 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
 )
 
-// The Service condition the L2 owner of an address writes, its reasons,
-// and the Events the speaker records.
+// The reasons of the Service condition the L2 owner of an address writes
+// (svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced), and the Events
+// the speaker records.
 const (
-	ConditionAnnounced = svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced
-
 	ReasonL2          = "L2"
 	ReasonNoCandidate = "NoCandidate"
 
@@ -184,7 +183,7 @@ func (w *statusWriter) writeOne(ctx context.Context, key types.NamespacedName, c
 	if err := w.api.Get(ctx, key, &svc); err != nil {
 		return err
 	}
-	parts := messageParts(apimeta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced))
+	parts := messageParts(apimeta.FindStatusCondition(svc.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced))
 	mine := fmt.Sprintf("%s answered by %s (%s on %s)", c.addr, w.node, proto(c.addr), c.iface)
 	switch {
 	case c.taken:
@@ -194,7 +193,7 @@ func (w *statusWriter) writeOne(ctx context.Context, key types.NamespacedName, c
 	default:
 		return nil
 	}
-	cond := metav1.Condition{Type: ConditionAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2, ObservedGeneration: svc.Generation}
+	cond := metav1.Condition{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2, ObservedGeneration: svc.Generation}
 	if len(parts) == 0 {
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNoCandidate
 		cond.Message = fmt.Sprintf("no node may announce %s (none selected, or none with a ready endpoint under externalTrafficPolicy Local)", c.addr)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
 
 // TestReleaseOfAnAddressNoLongerSelected: when the announcement stops
@@ -24,10 +26,10 @@ import (
 func TestReleaseOfAnAddressNoLongerSelected(t *testing.T) {
 	owned, other := netip.MustParseAddr("192.168.240.1"), netip.MustParseAddr("192.168.240.2")
 	web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
-	web.Status.Conditions = []metav1.Condition{{Type: ConditionAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2,
+	web.Status.Conditions = []metav1.Condition{{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2,
 		Message: "192.168.240.1 answered by node-2 (ARP on eth0)", LastTransitionTime: metav1.Now()}}
 	db := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"}}
-	db.Status.Conditions = []metav1.Condition{{Type: ConditionAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2,
+	db.Status.Conditions = []metav1.Condition{{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: metav1.ConditionTrue, Reason: ReasonL2,
 		Message: "192.168.240.2 answered by node-1 (ARP on eth0)", LastTransitionTime: metav1.Now()}}
 	c := fake.NewClientBuilder().WithObjects(web, db).WithStatusSubresource(&corev1.Service{}).Build()
 	w := newStatusWriter(c, c, nil, "node-2", logr.Discard())
@@ -47,7 +49,7 @@ func TestReleaseOfAnAddressNoLongerSelected(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &svc); err != nil {
 			t.Fatal(err)
 		}
-		return apimeta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced)
+		return apimeta.FindStatusCondition(svc.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)
 	}
 	if got := cond("web"); got.Status != metav1.ConditionFalse || got.Reason != ReasonNoCandidate {
 		t.Errorf("web after node-2 let go of its address, no longer selected: %s %s %q, want False %s", got.Status, got.Reason, got.Message, ReasonNoCandidate)

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -260,9 +261,10 @@ func gatherDNS(ctx context.Context, c client.Reader, in *Inputs) error {
 	return nil
 }
 
-// isNoKind tells an API server without svcnet's CRDs.
+// isNoKind tells an API server without svcnet's CRDs, as the rest of
+// svcnet reads it.
 func isNoKind(err error) bool {
-	return apierrors.IsNotFound(err) || strings.Contains(err.Error(), "no matches for kind")
+	return apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err)
 }
 
 func eventTime(ev corev1.Event) metav1.Time {

@@ -27,11 +27,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/harness/proctree"
 	"github.com/svcnet-io/svcnet/test/testenv"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 )
 
 const walkthroughTimeout = 4 * time.Minute
@@ -465,7 +466,7 @@ func checkAnnounced(ctx context.Context, t *testing.T, c client.Client, lb *core
 		if err := c.Get(ctx, client.ObjectKeyFromObject(lb), &svc); err != nil {
 			return false, err
 		}
-		if cond := apimeta.FindStatusCondition(svc.Status.Conditions, announce.ConditionAnnounced); cond != nil && cond.Status == metav1.ConditionTrue {
+		if cond := apimeta.FindStatusCondition(svc.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced); cond != nil && cond.Status == metav1.ConditionTrue {
 			msg = cond.Message
 			return true, nil
 		}
@@ -475,7 +476,7 @@ func checkAnnounced(ctx context.Context, t *testing.T, c client.Client, lb *core
 	}
 	fields := strings.Fields(msg) // "<ip> answered by <node> (ARP on eth0)"
 	if len(fields) < 4 || fields[0] != ip {
-		t.Fatalf("web-lb's %s condition: %q", announce.ConditionAnnounced, msg)
+		t.Fatalf("web-lb's %s condition: %q", svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, msg)
 	}
 	mac, err := exec.Command("ip", "netns", "exec", "svcnet-"+fields[3], "cat", "/sys/class/net/eth0/address").Output()
 	if err != nil {

@@ -82,8 +82,8 @@ func (c *cluster) dumpAnnounceLogs(t *testing.T) {
 func announcedBy(g Gomega, c *cluster, svc *corev1.Service) string {
 	var got corev1.Service
 	g.Expect(c.env.Client.Get(context.Background(), client.ObjectKeyFromObject(svc), &got)).To(Succeed())
-	cond := apimeta.FindStatusCondition(got.Status.Conditions, announce.ConditionAnnounced)
-	g.Expect(cond).NotTo(BeNil(), "no %s condition yet", announce.ConditionAnnounced)
+	cond := apimeta.FindStatusCondition(got.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)
+	g.Expect(cond).NotTo(BeNil(), "no %s condition yet", svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)
 	g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%+v", cond)
 	for _, n := range c.nodes {
 		if strings.Contains(cond.Message, " answered by "+n.Name+" ") {
@@ -215,7 +215,7 @@ func TestAnnounceL2(t *testing.T) {
 			g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
 			g.Expect(got.Status.LoadBalancer.Ingress).To(ConsistOf(HaveField("IP", HavePrefix("192.168.79."))))
 		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
-		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, announce.ConditionAnnounced)).To(BeNil())
+		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)).To(BeNil())
 		web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
 		addr := lbAddress(g, c, web)
 		served(t, web, addr, announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, names)[0])
