@@ -17,17 +17,14 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/svcnet-io/svcnet/internal/platform/certs"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/nodeauth"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/container"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/server"
@@ -55,14 +52,8 @@ func (o *KubeletOptions) port() int {
 	return o.Port
 }
 
-// kubeletAuthCacheTTL are the kubelet's authentication and authorization
-// webhook cache times.
-const (
-	authnCacheTTL     = 2 * time.Minute
-	authzAllowTTL     = 5 * time.Minute
-	authzDenyTTL      = 30 * time.Second
-	certificateExpiry = 365 * 24 * time.Hour
-)
+// certificateExpiry is how long a node's serving certificate lasts.
+const certificateExpiry = 365 * 24 * time.Hour
 
 // addKubelets serves the kubelet API of every node from r's Pods, with a
 // kubelet's authentication (client certificates of the CA, or tokens
@@ -76,25 +67,9 @@ func addKubelets(mgr manager.Manager, r *podReconciler, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("kubelet client CA: %w", err)
 	}
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: false},
-		TokenAccessReviewClient:            kc.AuthenticationV1(),
-		TokenAccessReviewTimeout:           10 * time.Second,
-		WebhookRetryBackoff:                options.DefaultAuthWebhookRetryBackoff(),
-		CacheTTL:                           authnCacheTTL,
-		ClientCertificateCAContentProvider: ca,
-	}.New()
+	authn, authz, err := nodeauth.Delegated(kc, ca)
 	if err != nil {
-		return err
-	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: kc.AuthorizationV1(),
-		AllowCacheTTL:             authzAllowTTL,
-		DenyCacheTTL:              authzDenyTTL,
-		WebhookRetryBackoff:       options.DefaultAuthWebhookRetryBackoff(),
-	}.New()
-	if err != nil {
-		return err
+		return fmt.Errorf("kubelet API: %w", err)
 	}
 	for _, n := range opts.Nodes {
 		rt := &nodeRuntime{r: r, node: n.Name}

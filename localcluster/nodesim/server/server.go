@@ -30,6 +30,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
+	"github.com/svcnet-io/svcnet/internal/platform/nodeauth"
 	"github.com/svcnet-io/svcnet/localcluster/nodesim/container"
 )
 
@@ -80,8 +81,9 @@ type Config struct {
 
 // Server is the kubelet API of one node.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg    Config
+	mux    *http.ServeMux
+	judged http.Handler // mux behind the kubelet's authentication and authorization
 }
 
 // New returns the API of cfg's node.
@@ -106,6 +108,8 @@ func New(cfg Config) *Server {
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", cfg.Metrics)
 	}
+	s.judged = nodeauth.Handler(nodeauth.Config{NodeName: cfg.NodeName, Authenticator: cfg.Authenticator, Authorizer: cfg.Authorizer,
+		Subresources: kubeletSubresources, Log: cfg.Log}, s.mux)
 	if cfg.LogRoot != "" {
 		// The kubelet's /logs/ is a file server of /var/log: a listing
 		// of folders, each file as it is.
@@ -116,21 +120,7 @@ func New(cfg Config) *Server {
 
 // ServeHTTP authenticates and authorizes the request, then serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
-	if err != nil || !ok {
-		if err != nil {
-			s.cfg.Log.V(2).Info("Unable to authenticate the request", "err", err.Error())
-		}
-		http.Error(w, "Unauthorized", http.StatusUnauthorized)
-		return
-	}
-	if msg, allowed := s.authorize(req, resp.User); !allowed {
-		http.Error(w, msg, http.StatusForbidden)
-		return
-	}
-	start := time.Now()
-	s.mux.ServeHTTP(w, req)
-	s.cfg.Log.V(3).Info("Served", "method", req.Method, "path", req.URL.Path, "user", resp.User.GetName(), "upgrade", req.Header.Get("Upgrade"), "duration", time.Since(start))
+	s.judged.ServeHTTP(w, req)
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
