@@ -77,6 +77,8 @@ type Agent struct {
 	health   *healthServers
 
 	trigger chan struct{}
+	// views are the API's questions to the sync loop (view.go).
+	views chan viewQuery
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -260,7 +262,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 			return err
 		}
 	}
-	if err := addServers(mgr, cfg, a, nodeEventer(recorder, cfg.NodeName), log); err != nil {
+	if err := addServers(mgr, restConfig, cfg, a, nodeEventer(recorder, cfg.NodeName), log); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -292,7 +294,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config, log logr.Logg
 
 // addServers adds the agent's health and metrics servers at kube-proxy's
 // addresses, and its birth cry, with kube-proxy's Events on the Node.
-func addServers(mgr manager.Manager, cfg Config, a *Agent, nodeEvent func(eventType, reason, note string), log logr.Logger) error {
+func addServers(mgr manager.Manager, restConfig *rest.Config, cfg Config, a *Agent, nodeEvent func(eventType, reason, note string), log logr.Logger) error {
 	if cfg.HealthzBindAddress != "0" {
 		if err := mgr.Add(&healthzServer{addr: cfg.HealthzBindAddress, agent: a, log: log,
 			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartProxierHealthcheck, err.Error()) }}); err != nil {
@@ -302,6 +304,12 @@ func addServers(mgr manager.Manager, cfg Config, a *Agent, nodeEvent func(eventT
 	if cfg.MetricsBindAddress != "0" {
 		if err := mgr.Add(&retryingServer{what: "Metrics server", addr: cfg.MetricsBindAddress, handler: metricsHandler(cfg), log: log,
 			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartMetricServer, err.Error()) }}); err != nil {
+			return err
+		}
+	}
+	if cfg.API.BindAddress != "0" {
+		if err := mgr.Add(&apiServer{opts: cfg.API, agent: a, node: cfg.NodeName, restCfg: restConfig, log: log,
+			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartAPIServer, err.Error()) }}); err != nil {
 			return err
 		}
 	}
@@ -382,6 +390,7 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		clock:    clk,
 		backends: backends,
 		trigger:  make(chan struct{}, 1),
+		views:    make(chan viewQuery),
 		dirty:    map[types.NamespacedName]bool{},
 		allDirty: true,
 		queuedAt: clk.Now(),
@@ -543,6 +552,9 @@ func (a *Agent) Loop(ctx context.Context) error {
 		case <-retry:
 		case <-step:
 			a.recheckStep(ctx)
+			continue
+		case q := <-a.views:
+			a.answer(q)
 			continue
 		}
 		if wait := a.cfg.MinSyncPeriod - a.clock.Since(last); wait > 0 {

@@ -15,6 +15,9 @@ const (
 	EventStarting                        = "Starting"
 	EventFailedToStartProxierHealthcheck = "FailedToStartProxierHealthcheck"
 	EventFailedToStartMetricServer       = "FailedToStartMetricServer"
+	// EventFailedToStartAPIServer is svcnet's own, for its API's address
+	// (--api-bind-address).
+	EventFailedToStartAPIServer = "FailedToStartAPIServer"
 
 	nodeEventAction = "StartKubeProxy"
 )

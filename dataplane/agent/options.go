@@ -21,6 +21,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/dataplane/iptables"
 	"github.com/svcnet-io/svcnet/dataplane/nftables"
+	"github.com/svcnet-io/svcnet/internal/nodeview"
 	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 )
@@ -91,6 +92,8 @@ type Options struct {
 	HealthzBindAddress  string
 	MetricsBindAddress  string
 	PprofBindAddress    string
+	// API is the agent's own API (what it programmed for a Service).
+	API APIOptions
 	// Cleanup removes the rules of every mode, svcnet's and kube-proxy's,
 	// from the node and exits, instead of running (kube-proxy's --cleanup).
 	Cleanup bool
@@ -163,6 +166,7 @@ func DefaultOptions() Options {
 		OOMScoreAdj:        defaultOOMScoreAdj,
 		HealthzBindAddress: "0.0.0.0:" + strconv.Itoa(defaultHealthzPort),
 		MetricsBindAddress: "127.0.0.1:" + strconv.Itoa(defaultMetricsPort),
+		API:                APIOptions{BindAddress: "0.0.0.0:" + strconv.Itoa(nodeview.DefaultPort)},
 		Announce:           announce.DefaultOptions(),
 		unsupported:        unsupportedOptions{healthzPort: defaultHealthzPort, metricsPort: defaultMetricsPort},
 	}
@@ -176,6 +180,9 @@ func DefaultOptions() Options {
 func KubeProxyOptions() Options {
 	o := DefaultOptions()
 	o.Announce.Enabled = false
+	// Nor svcnet's API, which kube-proxy's ServiceAccount may not serve
+	// (it reviews tokens and access).
+	o.API.BindAddress = ""
 	return o
 }
 
@@ -239,6 +246,10 @@ func (o *Options) addServerFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; empty or 0 disables it.")
 	fs.BoolVar(&o.BindAddressHardFail, "bind-address-hard-fail", o.BindAddressHardFail, "Accepted for kube-proxy; not used (svcnet retries the health address and exits when the metrics address fails).")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, "Address of Go's /debug/pprof endpoints for profiling; empty or 0 disables them.")
+	fs.StringVar(&o.API.BindAddress, "api-bind-address", o.API.BindAddress, "Address of the agent's API (HTTPS): what it programmed for a Service, read by `svcnet explain`. Callers are authenticated and authorized as by the kubelet: they need get on nodes/proxy of this node. Empty or 0 disables it.")
+	fs.StringVar(&o.API.TLSCertFile, "api-tls-cert-file", o.API.TLSCertFile, "The API's serving certificate (PEM); with --api-tls-private-key-file. Empty: a self-signed one, made at start.")
+	fs.StringVar(&o.API.TLSKeyFile, "api-tls-private-key-file", o.API.TLSKeyFile, "The key of --api-tls-cert-file (PEM).")
+	fs.StringVar(&o.API.ClientCAFile, "api-client-ca-file", o.API.ClientCAFile, "CA bundle (PEM) of the client certificates the API accepts. Empty: the cluster's, from the ConfigMap kube-system/extension-apiserver-authentication, followed as it changes.")
 	fs.Int32Var(&o.OOMScoreAdj, "oom-score-adj", o.OOMScoreAdj, "The agent process's oom_score_adj, in [-1000, 1000].")
 	u := &o.unsupported
 	fs.Int32Var(&u.healthzPort, "healthz-port", u.healthzPort, "Port of the health server (0 disables it).")
@@ -326,8 +337,10 @@ type Config struct {
 	HealthzBindAddress string
 	MetricsBindAddress string
 	PprofBindAddress   string
-	Cleanup            bool
-	NetNS              string
+	// API is the agent's API; its BindAddress "0" where it is off.
+	API     APIOptions
+	Cleanup bool
+	NetNS   string
 	// Announce configures the speaker (dataplane/announce).
 	Announce announce.Options
 
@@ -396,7 +409,7 @@ func (o *Options) effective() (Options, error) {
 // kube-proxy (--hostname-override, --master, the logging flags) and
 // svcnet's own flags, which the file has no field for.
 var overridesFile = []string{"config", "hostname-override", "node-name", "master", "cleanup", "init-only", "write-config-to",
-	"proxy-name", "pprof-bind-address", "netns", "v", "vmodule", "logtostderr", "log_file"}
+	"proxy-name", "pprof-bind-address", "api-bind-address", "api-tls-cert-file", "api-tls-private-key-file", "api-client-ca-file", "netns", "v", "vmodule", "logtostderr", "log_file"}
 
 // flagsReplacedByFile lists the flags given that --config replaces.
 func (o *Options) flagsReplacedByFile() []string {
@@ -499,6 +512,7 @@ func (o *Options) complete() (Config, error) {
 		HealthzBindAddress:     bindAddressOrOff(o.HealthzBindAddress),
 		MetricsBindAddress:     bindAddressOrOff(o.MetricsBindAddress),
 		PprofBindAddress:       bindAddressOrOff(o.PprofBindAddress),
+		API:                    APIOptions{BindAddress: bindAddressOrOff(o.API.BindAddress), TLSCertFile: o.API.TLSCertFile, TLSKeyFile: o.API.TLSKeyFile, ClientCAFile: o.API.ClientCAFile},
 		Cleanup:                o.Cleanup,
 		NetNS:                  o.NetNS,
 		Announce:               o.Announce,
@@ -592,6 +606,7 @@ func (o *Options) checkServers() error {
 	for _, s := range []struct{ flag, field, addr string }{
 		{"healthz-bind-address", "healthzBindAddress", o.HealthzBindAddress},
 		{"metrics-bind-address", "metricsBindAddress", o.MetricsBindAddress},
+		{"api-bind-address", "", o.API.BindAddress},
 	} {
 		if s.addr == "" || s.addr == "0" {
 			continue
@@ -599,6 +614,9 @@ func (o *Options) checkServers() error {
 		if _, _, err := net.SplitHostPort(s.addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", o.name(s.flag, s.field), s.addr, err))
 		}
+	}
+	if (o.API.TLSCertFile == "") != (o.API.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--api-tls-cert-file and --api-tls-private-key-file go together: give both or neither"))
 	}
 	return errors.Join(errs...)
 }

@@ -69,6 +69,7 @@ func kubeProxyDefaults() Config {
 		HealthzBindAddress: "0.0.0.0:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
 		PprofBindAddress:   "0",
+		API:                APIOptions{BindAddress: "0.0.0.0:10266"},
 		Announce:           announce.DefaultOptions(),
 		Client:             ClientConfig{Kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf", QPS: 5, Burst: 10},
 		OOMScoreAdj:        -999,
@@ -175,6 +176,7 @@ logging:
 		HealthzBindAddress: "127.0.0.1:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
 		PprofBindAddress:   "127.0.0.1:6060",
+		API:                APIOptions{BindAddress: "0.0.0.0:10266"},
 		Announce:           announce.DefaultOptions(),
 		Client:             ClientConfig{QPS: 5, Burst: 10},
 		OOMScoreAdj:        -999,
@@ -211,7 +213,8 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				"--conntrack-udp-timeout=30s", "--kube-api-qps=50", "--kubeconfig=/k", "--master=https://10.0.0.1:6443",
 				"--oom-score-adj=-500", "--detect-local-mode=NodeCIDR",
 				"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s",
-				"--load-balancer-class=corp.example/lb", "--load-balancer-class-only")...)
+				"--load-balancer-class=corp.example/lb", "--load-balancer-class-only",
+				"--api-bind-address=0.0.0.0:10300", "--api-tls-cert-file=/c", "--api-tls-private-key-file=/k", "--api-client-ca-file=/ca")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,6 +236,7 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				HealthzBindAddress: "0",
 				MetricsBindAddress: "127.0.0.1:10249",
 				PprofBindAddress:   "0",
+				API:                APIOptions{BindAddress: "0.0.0.0:10300", TLSCertFile: "/c", TLSKeyFile: "/k", ClientCAFile: "/ca"},
 				Announce: announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second,
 					Serve: lbclass.Selection{Class: "corp.example/lb", Only: true}},
 				Client:      ClientConfig{Kubeconfig: "/k", Master: "https://10.0.0.1:6443", QPS: 50},
@@ -287,7 +291,7 @@ func TestCompleteNamesEveryBadFlag(t *testing.T) {
 		"--nodeport-addresses=eth0", "--sync-period=0s", "--min-sync-period=-1s", "--netns=/nonexistent/netns",
 		"--detect-local-mode=BridgeInterface", "--iptables-masquerade-bit=15", "--conntrack-min=-1",
 		"--conntrack-udp-timeout=-1s", "--oom-score-adj=2000", "--bind-address=node", "--init-only", "--write-config-to=/tmp/x",
-		"--metrics-bind-address=10249")
+		"--metrics-bind-address=10249", "--api-bind-address=10266", "--api-tls-cert-file=/c")
 	if err == nil {
 		t.Fatal("bad flags completed")
 	}
@@ -295,7 +299,8 @@ func TestCompleteNamesEveryBadFlag(t *testing.T) {
 		`--cluster-cidr "10.300.0.0/16"`, `--cluster-cidr "fd00::/200"`, `--nodeport-addresses "eth0"`, `--iptables-sync-period must be positive`,
 		`--iptables-min-sync-period must not be negative`, `--netns`, `--detect-local-mode: "BridgeInterface"`, `--iptables-masquerade-bit 15`,
 		`--conntrack-min must not be negative`, `--conntrack-udp-timeout must not be negative`, `--oom-score-adj must be in`,
-		`--bind-address "node"`, `--init-only`, `--write-config-to`, `--metrics-bind-address "10249"`} {
+		`--bind-address "node"`, `--init-only`, `--write-config-to`, `--metrics-bind-address "10249"`, `--api-bind-address "10266"`,
+		`--api-tls-cert-file and --api-tls-private-key-file go together`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %s:\n%v", want, err)
 		}

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +35,8 @@ type retryingServer struct {
 	// onBlocked, if set, is called once when the address is found taken
 	// (kube-proxy records an Event on its Node then).
 	onBlocked func(error)
+	// tls, if set, serves HTTPS.
+	tls *tls.Config
 }
 
 // Start implements manager.Runnable.
@@ -44,6 +47,9 @@ func (s *retryingServer) Start(ctx context.Context) error {
 	}
 	if s.onListen != nil {
 		s.onListen()
+	}
+	if s.tls != nil {
+		l = tls.NewListener(l, s.tls)
 	}
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
