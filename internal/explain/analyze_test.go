@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,6 +18,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/lbclass"
+	"github.com/svcnet-io/svcnet/internal/nodeview"
 	"github.com/svcnet-io/svcnet/test/builder"
 )
 
@@ -77,6 +79,24 @@ func l2Announcement(name string) svcnetv1alpha1.LoadBalancerAnnouncement {
 		Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeL2}}
 	a.Status.Conditions = []metav1.Condition{{Type: svcnetv1alpha1.AnnouncementConditionAccepted, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
 	return a
+}
+
+// withAgent gives the client's node an agent whose healthy rules send
+// the Service's ports to its ready endpoints.
+func withAgent(w *world) *world {
+	node := w.in.From.Node
+	v := &nodeview.Service{Node: node, Mode: "nftables", Service: w.in.Key.String(), Exists: true, Rendered: true, UpToDate: true,
+		Sync: nodeview.Sync{Healthy: true, LastSynced: time.Unix(100, 0), Now: time.Unix(101, 0)}}
+	var eps []nodeview.Endpoint
+	for _, a := range endpointAddresses(w.in.Slices, false) {
+		eps = append(eps, nodeview.Endpoint{Address: a + ":8080", Ready: true})
+	}
+	for _, sp := range w.in.Service.Spec.Ports {
+		v.Ports = append(v.Ports, nodeview.Port{Family: "IPv4", Name: "default/web:" + sp.Name, Protocol: "TCP", ClusterIP: w.in.Service.Spec.ClusterIP,
+			Port: sp.Port, NodePort: sp.NodePort, Internal: eps, External: eps, HasEndpoints: len(eps) > 0})
+	}
+	w.in.Agent = &AgentRead{Node: node, Address: "172.31.0.11:10266", View: v}
+	return w
 }
 
 func fromPod(w *world, node string) {
@@ -232,6 +252,57 @@ func TestBrokenHops(t *testing.T) {
 			world: func() *world { w := healthy(web().Obj()); w.in.From = From{External: true}; return w },
 			hop:   HopService, problem: "a ClusterIP Service is not reachable from outside the cluster",
 		},
+		"the client node's agent does not listen": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				w.in.Agent = &AgentRead{Node: "node-1", Address: "172.31.0.11:10266", Err: "dial tcp 172.31.0.11:10266: connect: connection refused"}
+				return w
+			},
+			hop: HopNode, problem: "the agent on node-1 does not answer at 172.31.0.11:10266",
+		},
+		"the client node's agent stopped syncing": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				withAgent(w)
+				queued := time.Unix(40, 0)
+				w.in.Agent.View.Sync = nodeview.Sync{Healthy: false, LastSynced: time.Unix(30, 0), OldestQueuedChange: &queued, Now: time.Unix(100, 0),
+					Error: "apply: iptables-restore: exit status 4"}
+				return w
+			},
+			hop: HopNode, problem: "node-1's rules are stale: a change has waited since 1m0s ago, and the last sync was 1m10s ago",
+		},
+		"the client node's last sync failed": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				withAgent(w)
+				w.in.Agent.View.Sync.Error = "apply: nft: Could not process rule: No such file or directory"
+				return w
+			},
+			hop: HopNode, problem: "node-1's last sync failed and none has succeeded since (apply: nft: Could not process rule",
+		},
+		"the client node's agent's loop is stuck": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				w.in.Agent = &AgentRead{Node: "node-1", Address: "172.31.0.11:10266", Stuck: true, Err: "503 Service Unavailable: the agent's sync loop did not answer"}
+				return w
+			},
+			hop: HopNode, problem: "the agent on node-1 answers, but its sync loop does not",
+		},
+		"the client node's rules have no endpoint the slices list": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				withAgent(w)
+				p := &w.in.Agent.View.Ports[0]
+				p.Internal, p.HasEndpoints = nil, false
+				return w
+			},
+			hop: HopNode, problem: "node-1 rules reject 10.96.0.20:80/TCP (IPv4) as if no endpoint served it, while the slices list 2 ready endpoint(s)",
+		},
 		"cluster DNS with no ready endpoint": {
 			world: func() *world { w := healthy(web().Obj()); w.in.DNS = DNS{Found: true}; fromPod(w, "node-1"); return w },
 			hop:   HopName, problem: "cluster DNS (kube-system/kube-dns) has no ready endpoint",
@@ -288,10 +359,32 @@ func TestHealthyPaths(t *testing.T) {
 				case "external":
 					w.in.From = From{External: true}
 				}
+				if w.in.From.Node != "" {
+					withAgent(w)
+				}
 				if r := Analyze(w.in); !r.Works {
 					t.Errorf("a healthy %s Service does not work from %s:\n%s", typ, from, text(t, r))
 				}
 			})
+		}
+	}
+}
+
+// TestUnseenAgentIsNoBreak: an agent the report cannot ask (not
+// admitted, an untrusted certificate, a node not reachable from here)
+// is said, and the path is judged without it.
+func TestUnseenAgentIsNoBreak(t *testing.T) {
+	for err, want := range map[string]string{
+		"403 Forbidden: Forbidden (user=jane, verb=get, resource=nodes, subresource(s)=[proxy])": "get on nodes/proxy of node-1",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority":        "--agent-insecure-skip-tls-verify",
+		"dial tcp 172.31.0.11:10266: connect: no route to host":                                   "needs the node's network",
+	} {
+		w := healthy(web().Obj())
+		fromPod(w, "node-1")
+		w.in.Agent = &AgentRead{Node: "node-1", Address: "172.31.0.11:10266", Unseen: true, Err: err}
+		r := Analyze(w.in)
+		if !r.Works || !strings.Contains(text(t, r), want) {
+			t.Errorf("agent unseen (%s): want a working path that says %q:\n%s", err, want, text(t, r))
 		}
 	}
 }

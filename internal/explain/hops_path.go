@@ -30,6 +30,7 @@ func nodeHop(in Inputs) *hop {
 		h.problem(fmt.Sprintf("run a Pod of the Service on %s, or set internalTrafficPolicy Cluster", node),
 			"internalTrafficPolicy Local and no ready endpoint on %s: connections from it to the ClusterIP are dropped", node)
 	}
+	agentFacts(h, in, false)
 	return h
 }
 
@@ -62,6 +63,7 @@ func externalHop(in Inputs) *hop {
 		checkSourceRanges(h, svc, in.From.ClientIP)
 		checkAnnounced(h, in)
 	}
+	agentFacts(h, in, true)
 	return h
 }
 

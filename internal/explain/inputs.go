@@ -82,6 +82,8 @@ type Inputs struct {
 	DNS           DNS
 	// Serve is which LoadBalancer classes svcnet serves.
 	Serve lbclass.Selection
+	// Agent is the client node's agent, once ReadAgent read it.
+	Agent *AgentRead
 }
 
 // ClusterDNS is the Service of cluster DNS, as kubeadm and every

@@ -223,3 +223,22 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// NodeServing writes a serving certificate of the CA for a node's
+// program (the agent's API) naming hosts, and returns its files: made at
+// every start, as a node's own would be.
+func (p *PKI) NodeServing(program, node string, hosts []string) (certFile, keyFile string, err error) {
+	caCert, caKey, err := p.ensureCA()
+	if err != nil {
+		return "", "", err
+	}
+	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, node, hosts, time.Now(), validity)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(p.Dir, program+"-"+node+".crt"), filepath.Join(p.Dir, program+"-"+node+".key")
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, keyPEM, 0o600)
+}

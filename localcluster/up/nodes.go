@@ -204,7 +204,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 		case c.Pipeline == PipelineUpstream:
 			err = cl.startKubeProxy(ctx, c, n, s.binDir, s.restCfg.Host, s.kubeconfig, s.logs)
 		default:
-			err = cl.startAgent(ctx, c, n, s.restCfg.Host, s.kubeconfig, s.logs)
+			err = cl.startAgent(ctx, c, n, s.pk, s.restCfg.Host, s.kubeconfig, s.logs)
 		}
 		if err != nil {
 			return nil, err
@@ -404,13 +404,21 @@ const (
 	nodeProxyMetrics = "127.0.0.1:10249"
 )
 
-// startAgent runs `svcnet agent` inside node n's namespace, as the
+// startAgent runs `svcnet agent` inside node n's namespace (its API on
+// the node's address, nodeview.DefaultPort), as the
 // DaemonSet's hostNetwork Pod runs on a real node; its BGP speaker then
 // dials the router from the node, which graceful restart needs (the
 // router waits for a restarting speaker to connect).
-func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, apiURL, kubeconfig, logs string) error {
+func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, pk *controlplane.PKI, apiURL, kubeconfig, logs string) error {
 	cl.proxyName = "a svcnet agent"
+	// The agent's API serves a certificate of the cluster's CA, which
+	// svcnet explain verifies.
+	cert, key, err := pk.NodeServing("agent", n.Name, []string{n.Name, n.Net.IP.String()})
+	if err != nil {
+		return fmt.Errorf("the agent API's certificate of %s: %w", n.Name, err)
+	}
 	args := []string{cl.agentBin, "agent", "--kubeconfig=" + kubeconfig, "--node-name=" + n.Name,
+		"--api-tls-cert-file=" + cert, "--api-tls-private-key-file=" + key,
 		"--cluster-cidr=" + c.ClusterCIDR, "--mode=" + string(c.ProxyMode),
 		"--conntrack-max-per-core=0", // nf_conntrack_max is the host's, read-only in a node's namespace
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,

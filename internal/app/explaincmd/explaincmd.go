@@ -22,6 +22,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/app/cli"
 	"github.com/svcnet-io/svcnet/internal/explain"
 	"github.com/svcnet-io/svcnet/internal/lbclass"
+	"github.com/svcnet-io/svcnet/internal/nodeview"
 	"github.com/svcnet-io/svcnet/internal/platform/restconfig"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 )
@@ -43,22 +44,28 @@ type options struct {
 	clientIP   string
 	output     string
 	serve      lbclass.Selection
+	// agentPort is where the nodes' agents serve their API; 0 reads none.
+	agentPort     int
+	agentInsecure bool
 }
 
 // NewCommand is `explain`.
 func NewCommand() *cobra.Command {
-	o := &options{namespace: metav1.NamespaceDefault, output: "text", serve: lbclass.DefaultSelection()}
+	o := &options{namespace: metav1.NamespaceDefault, output: "text", serve: lbclass.DefaultSelection(), agentPort: nodeview.DefaultPort}
 	cmd := &cobra.Command{
 		Use:   "explain svc/NAME",
 		Short: "Say why a Service answers or not: every hop from a client to its Pods, and the first that breaks (reads, never writes)",
 		Long: `Follows the path of a connection to a Service, hop by hop: the name (what
 cluster DNS answers), the Service (type, ports, policies, addresses), the
 Pods its selector matches (Ready, ports), its EndpointSlices, the client's
-node (internalTrafficPolicy), and, from outside, the nodePorts,
-loadBalancerSourceRanges and which node announces its LoadBalancer address;
-then the Service's Warning Events. It ends with the first hop that breaks
-and what to change. Everything is read from the API server; nothing is
-written.
+node (internalTrafficPolicy, and what that node's svcnet agent says its
+rules hold: the endpoints each port sends to, whether they are current),
+and, from outside, the nodePorts, loadBalancerSourceRanges and which node
+announces its LoadBalancer address; then the Service's Warning Events. It
+ends with the first hop that breaks and what to change. Everything is read
+from the API server and the client node's agent (its API on the node's
+address, port --agent-port, with your credentials: it needs get on
+nodes/proxy of that node); nothing is written.
 
 Exit status: 0 when the path works, 1 when it is broken, 2 when the report
 could not be made (a client that does not exist, an API server that does
@@ -84,6 +91,8 @@ not answer).`,
 	f.BoolVar(&o.external, "external", false, "The client is outside the cluster.")
 	f.StringVar(&o.clientIP, "client-ip", "", "With --external: the client's address, checked against loadBalancerSourceRanges.")
 	f.StringVarP(&o.output, "output", "o", o.output, "text or json.")
+	f.IntVar(&o.agentPort, "agent-port", o.agentPort, "Port of the svcnet agents' API on the nodes' addresses; 0 does not read the agents (nodes that kube-proxy runs).")
+	f.BoolVar(&o.agentInsecure, "agent-insecure-skip-tls-verify", false, "Accept an agent's serving certificate without checking it against the kubeconfig's CA (agents with their own self-signed certificate), as kube-apiserver accepts kubelets' by default.")
 	o.serve.AddFlags(f, "the LoadBalancer class svcnet's manager serves")
 	return cmd
 }
@@ -104,6 +113,13 @@ func (o *options) run(cmd *cobra.Command, arg string) error {
 	in, err := explain.Gather(cmd.Context(), c, key, from, o.serve)
 	if err != nil {
 		return &cli.ExitError{Code: exitError, Err: err}
+	}
+	if o.agentPort != 0 {
+		agents, err := nodeview.NewClient(cfg, o.agentPort, o.agentInsecure)
+		if err != nil {
+			return &cli.ExitError{Code: exitError, Err: err}
+		}
+		in.ReadAgent(cmd.Context(), agents)
 	}
 	r := explain.Analyze(in)
 	if err := o.write(cmd.OutOrStdout(), r); err != nil {
@@ -136,6 +152,8 @@ func (o *options) parse(arg string) (types.NamespacedName, explain.From, error) 
 		return types.NamespacedName{}, from, errors.New("--from and --external name two clients: give one")
 	case o.fromPod != "" && o.node != "":
 		return types.NamespacedName{}, from, errors.New("--from pod/NAME runs on the Pod's node: leave out --node")
+	case o.agentPort < 0 || o.agentPort > 65535:
+		return types.NamespacedName{}, from, fmt.Errorf("--agent-port %d: a port, or 0", o.agentPort)
 	case o.clientIP != "" && !o.external:
 		return types.NamespacedName{}, from, errors.New("--client-ip is the address of an outside client: add --external")
 	}
