@@ -301,7 +301,7 @@ func TestBrokenHops(t *testing.T) {
 				p.Internal, p.HasEndpoints = nil, false
 				return w
 			},
-			hop: HopNode, problem: "node-1 rules reject 10.96.0.20:80/TCP (IPv4) as if no endpoint served it, while the slices list 2 ready endpoint(s)",
+			hop: HopNode, problem: "node-1's rules reject 10.96.0.20:80/TCP (IPv4) as if no endpoint served it, while the slices list 2 ready endpoint(s)",
 		},
 		"cluster DNS with no ready endpoint": {
 			world: func() *world { w := healthy(web().Obj()); w.in.DNS = DNS{Found: true}; fromPod(w, "node-1"); return w },

@@ -162,20 +162,20 @@ func portFacts(h *hop, in Inputs, node string, p nodeview.Port, external bool) {
 		return
 	}
 	if len(eps) > 0 {
-		h.fact("%s rules send %s (%s) to %s", node, dest, p.Family, endpointList(eps))
+		h.fact("%s's rules send %s (%s) to %s", node, dest, p.Family, endpointList(eps))
 		return
 	}
 	ready := len(endpointAddresses(in.Slices, false))
 	switch {
 	case !p.HasEndpoints && ready > 0:
 		h.problem(fmt.Sprintf("read the svcnet agent's log on %s: its cache of the EndpointSlices is behind the API server", node),
-			"%s rules reject %s (%s) as if no endpoint served it, while the slices list %d ready endpoint(s)", node, dest, p.Family, ready)
+			"%s's rules reject %s (%s) as if no endpoint served it, while the slices list %d ready endpoint(s)", node, dest, p.Family, ready)
 	case !p.HasEndpoints:
 		// The slices hop names why no endpoint serves.
-		h.fact("%s rules reject %s (%s): no endpoint serves it", node, dest, p.Family)
+		h.fact("%s's rules reject %s (%s): no endpoint serves it", node, dest, p.Family)
 	default:
 		h.problem(fmt.Sprintf("run a Pod of the Service on %s, or set the policy to Cluster", node),
-			"%s rules drop %s (%s): the policy is Local and none of the %d ready endpoint(s) is on %s", node, dest, p.Family, ready, node)
+			"%s's rules drop %s (%s): the policy is Local and none of the %d ready endpoint(s) is on %s", node, dest, p.Family, ready, node)
 	}
 }
 

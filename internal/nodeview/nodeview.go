@@ -101,6 +101,16 @@ type Sync struct {
 	Now   time.Time `json:"now"`
 }
 
+// StatusError is an agent's answer other than 200: 401 and 403 for a
+// caller it does not admit, 503 when its sync loop does not answer.
+type StatusError struct {
+	Code    int
+	Status  string
+	Message string
+}
+
+func (e *StatusError) Error() string { return e.Status + ": " + e.Message }
+
 // Client reads agents' views with a user's credentials.
 type Client struct {
 	http *http.Client
@@ -149,7 +159,7 @@ func (c *Client) Service(ctx context.Context, host string, key types.NamespacedN
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return nil, &StatusError{Code: resp.StatusCode, Status: resp.Status, Message: strings.TrimSpace(string(body))}
 	}
 	var v Service
 	if err := json.Unmarshal(body, &v); err != nil {
