@@ -1,0 +1,270 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/explain"
+)
+
+// explainNS holds the explain test's workload.
+const explainNS = "explain"
+
+// explainCase is one `svcnet explain` run and what its report must say.
+type explainCase struct {
+	svc string
+	// on is the node namespace explain runs in ("" for the host); from
+	// its flags.
+	on   string
+	from []string
+	// hop and problem: where the path breaks, and a part of the
+	// sentence; hop "" for a path that works.
+	hop, problem string
+	// unseen: the report must say it could not read the agent.
+	unseen bool
+}
+
+// TestUpExplain runs `svcnet explain` on `svcnet up --nodes=2` against
+// healthy Services of every type and broken ones, each of another
+// cause, from a Pod, a node and outside, and checks the hop each report
+// names. It runs on a node (where the agents' API is reachable, as on a
+// real node) and on the host (outside: the nodes' network is not
+// reachable, so the agent is reported unseen, not broken).
+func TestUpExplain(t *testing.T) {
+	requireNetns(t)
+	dataDir := t.TempDir()
+	args := upArgs(t, dataDir)
+	args[1] = "--nodes=2"
+	up := startUp(t, append(args, "--load-balancer-ip-range=192.168.240.0/30"))
+	c := kubeClient(t, dataDir)
+	explainWorkload(t, c)
+	kubeconfig := filepath.Join(dataDir, "kubeconfig")
+	run := func(tc explainCase) (explain.Report, int, string) {
+		t.Helper()
+		argv := append([]string{svcnet(t), "explain", "svc/" + tc.svc, "-n", explainNS, "--kubeconfig", kubeconfig, "-o", "json"}, tc.from...)
+		if tc.on != "" {
+			argv = append([]string{"ip", "netns", "exec", "svcnet-" + tc.on}, argv...)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", argv, err)
+		}
+		var r explain.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("%v: exit %d, not a report: %v\n%s\n%s", argv, code, err, out, stderr.String())
+		}
+		return r, code, string(out)
+	}
+	pod, node, outside := []string{"--from", "pod/client"}, []string{"--node", "node-1"}, []string{"--external", "--node", "node-1", "--client-ip", "192.168.1.77"}
+	cases := map[string]explainCase{
+		// Healthy, every type; from a node and a Pod the agent is read.
+		"ClusterIP from a Pod":      {svc: "web", on: "node-1", from: pod},
+		"ClusterIP from a node":     {svc: "web", on: "node-1", from: node},
+		"NodePort from outside":     {svc: "nodeport", from: outside},
+		"NodePort from a node":      {svc: "nodeport", on: "node-2", from: []string{"--node", "node-2"}},
+		"LoadBalancer from outside": {svc: "lb", from: outside},
+		"LoadBalancer from a Pod":   {svc: "lb", on: "node-1", from: pod},
+		"headless from a Pod":       {svc: "headless", on: "node-1", from: pod},
+		"ExternalName from a Pod":   {svc: "extname", on: "node-1", from: pod},
+		// On the host, the nodes' network is out of reach: the agent is
+		// said unseen, and the path judged without it.
+		"ClusterIP from a Pod, explained on the host": {svc: "web", from: pod, unseen: true},
+		// Broken, each of another cause.
+		"a selector matching nothing":   {svc: "nomatch", on: "node-1", from: pod, hop: explain.HopPods, problem: "selector app=webb matches no Pod"},
+		"Pods not Ready":                {svc: "notready", on: "node-1", from: pod, hop: explain.HopPods, problem: "none of the 1 Pod(s) is Ready"},
+		"a named targetPort missing":    {svc: "namedport", on: "node-1", from: pod, hop: explain.HopPods, problem: `targetPort "web" of port 80 matches no port`},
+		"a targetPort number wrong":     {svc: "wrongport", on: "node-1", from: pod, hop: explain.HopPods, problem: "targetPort 9090 of port 80 is no port"},
+		"iTP Local, no local endpoint":  {svc: "itplocal", on: "node-1", from: pod, hop: explain.HopNode, problem: "internalTrafficPolicy Local and no ready endpoint on node-1"},
+		"eTP Local, no local endpoint":  {svc: "etplocal", from: outside, hop: explain.HopExternal, problem: "externalTrafficPolicy Local and no ready endpoint on node-1"},
+		"an address nothing announces":  {svc: "unannounced", from: outside, hop: explain.HopExternal, problem: "no LoadBalancerAnnouncement covers"},
+		"a pool exhausted":              {svc: "exhausted", from: outside, hop: explain.HopService, problem: "no LoadBalancer address"},
+		"source ranges shutting out":    {svc: "ranges", from: outside, hop: explain.HopExternal, problem: "loadBalancerSourceRanges 10.0.0.0/8 shut out the client 192.168.1.77"},
+		"a headless Service from afar":  {svc: "headless", from: outside, hop: explain.HopService, problem: "not reachable from outside the cluster"},
+		"another loadBalancerClass":     {svc: "otherclass", from: outside, hop: explain.HopService, problem: "its class example.com/other is another implementation's"},
+		"a Service that does not exist": {svc: "nope", on: "node-1", from: pod, hop: explain.HopService, problem: "Service explain/nope does not exist"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r, code, out := run(tc)
+			checkReport(t, tc, r, code, out)
+		})
+	}
+
+	t.Run("an agent that stopped", func(t *testing.T) {
+		pid := agentPID(t, up, "node-2")
+		must(t, syscall.Kill(pid, syscall.SIGSTOP))
+		defer func() { must(t, syscall.Kill(pid, syscall.SIGCONT)) }()
+		tc := explainCase{svc: "web", on: "node-1", from: []string{"--node", "node-2"}, hop: explain.HopNode, problem: "the agent on node-2 does not answer at "}
+		r, code, out := run(tc)
+		checkReport(t, tc, r, code, out)
+	})
+}
+
+// checkReport checks a report against its case: the hop and problem of
+// a broken path, exit 1; for a working path exit 0 and, from a node's
+// namespace, the rules read from the client node's agent.
+func checkReport(t *testing.T, tc explainCase, r explain.Report, code int, out string) {
+	t.Helper()
+	if tc.hop != "" {
+		if code != 1 || r.Broken == nil || r.Broken.Hop != tc.hop || !strings.Contains(r.Broken.Problem, tc.problem) {
+			t.Fatalf("exit %d, broken at %+v; want exit 1, broken at %s: %q\n%s", code, r.Broken, tc.hop, tc.problem, out)
+		}
+		return
+	}
+	if code != 0 || !r.Works {
+		t.Fatalf("exit %d, want a working path:\n%s", code, out)
+	}
+	want := " rules send " // read from the client node's agent
+	switch {
+	case tc.unseen:
+		want = "not seen: the agent on node-1"
+	case tc.on == "" || tc.svc == "extname" || tc.svc == "headless":
+		return
+	}
+	for _, h := range r.Hops {
+		for _, f := range h.Facts {
+			if strings.Contains(f, want) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no fact with %q:\n%s", want, out)
+}
+
+// explainWorkload creates the Services of the explain test and waits
+// until they are as each case needs them.
+func explainWorkload(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: explainNS}}))
+	pods := []*corev1.Pod{
+		explainPod("web-node-1", "node-1", map[string]string{"app": "web", "pin": "node-1"}, nil),
+		explainPod("web-node-2", "node-2", map[string]string{"app": "web", "pin": "node-2"}, nil),
+		explainPod("client", "node-1", map[string]string{"role": "client"}, nil),
+		// Never Ready: its probe asks a port nothing listens on.
+		explainPod("sleepy", "node-1", map[string]string{"app": "sleepy"}, &corev1.Probe{PeriodSeconds: 1,
+			ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9999)}}}),
+	}
+	for _, p := range pods {
+		must(t, c.Create(ctx, p))
+	}
+	local := corev1.ServiceInternalTrafficPolicyLocal
+	services := []*corev1.Service{
+		explainService("web", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromString("http")),
+		explainService("nodeport", corev1.ServiceTypeNodePort, map[string]string{"app": "web"}, intstr.FromString("http")),
+		explainService("lb", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http")),
+		withSpec(explainService("headless", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: explainNS, Name: "extname"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}},
+		explainService("nomatch", corev1.ServiceTypeClusterIP, map[string]string{"app": "webb"}, intstr.FromString("http")),
+		explainService("notready", corev1.ServiceTypeClusterIP, map[string]string{"app": "sleepy"}, intstr.FromString("http")),
+		explainService("namedport", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromString("web")),
+		explainService("wrongport", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromInt32(9090)),
+		withSpec(explainService("itplocal", corev1.ServiceTypeClusterIP, map[string]string{"pin": "node-2"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = &local }),
+		withSpec(explainService("etplocal", corev1.ServiceTypeNodePort, map[string]string{"pin": "node-2"}, intstr.FromString("http")), func(s *corev1.Service) {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}),
+		withSpec(explainService("unannounced", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http")), func(s *corev1.Service) { s.Labels = map[string]string{"announce": "no"} }),
+		withSpec(explainService("ranges", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"} }),
+		withSpec(explainService("otherclass", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") }),
+	}
+	// svcnet up's announcement covers every Service but those labelled
+	// announce=no.
+	var ann svcnetv1alpha1.LoadBalancerAnnouncement
+	must(t, c.Get(ctx, client.ObjectKey{Name: upAnnouncement}, &ann))
+	ann.Spec.ServiceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "announce", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"no"}}}}
+	must(t, c.Update(ctx, &ann))
+	for _, s := range services {
+		must(t, c.Create(ctx, s))
+	}
+	waitFor(t, "web's Pods ready in its slices", func() (bool, string) {
+		return readyEndpoints(t, c, explainNS, "web") == 2, ""
+	})
+	waitFor(t, "the client Pod Ready", func() (bool, string) {
+		var p corev1.Pod
+		must(t, c.Get(ctx, client.ObjectKey{Namespace: explainNS, Name: "client"}, &p))
+		return podReady(&p), fmt.Sprint(p.Status.Conditions)
+	})
+	fillUpPool(t, c)
+	announcedBy(t, c, services[2])
+}
+
+// fillUpPool takes the rest of svcnet up's pool with LoadBalancer
+// Services, then creates exhausted, which gets no address.
+func fillUpPool(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var free int64
+	waitFor(t, "the pool's count of allocated addresses", func() (bool, string) {
+		var pool svcnetv1alpha1.LoadBalancerIPPool
+		must(t, c.Get(ctx, client.ObjectKey{Name: upPool}, &pool))
+		var capacity int64
+		if _, err := fmt.Sscan(pool.Status.Capacity, &capacity); err != nil {
+			return false, fmt.Sprint(pool.Status)
+		}
+		// web's lb, unannounced and ranges hold one each.
+		free = capacity - pool.Status.Allocated
+		return pool.Status.Allocated == 3, fmt.Sprint(pool.Status)
+	})
+	for i := range free {
+		must(t, c.Create(ctx, explainService(fmt.Sprintf("fill-%d", i), corev1.ServiceTypeLoadBalancer, map[string]string{"app": "none"}, intstr.FromInt32(80))))
+	}
+	must(t, c.Create(ctx, explainService("exhausted", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http"))))
+}
+
+func explainPod(name, node string, labels map[string]string, readiness *corev1.Probe) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: explainNS, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](1), Containers: []corev1.Container{{
+			Name: "web", Image: hostnameImage, ReadinessProbe: readiness,
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 9376}},
+		}}}}
+}
+
+func explainService(name string, typ corev1.ServiceType, selector map[string]string, target intstr.IntOrString) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: explainNS, Name: name}, Spec: corev1.ServiceSpec{
+		Type: typ, Selector: selector, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: target}}}}
+}
+
+func withSpec(s *corev1.Service, f func(*corev1.Service)) *corev1.Service {
+	f(s)
+	return s
+}
+
+// readyEndpoints counts the ready endpoints of a Service's slices.
+func readyEndpoints(t *testing.T, c client.Client, ns, svc string) int {
+	t.Helper()
+	var list discoveryv1.EndpointSliceList
+	must(t, c.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}))
+	n := 0
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			if ptr.Deref(ep.Conditions.Ready, false) {
+				n++
+			}
+		}
+	}
+	return n
+}
