@@ -25,7 +25,8 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &ServiceCIDRBinding{}, &ServiceCIDRBindingList{},
 		&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{},
-		&LoadBalancerAnnouncement{}, &LoadBalancerAnnouncementList{})
+		&LoadBalancerAnnouncement{}, &LoadBalancerAnnouncementList{},
+		&LoadBalancerNodeAnnouncement{}, &LoadBalancerNodeAnnouncementList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
