@@ -7,3 +7,13 @@ package v1alpha1
 // LoadBalancerNodeAnnouncements: True while a node announces its addresses
 // (the message names the node of each address), False when no node may.
 const ServiceConditionLoadBalancerAnnounced = "svcnet.io/LoadBalancerAnnounced"
+
+// The reasons of the ServiceConditionLoadBalancerAnnounced condition.
+const (
+	// ServiceReasonL2: nodes answer for the addresses by L2 (condition
+	// True).
+	ServiceReasonL2 = "L2"
+	// ServiceReasonNoCandidate: a node stopped answering for an address
+	// and no node may take it over (condition False).
+	ServiceReasonNoCandidate = "NoCandidate"
+)

@@ -71,7 +71,8 @@ var indexes = []struct {
 }
 
 // SetupWithManager registers the Service controller, the pool status
-// controller and the pool metrics.
+// controller, the controller of the Services' announcement condition and
+// the pool metrics.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
@@ -92,6 +93,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		mgr.GetWebhookServer().Register(PoolWebhookPath, &webhook.Admission{Handler: NewPoolValidator(mgr.GetAPIReader(), admission.NewDecoder(mgr.GetScheme()))})
 	}
 	if err := r.setupServiceController(mgr); err != nil {
+		return err
+	}
+	if err := setupAnnouncedController(mgr, &announcedReconciler{client: r.client}); err != nil {
 		return err
 	}
 	return setupPoolController(mgr, &poolReconciler{r})

@@ -276,3 +276,26 @@ func Score(addr netip.Addr, node string) uint64 {
 func metalLBHash(addr netip.Addr, node string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(node + "#" + addr.String()))
 }
+
+// AnsweredPart is the part of a Service's svcnet.io/LoadBalancerAnnounced
+// condition message that names the node answering for an address, e.g.
+// "192.168.240.1 answered by node-2 (ARP on eth0)"; the agents' Announced
+// Events start with it too.
+func AnsweredPart(addr, node string, protocol svcnetv1alpha1.L2Protocol, iface string) string {
+	return fmt.Sprintf("%s answered by %s (%s on %s)", addr, node, protocol, iface)
+}
+
+// NoCandidateMessage is the condition's message when no node may announce
+// addr.
+func NoCandidateMessage(addr string) string {
+	return fmt.Sprintf("no node may announce %s (none selected, or none with a ready endpoint under externalTrafficPolicy Local)", addr)
+}
+
+// L2ProtocolOf is how an address is answered for: ARP for IPv4, NDP for
+// IPv6.
+func L2ProtocolOf(a netip.Addr) svcnetv1alpha1.L2Protocol {
+	if a.Is4() {
+		return svcnetv1alpha1.L2ProtocolARP
+	}
+	return svcnetv1alpha1.L2ProtocolNDP
+}
