@@ -85,8 +85,9 @@ type L2AnsweredAddress struct {
 	// +kubebuilder:validation:MaxItems=64
 	Services []ServiceReference `json:"services"`
 
-	// since is when the node started answering, by its clock.
-	Since metav1.Time `json:"since"`
+	// since is when the node started answering, by its clock, to the
+	// microsecond: of two nodes' reports on an address, the later wins.
+	Since metav1.MicroTime `json:"since"`
 
 	// takeover, when the address moved from another node, says from which
 	// and why.
@@ -108,8 +109,9 @@ type L2WithdrawnAddress struct {
 	// +kubebuilder:validation:MaxItems=64
 	Services []ServiceReference `json:"services"`
 
-	// since is when the node stopped answering, by its clock.
-	Since metav1.Time `json:"since"`
+	// since is when the node stopped answering, by its clock, to the
+	// microsecond.
+	Since metav1.MicroTime `json:"since"`
 }
 
 // LoadBalancerNodeAnnouncementSpec is what one node's agent reports of its

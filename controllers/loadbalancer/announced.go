@@ -125,17 +125,22 @@ func setupAnnouncedController(mgr ctrl.Manager, r *announcedReconciler) error {
 type addrRecord struct {
 	since time.Time
 	node  string
+	// from is the node an answer took the address over from.
+	from string
 	// part is the condition's part when the node answers for the
 	// address; empty when it withdrew it.
 	part string
 }
 
-// newer orders records: the later one, at the same time an answer
-// before a withdrawal, then by node name, so every reconcile picks the
-// same.
+// newer orders records: the later one; at the same time the answer
+// that took the address over from the other node, an answer before a
+// withdrawal, then by node name, so every reconcile picks the same.
 func (a addrRecord) newer(b addrRecord) bool {
 	if c := a.since.Compare(b.since); c != 0 {
 		return c > 0
+	}
+	if a.from != b.from && (a.from == b.node || b.from == a.node) {
+		return a.from == b.node
 	}
 	if (a.part != "") != (b.part != "") {
 		return a.part != ""
@@ -176,8 +181,11 @@ func announcedCondition(svc *corev1.Service, reports []svcnetv1alpha1.LoadBalanc
 	for i := range reports {
 		node := reports[i].Name
 		for _, a := range reports[i].Spec.Addresses {
-			consider(a.Address, a.Services, addrRecord{since: a.Since.Time, node: node,
-				part: announcementpolicy.AnsweredPart(a.Address, node, a.Protocol, a.Interface)})
+			rec := addrRecord{since: a.Since.Time, node: node, part: announcementpolicy.AnsweredPart(a.Address, node, a.Protocol, a.Interface)}
+			if a.Takeover != nil {
+				rec.from = a.Takeover.FromNode
+			}
+			consider(a.Address, a.Services, rec)
 		}
 		for _, w := range reports[i].Spec.Withdrawn {
 			consider(w.Address, w.Services, addrRecord{since: w.Since.Time, node: node})

@@ -62,9 +62,9 @@ var _ = Describe("The announcement condition from the nodes' reports", func() {
 		// other specs'.
 		nodeA, nodeB := ns+"-a", ns+"-b"
 		refs := []svcnetv1alpha1.ServiceReference{{Namespace: ns, Name: "web"}}
-		start := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
-		later := metav1.NewTime(start.Add(10 * time.Second))
-		latest := metav1.NewTime(start.Add(20 * time.Second))
+		start := metav1.NewMicroTime(time.Now().Add(-time.Minute).Truncate(time.Microsecond))
+		later := metav1.NewMicroTime(start.Add(10 * time.Millisecond))
+		latest := metav1.NewMicroTime(start.Add(20 * time.Millisecond))
 
 		By("node A answers")
 		nodeReport(ctx, nodeA, svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec{Addresses: []svcnetv1alpha1.L2AnsweredAddress{

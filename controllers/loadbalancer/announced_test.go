@@ -17,7 +17,9 @@ import (
 
 var announcedEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func at(s int) metav1.Time { return metav1.NewTime(announcedEpoch.Add(time.Duration(s) * time.Second)) }
+func at(s int) metav1.MicroTime {
+	return metav1.NewMicroTime(announcedEpoch.Add(time.Duration(s) * time.Second))
+}
 
 var webRef = []svcnetv1alpha1.ServiceReference{{Namespace: "default", Name: "web"}}
 
@@ -81,6 +83,17 @@ func TestAnnouncedCondition(t *testing.T) {
 			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
 				report("node-a", answers("192.168.240.1", "eth0", 1)),
 				report("node-b", answers("192.168.240.1", "eth1", 5)),
+			},
+			want: trueCond("192.168.240.1 answered by node-b (ARP on eth1)"),
+		},
+		"takeover in the same microsecond: the one taking over from the other wins": {
+			ingress: []string{"192.168.240.1"},
+			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
+				report("node-a", answers("192.168.240.1", "eth0", 5)),
+				report("node-b", func(s *svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
+					answers("192.168.240.1", "eth1", 5)(s)
+					s.Addresses[0].Takeover = &svcnetv1alpha1.L2Takeover{FromNode: "node-a", Reason: svcnetv1alpha1.TakeoverReasonReleased}
+				}),
 			},
 			want: trueCond("192.168.240.1 answered by node-b (ARP on eth1)"),
 		},

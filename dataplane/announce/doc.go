@@ -7,8 +7,10 @@
 // announce: in L2 mode the addresses it is a candidate for on each
 // interface, handed to an l2.Segment per interface, which agrees with the
 // other nodes on the segment who answers; in BGP mode the addresses it
-// should attract and its peers, handed to a bgp.Speaker. It writes the
-// Service's svcnet.io/LoadBalancerAnnounced condition and Events when this
+// should attract and its peers, handed to a bgp.Speaker. It reports what
+// this node answers for by L2 in the node's LoadBalancerNodeAnnouncement
+// (from which the manager writes the Services' svcnet.io/LoadBalancerAnnounced
+// condition; the agent has no right on Services), records Events when this
 // node takes or lets go of an address, and exports what it announces as
 // metrics. The agent starts it with Setup; nothing here touches the
 // agent's rules.

@@ -38,7 +38,7 @@ func TestTakeoversObserved(t *testing.T) {
 	resetFailoverMetrics(t)
 	lost, released, fresh := netip.MustParseAddr("192.168.240.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.168.240.9")
 	at := time.Unix(1700000000, 250_000_000)
-	s := &Speaker{log: logr.Discard(), status: newStatusWriter(nil, nil, nil, "node-2", logr.Discard()), trigger: make(chan struct{}, 1)}
+	s := &Speaker{log: logr.Discard(), report: newReportWriter(nil, nil, nil, nil, "node-2", logr.Discard()), trigger: make(chan struct{}, 1)}
 
 	s.segmentChanged("eth0", []l2.Takeover{
 		{Addr: lost, At: at, From: "node-1", Reason: l2.MovedPeerLost, Gap: 620 * time.Millisecond},
@@ -101,11 +101,11 @@ svcnet_announce_failover_seconds_count{address="2001:db8::1",reason="released"} 
 	}
 
 	wantQueue := []l2Change{
-		{addr: lost, iface: "eth0", taken: true, from: "node-1", reason: l2.MovedPeerLost, gap: 620 * time.Millisecond},
-		{addr: released, iface: "eth0", taken: true, from: "node-3", reason: l2.MovedReleased, gap: 300 * time.Microsecond},
-		{addr: fresh, iface: "eth0", taken: true},
+		{addr: lost, iface: "eth0", taken: true, at: at, from: "node-1", reason: l2.MovedPeerLost, gap: 620 * time.Millisecond},
+		{addr: released, iface: "eth0", taken: true, at: at, from: "node-3", reason: l2.MovedReleased, gap: 300 * time.Microsecond},
+		{addr: fresh, iface: "eth0", taken: true, at: at},
 	}
-	if diff := cmp.Diff(wantQueue, s.status.queue, cmp.AllowUnexported(l2Change{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+	if diff := cmp.Diff(wantQueue, s.report.queue, cmp.AllowUnexported(l2Change{}), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Errorf("status reports (-want +got):\n%s", diff)
 	}
 

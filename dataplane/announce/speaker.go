@@ -45,7 +45,7 @@ type Speaker struct {
 	cfg     Config
 	reader  client.Reader // the agent's cache: Services, slices, pools, announcements
 	nodes   client.Reader // every Node
-	status  *statusWriter
+	report  *reportWriter
 	log     logr.Logger
 	trigger chan struct{}
 	ifaces  *interfaces
@@ -89,12 +89,12 @@ func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
 	log = log.WithName("announce")
 	s := &Speaker{
 		cfg: cfg, reader: mgr.GetCache(), nodes: nodes, log: log,
-		status:   newStatusWriter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("svcnet-agent"), cfg.Node, log),
+		report:   newReportWriter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), mgr.GetEventRecorder("svcnet-agent"), cfg.Node, log),
 		trigger:  make(chan struct{}, 1),
 		ifaces:   &interfaces{netns: cfg.NetNS},
 		segments: map[string]*segment{}, advertised: map[netip.Addr]bool{}, missing: map[string]bool{},
 	}
-	s.status.owns = s.owns
+	s.report.owns = s.owns
 	registerMetrics()
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.run(ctx, mgr.GetCache(), nodes) }))
 }
@@ -129,7 +129,7 @@ func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) er
 		return errors.New("the speaker's caches did not sync")
 	}
 	s.bgp = bgp.New(bgp.Config{RouterID: s.routerID(ctx), NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp")})
-	go s.status.run(ctx)
+	go s.report.run(ctx)
 	defer s.stopSegments()
 	tick := time.NewTicker(resyncPeriod)
 	defer tick.Stop()
@@ -213,7 +213,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 	s.mu.Lock()
 	s.plan = p
 	s.mu.Unlock()
-	s.status.setPlan(p)
+	s.report.setPlan(p)
 	l2Err := s.syncL2(ctx, p, w)
 	bgpErr := s.syncBGP(ctx, p)
 	s.updateMetrics(ctx)
@@ -362,11 +362,11 @@ func (s *Speaker) segmentChanged(iface string, taken []l2.Takeover, released []n
 			kv = append(kv, "from", t.From, "reason", t.Reason, "unansweredFor", t.Gap)
 		}
 		s.log.Info("Announcing address", kv...)
-		s.status.l2Changed(l2Change{addr: t.Addr, iface: iface, taken: true, from: t.From, reason: t.Reason, gap: t.Gap})
+		s.report.l2Changed(l2Change{addr: t.Addr, iface: iface, taken: true, at: t.At, from: t.From, reason: t.Reason, gap: t.Gap})
 	}
 	for _, a := range released {
 		s.log.Info("Stopped announcing address", "address", a, "interface", iface)
-		s.status.l2Changed(l2Change{addr: a, iface: iface})
+		s.report.l2Changed(l2Change{addr: a, iface: iface})
 	}
 	s.poke() // refresh the metrics
 }
@@ -381,7 +381,7 @@ func (s *Speaker) reportMissing(ctx context.Context, anns []string, iface string
 		s.mu.Unlock()
 		if !seen {
 			s.log.Info("Interface not found, not announcing there", "announcement", a, "interface", iface, "err", err.Error())
-			s.status.interfaceMissing(ctx, a, iface, err)
+			s.report.interfaceMissing(ctx, a, iface, err)
 		}
 	}
 }
@@ -401,12 +401,12 @@ func (s *Speaker) syncBGP(ctx context.Context, p plan) error {
 	defer s.mu.Unlock()
 	for _, ap := range p.bgp {
 		if !s.advertised[ap.addr] {
-			s.status.bgpChanged(ctx, ap, len(p.peers), true)
+			s.report.bgpChanged(ctx, ap, len(p.peers), true)
 		}
 	}
 	for a := range s.advertised {
 		if !want[a] {
-			s.status.bgpChanged(ctx, addrPlan{addr: a, services: s.status.servicesOf(a)}, len(p.peers), false)
+			s.report.bgpChanged(ctx, addrPlan{addr: a, services: s.report.servicesOf(a)}, len(p.peers), false)
 		}
 	}
 	s.advertised = want
