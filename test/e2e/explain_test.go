@@ -80,8 +80,8 @@ func TestUpExplain(t *testing.T) {
 		return r, code, string(out)
 	}
 	pod, node, outside := []string{"--from", "pod/client"}, []string{"--node", "node-1"}, []string{"--external", "--node", "node-1", "--client-ip", "192.168.1.77"}
-	cases := map[string]explainCase{
-		// Healthy, every type; from a node and a Pod the agent is read.
+	healthy := map[string]explainCase{
+		// Every type; from a node and a Pod the agent is read.
 		"ClusterIP from a Pod":      {svc: "web", on: "node-1", from: pod},
 		"ClusterIP from a node":     {svc: "web", on: "node-1", from: node},
 		"NodePort from outside":     {svc: "nodeport", from: outside},
@@ -93,25 +93,44 @@ func TestUpExplain(t *testing.T) {
 		// On the host, the nodes' network is out of reach: the agent is
 		// said unseen, and the path judged without it.
 		"ClusterIP from a Pod, explained on the host": {svc: "web", from: pod, unseen: true},
-		// Broken, each of another cause.
-		"a selector matching nothing":   {svc: "nomatch", on: "node-1", from: pod, hop: explain.HopPods, problem: "selector app=webb matches no Pod"},
-		"Pods not Ready":                {svc: "notready", on: "node-1", from: pod, hop: explain.HopPods, problem: "none of the 1 Pod(s) is Ready"},
-		"a named targetPort missing":    {svc: "namedport", on: "node-1", from: pod, hop: explain.HopPods, problem: `targetPort "web" of port 80 matches no port`},
-		"a targetPort number wrong":     {svc: "wrongport", on: "node-1", from: pod, hop: explain.HopPods, problem: "targetPort 9090 of port 80 is no port"},
-		"iTP Local, no local endpoint":  {svc: "itplocal", on: "node-1", from: pod, hop: explain.HopNode, problem: "internalTrafficPolicy Local and no ready endpoint on node-1"},
-		"eTP Local, no local endpoint":  {svc: "etplocal", from: outside, hop: explain.HopExternal, problem: "externalTrafficPolicy Local and no ready endpoint on node-1"},
-		"an address nothing announces":  {svc: "unannounced", from: outside, hop: explain.HopExternal, problem: "no LoadBalancerAnnouncement covers"},
-		"a pool exhausted":              {svc: "exhausted", from: outside, hop: explain.HopService, problem: "no LoadBalancer address"},
-		"source ranges shutting out":    {svc: "ranges", from: outside, hop: explain.HopExternal, problem: "loadBalancerSourceRanges 10.0.0.0/8 shut out the client 192.168.1.77"},
-		"a headless Service from afar":  {svc: "headless", from: outside, hop: explain.HopService, problem: "not reachable from outside the cluster"},
-		"another loadBalancerClass":     {svc: "otherclass", from: outside, hop: explain.HopService, problem: "its class example.com/other is another implementation's"},
-		"a Service that does not exist": {svc: "nope", on: "node-1", from: pod, hop: explain.HopService, problem: "Service explain/nope does not exist"},
 	}
-	for name, tc := range cases {
+	for name, tc := range healthy {
 		t.Run(name, func(t *testing.T) {
 			r, code, out := run(tc)
 			checkReport(t, tc, r, code, out)
 		})
+	}
+	// Broken, each of another cause, from every client it concerns: a
+	// Pod (on node-1), a node (node-1's own programs) and outside (to
+	// node-1's nodePort).
+	vantages := map[string]explainCase{"a Pod": {on: "node-1", from: pod}, "a node": {on: "node-1", from: node}, "outside": {from: outside}}
+	all, inside := []string{"a Pod", "a node", "outside"}, []string{"a Pod", "a node"}
+	broken := map[string]struct {
+		svc, hop, problem string
+		from              []string
+	}{
+		"a selector matching nothing":   {"nomatch", explain.HopPods, "selector app=webb matches no Pod", all},
+		"Pods not Ready":                {"notready", explain.HopPods, "none of the 1 Pod(s) is Ready", all},
+		"a named targetPort missing":    {"namedport", explain.HopPods, `targetPort "web" of port 80 matches no port`, all},
+		"a targetPort number wrong":     {"wrongport", explain.HopPods, "targetPort 9090 of port 80 is no port", all},
+		"iTP Local, no local endpoint":  {"itplocal", explain.HopNode, "internalTrafficPolicy Local and no ready endpoint on node-1", inside},
+		"eTP Local, no local endpoint":  {"etplocal", explain.HopExternal, "externalTrafficPolicy Local and no ready endpoint on node-1", []string{"outside"}},
+		"an address nothing announces":  {"unannounced", explain.HopExternal, "no LoadBalancerAnnouncement covers", []string{"outside"}},
+		"a pool exhausted":              {"exhausted", explain.HopService, "no LoadBalancer address", all},
+		"source ranges shutting out":    {"ranges", explain.HopExternal, "loadBalancerSourceRanges 10.0.0.0/8 shut out the client 192.168.1.77", []string{"outside"}},
+		"a headless Service from afar":  {"headless", explain.HopService, "not reachable from outside the cluster", []string{"outside"}},
+		"another loadBalancerClass":     {"otherclass", explain.HopService, "its class example.com/other is another implementation's", all},
+		"a Service that does not exist": {"nope", explain.HopService, "Service explain/nope does not exist", all},
+	}
+	for name, b := range broken {
+		for _, v := range b.from {
+			t.Run(name+" from "+v, func(t *testing.T) {
+				tc := vantages[v]
+				tc.svc, tc.hop, tc.problem = b.svc, b.hop, b.problem
+				r, code, out := run(tc)
+				checkReport(t, tc, r, code, out)
+			})
+		}
 	}
 
 	t.Run("an agent that stopped", func(t *testing.T) {
@@ -179,10 +198,10 @@ func explainWorkload(t *testing.T, c client.Client) {
 		explainService("lb", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http")),
 		withSpec(explainService("headless", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: explainNS, Name: "extname"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}},
-		explainService("nomatch", corev1.ServiceTypeClusterIP, map[string]string{"app": "webb"}, intstr.FromString("http")),
-		explainService("notready", corev1.ServiceTypeClusterIP, map[string]string{"app": "sleepy"}, intstr.FromString("http")),
-		explainService("namedport", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromString("web")),
-		explainService("wrongport", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, intstr.FromInt32(9090)),
+		explainService("nomatch", corev1.ServiceTypeNodePort, map[string]string{"app": "webb"}, intstr.FromString("http")),
+		explainService("notready", corev1.ServiceTypeNodePort, map[string]string{"app": "sleepy"}, intstr.FromString("http")),
+		explainService("namedport", corev1.ServiceTypeNodePort, map[string]string{"app": "web"}, intstr.FromString("web")),
+		explainService("wrongport", corev1.ServiceTypeNodePort, map[string]string{"app": "web"}, intstr.FromInt32(9090)),
 		withSpec(explainService("itplocal", corev1.ServiceTypeClusterIP, map[string]string{"pin": "node-2"}, intstr.FromString("http")), func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = &local }),
 		withSpec(explainService("etplocal", corev1.ServiceTypeNodePort, map[string]string{"pin": "node-2"}, intstr.FromString("http")), func(s *corev1.Service) {
 			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
