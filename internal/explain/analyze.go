@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet-io/svcnet/allocator/ipam"
 )
 
 // The hops of a report, in the order a packet meets them.
@@ -68,6 +70,15 @@ func Analyze(in Inputs) Report {
 	svc := in.Service
 	if svc == nil {
 		h := newHop(HopService)
+		if in.CreateRefused != "" {
+			fix := "change what the API server's answer names (an admission policy, a quota)"
+			if strings.Contains(in.CreateRefused, ipam.ErrFull.Error()) {
+				fix = fmt.Sprintf("free addresses in the ServiceCIDRs namespace %s may use (kubectl get servicecidrs,servicecidrbindings), or add a ServiceCIDR", in.Key.Namespace)
+			}
+			h.problem(fix,
+				"Service %s does not exist, and the API server refuses to create it now: %s", in.Key, in.CreateRefused)
+			return finish(r, h.Hop)
+		}
 		h.problem("check the name and the namespace (-n); kubectl get services -A lists them",
 			"Service %s does not exist", in.Key)
 		return finish(r, h.Hop)

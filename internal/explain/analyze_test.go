@@ -115,6 +115,15 @@ func TestBrokenHops(t *testing.T) {
 			world: func() *world { w := healthy(web().Obj()); w.in.Service = nil; return w },
 			hop:   HopService, problem: "Service default/web does not exist",
 		},
+		"a Service its namespace's full ServiceCIDR cannot take": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				w.in.Service = nil
+				w.in.CreateRefused = `admission webhook "services.svcnet.io" denied the request: spec.clusterIPs: no free address in ServiceCIDR tenant`
+				return w
+			},
+			hop: HopService, problem: "Service default/web does not exist, and the API server refuses to create it now: admission webhook",
+		},
 		"the selector matches no Pod": {
 			world: func() *world {
 				w := healthy(builder.Service("web", "default").Selector("app", "webb").Port("http", 80, intstr.FromString("http")).ClusterIPs("10.96.0.20").Obj())

@@ -11,13 +11,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/internal/explain"
 	"github.com/svcnet-io/svcnet/internal/lbclass"
@@ -99,6 +102,41 @@ func TestGatherFromAnAPIServer(t *testing.T) {
 		_, err := explain.Gather(ctx, c, key, explain.From{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody"}}}, lbclass.DefaultSelection())
 		if err == nil || !strings.Contains(err.Error(), "the client Pod "+ns+"/nobody does not exist") {
 			t.Fatalf("err = %v", err)
+		}
+	})
+
+	t.Run("a Service that does not exist: would the API server take one now (a dry run)", func(t *testing.T) {
+		missing := types.NamespacedName{Namespace: ns, Name: "missing"}
+		in, err := explain.Gather(ctx, c, missing, explain.From{}, lbclass.DefaultSelection())
+		must(err)
+		if in.CreateRefused != "" {
+			t.Fatalf("a namespace that takes Services: refused %q", in.CreateRefused)
+		}
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-more-services"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}}}
+		must(c.Create(ctx, quota))
+		// What kube-controller-manager's quota controller would count; this
+		// API server runs none.
+		quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}}
+		must(c.Status().Update(ctx, quota))
+		var r explain.Report
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			// Until the quota admission's cache has the status.
+			in, err = explain.Gather(ctx, c, missing, explain.From{}, lbclass.DefaultSelection())
+			must(err)
+			if r = explain.Analyze(in); r.Broken != nil && strings.Contains(r.Broken.Problem, "refuses to create it now") {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if r.Broken == nil || !strings.Contains(r.Broken.Problem, "exceeded quota") || strings.Contains(r.Broken.Fix, "ServiceCIDR") {
+			t.Fatalf("broken: %+v, want the quota named", r.Broken)
+		}
+		var list corev1.ServiceList
+		must(c.List(ctx, &list, client.InNamespace(ns)))
+		if len(list.Items) != 1 {
+			t.Errorf("%d Services in %s after the dry runs, want web alone", len(list.Items), ns)
 		}
 	})
 

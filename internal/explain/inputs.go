@@ -4,6 +4,7 @@ package explain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -84,6 +85,10 @@ type Inputs struct {
 	Serve lbclass.Selection
 	// Agent is the client node's agent, once ReadAgent read it.
 	Agent *AgentRead
+	// CreateRefused is, for a Service that does not exist, why the API
+	// server refuses a ClusterIP Service of that name now (a dry run), ""
+	// when it would accept one or was not asked.
+	CreateRefused string
 }
 
 // ClusterDNS is the Service of cluster DNS, as kubeadm and every
@@ -101,6 +106,9 @@ func Gather(ctx context.Context, c client.Reader, key types.NamespacedName, from
 	svc := &corev1.Service{}
 	if err := c.Get(ctx, key, svc); err != nil {
 		if apierrors.IsNotFound(err) {
+			if w, ok := c.(client.Writer); ok {
+				in.CreateRefused = tryCreate(ctx, w, key)
+			}
 			return in, nil
 		}
 		return in, fmt.Errorf("reading Service %s: %w", key, err)
@@ -112,6 +120,27 @@ func Gather(ctx context.Context, c client.Reader, key types.NamespacedName, from
 		}
 	}
 	return in, nil
+}
+
+// tryCreate asks the API server, in a dry run that stores nothing, to
+// create a ClusterIP Service named key with one port: whether the
+// namespace could have one now (a full ServiceCIDR refuses it). A caller
+// that may not create Services, or any refusal of the request itself
+// rather than of the Service, is no answer.
+func tryCreate(ctx context.Context, w client.Writer, key types.NamespacedName) string {
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "probe", Port: 80}}}}
+	err := w.Create(ctx, probe, client.DryRunAll)
+	switch {
+	case err == nil, apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"), // RBAC
+		apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err), apierrors.IsUnauthorized(err):
+		return ""
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return ""
 }
 
 // gatherClient reads the client Pod and checks the client node.

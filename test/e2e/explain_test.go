@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -30,6 +33,8 @@ const explainNS = "explain"
 // explainCase is one `svcnet explain` run and what its report must say.
 type explainCase struct {
 	svc string
+	// ns is the Service's namespace; explainNS when empty.
+	ns string
 	// on is the node namespace explain runs in ("" for the host); from
 	// its flags.
 	on   string
@@ -58,7 +63,8 @@ func TestUpExplain(t *testing.T) {
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
 	run := func(tc explainCase) (explain.Report, int, string) {
 		t.Helper()
-		argv := append([]string{svcnet(t), "explain", "svc/" + tc.svc, "-n", explainNS, "--kubeconfig", kubeconfig, "-o", "json"}, tc.from...)
+		ns := cmp.Or(tc.ns, explainNS)
+		argv := append([]string{svcnet(t), "explain", "svc/" + tc.svc, "-n", ns, "--kubeconfig", kubeconfig, "-o", "json"}, tc.from...)
 		if tc.on != "" {
 			argv = append([]string{"ip", "netns", "exec", "svcnet-" + tc.on}, argv...)
 		}
@@ -132,6 +138,21 @@ func TestUpExplain(t *testing.T) {
 			})
 		}
 	}
+
+	t.Run("a Service its namespace's full ServiceCIDR cannot take", func(t *testing.T) {
+		fillBoundCIDR(t, c)
+		// --from names a Pod of the Service's namespace, which has none.
+		for _, v := range []string{"a node", "outside"} {
+			tc := vantages[v]
+			tc.ns, tc.svc, tc.hop = fullNS, "nope", explain.HopService
+			tc.problem = "Service " + fullNS + "/nope does not exist, and the API server refuses to create it now: "
+			r, code, out := run(tc)
+			checkReport(t, tc, r, code, out)
+			if !strings.Contains(r.Broken.Problem, "no free address") || !strings.Contains(r.Broken.Fix, "ServiceCIDR") {
+				t.Fatalf("from %s: %+v, want the full ServiceCIDR named", v, r.Broken)
+			}
+		}
+	})
 
 	t.Run("an agent that stopped", func(t *testing.T) {
 		pid := agentPID(t, up, "node-2")
@@ -252,6 +273,35 @@ func fillUpPool(t *testing.T, c client.Client) {
 		must(t, c.Create(ctx, explainService(fmt.Sprintf("fill-%d", i), corev1.ServiceTypeLoadBalancer, map[string]string{"app": "none"}, intstr.FromInt32(80))))
 	}
 	must(t, c.Create(ctx, explainService("exhausted", corev1.ServiceTypeLoadBalancer, map[string]string{"app": "web"}, intstr.FromString("http"))))
+}
+
+// fullNS is a namespace whose only ServiceCIDR, bound to it alone, the
+// explain test fills.
+const fullNS = "explain-full"
+
+// fillBoundCIDR binds a /30 ServiceCIDR exclusively to fullNS and
+// creates Services there until it refuses one.
+func fillBoundCIDR(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, c.Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: fullNS}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.97.0.0/30"}}}))
+	must(t, c.Create(ctx, &svcnetv1alpha1.ServiceCIDRBinding{ObjectMeta: metav1.ObjectMeta{Name: fullNS}, Spec: svcnetv1alpha1.ServiceCIDRBindingSpec{
+		ServiceCIDRName: fullNS, Exclusive: true,
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": fullNS}}}}))
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fullNS}}))
+	for i := 0; ; i++ {
+		err := c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: fullNS, Name: fmt.Sprintf("svc-%d", i)},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
+		switch {
+		case err != nil && strings.Contains(err.Error(), "no free address"):
+			return
+		case err != nil && i < 20:
+			// The binding or the range not seen yet by the webhook.
+			time.Sleep(250 * time.Millisecond)
+		case err != nil || i > 20:
+			t.Fatalf("filling %s: %d Services, then %v", fullNS, i, err)
+		}
+	}
 }
 
 func explainPod(name, node string, labels map[string]string, readiness *corev1.Probe) *corev1.Pod {
