@@ -312,6 +312,24 @@ func TestBrokenHops(t *testing.T) {
 			},
 			hop: HopNode, problem: "node-1's rules reject 10.96.0.20:80/TCP (IPv4) as if no endpoint served it, while the slices list 2 ready endpoint(s)",
 		},
+		"cluster DNS does not know the name": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				w.in.DNSAnswer = &DNSAnswer{Server: "10.96.0.10:53", Name: "web.default.svc.cluster.local.", NotFound: true}
+				return w
+			},
+			hop: HopName, problem: "cluster DNS at 10.96.0.10:53 answers that web.default.svc.cluster.local. does not exist",
+		},
+		"cluster DNS answers another address": {
+			world: func() *world {
+				w := healthy(web().Obj())
+				fromPod(w, "node-1")
+				w.in.DNSAnswer = &DNSAnswer{Server: "10.96.0.10:53", Name: "web.default.svc.cluster.local.", Addrs: []string{"10.96.0.99"}}
+				return w
+			},
+			hop: HopName, problem: "answers web.default.svc.cluster.local. with 10.96.0.99, but the Service's addresses are 10.96.0.20",
+		},
 		"cluster DNS with no ready endpoint": {
 			world: func() *world { w := healthy(web().Obj()); w.in.DNS = DNS{Found: true}; fromPod(w, "node-1"); return w },
 			hop:   HopName, problem: "cluster DNS (kube-system/kube-dns) has no ready endpoint",
@@ -394,6 +412,31 @@ func TestUnseenAgentIsNoBreak(t *testing.T) {
 		r := Analyze(w.in)
 		if !r.Works || !strings.Contains(text(t, r), want) {
 			t.Errorf("agent unseen (%s): want a working path that says %q:\n%s", err, want, text(t, r))
+		}
+	}
+}
+
+// TestDNSAnswers: cluster DNS's answer that matches the Service (its
+// ClusterIP, a headless Service's ready endpoints) holds; no answer from
+// where explain runs is said and not judged.
+func TestDNSAnswers(t *testing.T) {
+	headless := builder.Service("web", "default").Selector("app", "web").Port("http", 80, intstr.FromString("http")).Headless().Obj()
+	for name, tc := range map[string]struct {
+		svc    *corev1.Service
+		answer DNSAnswer
+		want   string
+	}{
+		"a ClusterIP":         {svc: web().Obj(), answer: DNSAnswer{Addrs: []string{"10.96.0.20"}}, want: "answers web.default.svc.cluster.local.: 10.96.0.20"},
+		"headless":            {svc: headless, answer: DNSAnswer{Addrs: []string{"10.244.1.5", "10.244.2.5"}}, want: ": 10.244.1.5, 10.244.2.5"},
+		"no answer from here": {svc: web().Obj(), answer: DNSAnswer{Unseen: true, Err: "i/o timeout"}, want: "not asked: cluster DNS at 10.96.0.10:53 gave no answer from here (i/o timeout)"},
+	} {
+		w := healthy(tc.svc)
+		fromPod(w, "node-1")
+		tc.answer.Server, tc.answer.Name = "10.96.0.10:53", "web.default.svc.cluster.local."
+		w.in.DNSAnswer = &tc.answer
+		r := Analyze(w.in)
+		if !r.Works || !strings.Contains(text(t, r), tc.want) {
+			t.Errorf("%s: want a working path that says %q:\n%s", name, tc.want, text(t, r))
 		}
 	}
 }

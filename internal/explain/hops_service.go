@@ -43,6 +43,7 @@ func nameHop(in Inputs) *hop {
 			"cluster DNS (%s) has no ready endpoint: names do not resolve", ClusterDNS)
 	default:
 		h.fact("cluster DNS (%s) has %d ready endpoint(s)", ClusterDNS, in.DNS.Ready)
+		dnsFacts(h, in)
 	}
 	return h
 }

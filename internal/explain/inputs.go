@@ -60,6 +60,8 @@ func (f From) String() string {
 type DNS struct {
 	Found bool
 	Ready int
+	// ClusterIP is the kube-dns Service's first ClusterIP.
+	ClusterIP netip.Addr
 }
 
 // Inputs are the objects a report reads, all from the API server.
@@ -85,6 +87,9 @@ type Inputs struct {
 	Serve lbclass.Selection
 	// Agent is the client node's agent, once ReadAgent read it.
 	Agent *AgentRead
+	// DNSAnswer is cluster DNS's answer for the Service's name, once
+	// AskDNS asked.
+	DNSAnswer *DNSAnswer
 	// CreateRefused is, for a Service that does not exist, why the API
 	// server refuses a ClusterIP Service of that name now (a dry run), ""
 	// when it would accept one or was not asked.
@@ -276,6 +281,9 @@ func gatherDNS(ctx context.Context, c client.Reader, in *Inputs) error {
 		return fmt.Errorf("reading %s: %w", ClusterDNS, err)
 	}
 	in.DNS.Found = true
+	if ip, err := netip.ParseAddr(dns.Spec.ClusterIP); err == nil {
+		in.DNS.ClusterIP = ip
+	}
 	var list discoveryv1.EndpointSliceList
 	if err := c.List(ctx, &list, client.InNamespace(ClusterDNS.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: ClusterDNS.Name}); err != nil {
 		return fmt.Errorf("listing the EndpointSlices of %s: %w", ClusterDNS, err)

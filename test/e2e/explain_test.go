@@ -44,6 +44,9 @@ type explainCase struct {
 	hop, problem string
 	// unseen: the report must say it could not read the agent.
 	unseen bool
+	// dns: the report must give cluster DNS's answer, asked from the
+	// node explain runs on.
+	dns bool
 }
 
 // TestUpExplain runs `svcnet explain` on `svcnet up --nodes=2` against
@@ -88,13 +91,13 @@ func TestUpExplain(t *testing.T) {
 	pod, node, outside := []string{"--from", "pod/client"}, []string{"--node", "node-1"}, []string{"--external", "--node", "node-1", "--client-ip", "192.168.1.77"}
 	healthy := map[string]explainCase{
 		// Every type; from a node and a Pod the agent is read.
-		"ClusterIP from a Pod":      {svc: "web", on: "node-1", from: pod},
+		"ClusterIP from a Pod":      {svc: "web", on: "node-1", from: pod, dns: true},
 		"ClusterIP from a node":     {svc: "web", on: "node-1", from: node},
 		"NodePort from outside":     {svc: "nodeport", from: outside},
 		"NodePort from a node":      {svc: "nodeport", on: "node-2", from: []string{"--node", "node-2"}},
 		"LoadBalancer from outside": {svc: "lb", from: outside},
-		"LoadBalancer from a Pod":   {svc: "lb", on: "node-1", from: pod},
-		"headless from a Pod":       {svc: "headless", on: "node-1", from: pod},
+		"LoadBalancer from a Pod":   {svc: "lb", on: "node-1", from: pod, dns: true},
+		"headless from a Pod":       {svc: "headless", on: "node-1", from: pod, dns: true},
 		"ExternalName from a Pod":   {svc: "extname", on: "node-1", from: pod},
 		// On the host, the nodes' network is out of reach: the agent is
 		// said unseen, and the path judged without it.
@@ -178,6 +181,9 @@ func checkReport(t *testing.T, tc explainCase, r explain.Report, code int, out s
 	if code != 0 || !r.Works {
 		t.Fatalf("exit %d, want a working path:\n%s", code, out)
 	}
+	if tc.dns && !hasFact(r, "cluster DNS at ") {
+		t.Fatalf("no answer of cluster DNS:\n%s", out)
+	}
 	want := " rules send " // read from the client node's agent
 	switch {
 	case tc.unseen:
@@ -185,14 +191,20 @@ func checkReport(t *testing.T, tc explainCase, r explain.Report, code int, out s
 	case tc.on == "" || tc.svc == "extname" || tc.svc == "headless":
 		return
 	}
+	if !hasFact(r, want) {
+		t.Fatalf("no fact with %q:\n%s", want, out)
+	}
+}
+
+func hasFact(r explain.Report, part string) bool {
 	for _, h := range r.Hops {
 		for _, f := range h.Facts {
-			if strings.Contains(f, want) {
-				return
+			if strings.Contains(f, part) {
+				return true
 			}
 		}
 	}
-	t.Fatalf("no fact with %q:\n%s", want, out)
+	return false
 }
 
 // explainWorkload creates the Services of the explain test and waits

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,11 +49,22 @@ type options struct {
 	// agentPort is where the nodes' agents serve their API; 0 reads none.
 	agentPort     int
 	agentInsecure bool
+	// clusterDomain is the domain cluster DNS serves; askDNS whether to
+	// ask it (askDNSAuto: where explain runs in a Pod or on a node).
+	clusterDomain string
+	askDNS        string
 }
+
+// --ask-dns values.
+const (
+	askDNSAuto   = "auto"
+	askDNSAlways = "always"
+	askDNSNever  = "never"
+)
 
 // NewCommand is `explain`.
 func NewCommand() *cobra.Command {
-	o := &options{namespace: metav1.NamespaceDefault, output: "text", serve: lbclass.DefaultSelection(), agentPort: nodeview.DefaultPort}
+	o := &options{namespace: metav1.NamespaceDefault, output: "text", serve: lbclass.DefaultSelection(), agentPort: nodeview.DefaultPort, clusterDomain: "cluster.local", askDNS: askDNSAuto}
 	cmd := &cobra.Command{
 		Use:   "explain svc/NAME",
 		Short: "Say why a Service answers or not: every hop from a client to its Pods, and the first that breaks (reads, never writes)",
@@ -91,6 +104,8 @@ not answer).`,
 	f.BoolVar(&o.external, "external", false, "The client is outside the cluster.")
 	f.StringVar(&o.clientIP, "client-ip", "", "With --external: the client's address, checked against loadBalancerSourceRanges.")
 	f.StringVarP(&o.output, "output", "o", o.output, "text or json.")
+	f.StringVar(&o.clusterDomain, "cluster-domain", o.clusterDomain, "The cluster's DNS domain, under which cluster DNS is asked for the Service's name.")
+	f.StringVar(&o.askDNS, "ask-dns", o.askDNS, "For a Pod client, ask cluster DNS (kube-dns's ClusterIP, port 53) for the Service's name from where explain runs: auto (when explain runs in a Pod or on a node), always, never.")
 	f.IntVar(&o.agentPort, "agent-port", o.agentPort, "Port of the svcnet agents' API on the nodes' addresses; 0 does not read the agents (nodes that kube-proxy runs).")
 	f.BoolVar(&o.agentInsecure, "agent-insecure-skip-tls-verify", false, "Accept an agent's serving certificate without checking it against the kubeconfig's CA (agents with their own self-signed certificate), as kube-apiserver accepts kubelets' by default.")
 	o.serve.AddFlags(f, "the LoadBalancer class svcnet's manager serves")
@@ -113,6 +128,9 @@ func (o *options) run(cmd *cobra.Command, arg string) error {
 	in, err := explain.Gather(cmd.Context(), c, key, from, o.serve)
 	if err != nil {
 		return &cli.ExitError{Code: exitError, Err: err}
+	}
+	if o.askDNS == askDNSAlways || (o.askDNS == askDNSAuto && in.OnClusterNetwork(os.Getenv("KUBERNETES_SERVICE_HOST") != "", localAddrs())) {
+		in.AskDNS(cmd.Context(), o.clusterDomain)
 	}
 	if o.agentPort != 0 {
 		agents, err := nodeview.NewClient(cfg, o.agentPort, o.agentInsecure)
@@ -152,6 +170,8 @@ func (o *options) parse(arg string) (types.NamespacedName, explain.From, error) 
 		return types.NamespacedName{}, from, errors.New("--from and --external name two clients: give one")
 	case o.fromPod != "" && o.node != "":
 		return types.NamespacedName{}, from, errors.New("--from pod/NAME runs on the Pod's node: leave out --node")
+	case o.askDNS != askDNSAuto && o.askDNS != askDNSAlways && o.askDNS != askDNSNever:
+		return types.NamespacedName{}, from, fmt.Errorf("--ask-dns %q: auto, always or never", o.askDNS)
 	case o.agentPort < 0 || o.agentPort > 65535:
 		return types.NamespacedName{}, from, fmt.Errorf("--agent-port %d: a port, or 0", o.agentPort)
 	case o.clientIP != "" && !o.external:
@@ -182,4 +202,19 @@ func (o *options) write(w io.Writer, r explain.Report) error {
 		return enc.Encode(r)
 	}
 	return explain.Text(w, r)
+}
+
+// localAddrs are this machine's addresses, in the namespace explain runs.
+func localAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
 }
