@@ -403,8 +403,8 @@ func TestHealthyPaths(t *testing.T) {
 func TestUnseenAgentIsNoBreak(t *testing.T) {
 	for err, want := range map[string]string{
 		"403 Forbidden: Forbidden (user=jane, verb=get, resource=nodes, subresource(s)=[proxy])": "get on nodes/proxy of node-1",
-		"tls: failed to verify certificate: x509: certificate signed by unknown authority":        "--agent-insecure-skip-tls-verify",
-		"dial tcp 172.31.0.11:10266: connect: no route to host":                                   "needs the node's network",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority":       "--agent-insecure-skip-tls-verify",
+		"dial tcp 172.31.0.11:10266: connect: no route to host":                                  "needs the node's network",
 	} {
 		w := healthy(web().Obj())
 		fromPod(w, "node-1")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -32,6 +32,14 @@ const (
 	authzDenyTTL  = 30 * time.Second
 )
 
+// webhookRetryBackoff is how a TokenReview or SubjectAccessReview that
+// fails is retried: kube-apiserver's default for its webhooks
+// (k8s.io/apiserver's options package, not linked here: it brings the
+// admission plugins and their fakes along).
+func webhookRetryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+}
+
 // Delegated is the kubelet's authentication (client certificates of ca,
 // bearer tokens through TokenReview; no anonymous requests) and
 // authorization (SubjectAccessReview), both asked of the API server kc
@@ -41,7 +49,7 @@ func Delegated(kc kubernetes.Interface, ca dynamiccertificates.CAContentProvider
 		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: false},
 		TokenAccessReviewClient:            kc.AuthenticationV1(),
 		TokenAccessReviewTimeout:           10 * time.Second,
-		WebhookRetryBackoff:                options.DefaultAuthWebhookRetryBackoff(),
+		WebhookRetryBackoff:                webhookRetryBackoff(),
 		CacheTTL:                           authnCacheTTL,
 		ClientCertificateCAContentProvider: ca,
 	}.New()
@@ -52,7 +60,7 @@ func Delegated(kc kubernetes.Interface, ca dynamiccertificates.CAContentProvider
 		SubjectAccessReviewClient: kc.AuthorizationV1(),
 		AllowCacheTTL:             authzAllowTTL,
 		DenyCacheTTL:              authzDenyTTL,
-		WebhookRetryBackoff:       options.DefaultAuthWebhookRetryBackoff(),
+		WebhookRetryBackoff:       webhookRetryBackoff(),
 	}.New()
 	if err != nil {
 		return nil, nil, fmt.Errorf("authorization: %w", err)
