@@ -86,8 +86,10 @@ type LoadBalancerAnnouncementSpec struct {
 	BGP *BGPAnnouncement `json:"bgp,omitempty"`
 }
 
-// BGPAnnouncement is the BGP side of an announcement: this cluster's AS
-// and the peers each selected node opens a session with.
+// BGPAnnouncement is the BGP side of an announcement: this cluster's AS,
+// the peers each selected node opens a session with, and the path
+// attributes of the routes to the addresses it covers.
+// +kubebuilder:validation:XValidation:rule="self.peers.all(p, !has(p.ebgpMultiHop) || p.asn != self.localASN)",message="ebgpMultiHop applies to eBGP peers only (asn other than localASN)"
 type BGPAnnouncement struct {
 	// localASN is the AS number the nodes speak as.
 	// +kubebuilder:validation:Minimum=1
@@ -100,10 +102,64 @@ type BGPAnnouncement struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Peers []BGPPeer `json:"peers"`
+
+	// communities are the BGP communities (RFC 1997) of the routes to the
+	// addresses this announcement covers: "ASN:value" with both parts
+	// 0-65535, or one of the well-known names no-export, no-advertise,
+	// no-export-subconfed, no-peer, blackhole, graceful-shutdown,
+	// accept-own, llgr-stale, no-llgr.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=20
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[0-9]{1,5}:[0-9]{1,5}$') || self in ['no-export', 'no-advertise', 'no-export-subconfed', 'no-peer', 'blackhole', 'graceful-shutdown', 'accept-own', 'llgr-stale', 'no-llgr']",message="a community is ASN:value or a well-known name such as no-export"
+	Communities []string `json:"communities,omitempty"`
+
+	// largeCommunities are the BGP large communities (RFC 8092) of the
+	// routes to the addresses this announcement covers:
+	// "global:local1:local2", each part 0-4294967295.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=32
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$')",message="a large community is global:local1:local2"
+	LargeCommunities []string `json:"largeCommunities,omitempty"`
+
+	// localPreference is the LOCAL_PREF of the routes to the addresses
+	// this announcement covers. BGP sends it to iBGP peers only (asn
+	// equal to localASN); eBGP peers never see it. Unset: none is sent
+	// and the router applies its default (100).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalPreference *int64 `json:"localPreference,omitempty"`
 }
+
+// BGPPasswordSecretRef names the Secret holding a peer's TCP-MD5
+// password, in the agents' namespace.
+type BGPPasswordSecretRef struct {
+	// name is the Secret's name, in the namespace the agents run in
+	// (svcnet-system unless installed elsewhere).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key is the key of the password in the Secret's data. Unset:
+	// "password".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// AnnotationBGPRouterID, on a Node, sets the BGP router ID its agent
+// speaks with (an IPv4 address, e.g. "10.255.0.7"), for nodes whose
+// derived one does not suit the network.
+const AnnotationBGPRouterID = "svcnet.io/bgp-router-id"
 
 // BGPPeer is one router the nodes peer with.
 // +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) <= duration(self.holdTime)",message="keepaliveTime must not exceed holdTime"
+// +kubebuilder:validation:XValidation:rule="!has(self.sourceAddress) || !isIP(self.sourceAddress) || !isIP(self.address) || ip(self.sourceAddress).family() == ip(self.address).family()",message="sourceAddress must be of the address's IP family"
 type BGPPeer struct {
 	// address is the peer's IP address.
 	// +kubebuilder:validation:MaxLength=45
@@ -144,6 +200,37 @@ type BGPPeer struct {
 	// connecting themselves.
 	// +optional
 	Passive bool `json:"passive,omitempty"`
+
+	// passwordSecretRef names the Secret, in the agents' namespace, whose
+	// key holds the session's TCP-MD5 password (RFC 2385); the router
+	// must have the same. While the Secret or its key is missing, the
+	// nodes leave this peer out (and say so in an Event on the
+	// announcement) and keep their other peers. Unset: no password.
+	// +optional
+	PasswordSecretRef *BGPPasswordSecretRef `json:"passwordSecretRef,omitempty"`
+
+	// ebgpMultiHop is the TTL of the session's packets, for an eBGP peer
+	// more than one hop away (2-255). Unset: 1, the peer on a connected
+	// network.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=255
+	EBGPMultiHop int32 `json:"ebgpMultiHop,omitempty"`
+
+	// sourceAddress is the local address the nodes open the session from
+	// and listen on for it, of the address's family. A node that does
+	// not have it cannot connect. Unset: the kernel chooses by route.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="sourceAddress must be an IP address"
+	SourceAddress string `json:"sourceAddress,omitempty"`
+
+	// nodeSelector limits the nodes that peer with this router to those
+	// with matching labels, among those the announcement selects, as
+	// MetalLB's BGPPeer nodeSelectors do (e.g. one router per rack).
+	// Unset: every node of the announcement.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 
 // The Accepted condition of a LoadBalancerAnnouncement and its reasons.
