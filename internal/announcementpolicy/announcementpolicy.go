@@ -11,6 +11,7 @@ package announcementpolicy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -32,6 +33,9 @@ const (
 	DefaultBGPPort             = 179
 	DefaultHoldTime            = 90 * time.Second
 	DefaultGracefulRestartTime = 120 * time.Second
+	// DefaultPasswordKey is the key of a passwordSecretRef's Secret that
+	// holds the password when the ref names none.
+	DefaultPasswordKey = "password"
 )
 
 // Peer is a BGP peer with its defaults filled in.
@@ -45,6 +49,17 @@ type Peer struct {
 	KeepaliveTime       time.Duration
 	GracefulRestartTime time.Duration
 	Passive             bool
+	// PasswordSecret and PasswordKey name the Secret key (in the agents'
+	// namespace) holding the TCP-MD5 password; PasswordSecret is empty
+	// for none. Password is that password once the agent has read it.
+	PasswordSecret, PasswordKey string
+	Password                    string
+	// EBGPMultiHop is the TTL of the session's packets; 0 for the
+	// default, a directly connected peer.
+	EBGPMultiHop uint8
+	// SourceAddress is the local address of the session; invalid for the
+	// kernel's choice.
+	SourceAddress netip.Addr
 }
 
 // Announcement is a LoadBalancerAnnouncement with its selectors parsed.
@@ -56,10 +71,15 @@ type Announcement struct {
 	// that answers for an address (Rank); never empty.
 	Election svcnetv1alpha1.L2NodeElection
 	Peers    []Peer
+	// Attributes are the path attributes of the routes to the addresses
+	// a BGP announcement covers.
+	Attributes PathAttributes
 	// Created orders announcements by seniority.
 	Created metav1.Time
 
 	pools, services, nodes labels.Selector
+	// peerNodes are the nodeSelectors of Peers, by address.
+	peerNodes map[netip.Addr]labels.Selector
 }
 
 // Compile parses an announcement's selectors and fills its defaults; the
@@ -86,11 +106,16 @@ func Compile(a *svcnetv1alpha1.LoadBalancerAnnouncement) (*Announcement, error) 
 			errs = append(errs, errors.New("bgp is not allowed in mode L2"))
 		}
 	case svcnetv1alpha1.AnnouncementModeBGP:
-		peers, err := compilePeers(a.Spec.BGP)
+		peers, peerNodes, err := compilePeers(a.Spec.BGP)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		out.Peers = peers
+		out.Peers, out.peerNodes = peers, peerNodes
+		if a.Spec.BGP != nil {
+			if out.Attributes, err = compileAttributes(a.Spec.BGP); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if len(a.Spec.Interfaces) > 0 {
 			errs = append(errs, errors.New("interfaces apply to mode L2 only"))
 		}
@@ -107,33 +132,39 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-func compilePeers(b *svcnetv1alpha1.BGPAnnouncement) ([]Peer, error) {
+func compilePeers(b *svcnetv1alpha1.BGPAnnouncement) ([]Peer, map[netip.Addr]labels.Selector, error) {
 	if b == nil {
-		return nil, errors.New("mode BGP needs bgp with localASN and peers")
+		return nil, nil, errors.New("mode BGP needs bgp with localASN and peers")
 	}
 	if len(b.Peers) == 0 {
-		return nil, errors.New("bgp.peers must list at least one peer")
+		return nil, nil, errors.New("bgp.peers must list at least one peer")
 	}
 	if b.LocalASN < 1 || b.LocalASN > 1<<32-1 {
-		return nil, fmt.Errorf("bgp.localASN %d is out of range 1-4294967295", b.LocalASN)
+		return nil, nil, fmt.Errorf("bgp.localASN %d is out of range 1-4294967295", b.LocalASN)
 	}
 	var errs []error
 	var out []Peer
-	seen := map[netip.Addr]bool{}
+	nodes := map[netip.Addr]labels.Selector{}
 	for i, p := range b.Peers {
 		peer, err := compilePeer(p, uint32(b.LocalASN))
+		if err == nil {
+			var sel labels.Selector
+			if sel, err = selector(p.NodeSelector); err != nil {
+				err = fmt.Errorf("nodeSelector: %w", err)
+			}
+			nodes[peer.Address] = sel
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bgp.peers[%d]: %w", i, err))
 			continue
 		}
-		if seen[peer.Address] {
+		if slices.ContainsFunc(out, func(q Peer) bool { return q.Address == peer.Address }) {
 			errs = append(errs, fmt.Errorf("bgp.peers[%d]: peer %s is listed twice", i, peer.Address))
 			continue
 		}
-		seen[peer.Address] = true
 		out = append(out, peer)
 	}
-	return out, errors.Join(errs...)
+	return out, nodes, errors.Join(errs...)
 }
 
 func compilePeer(p svcnetv1alpha1.BGPPeer, localASN uint32) (Peer, error) {
@@ -170,7 +201,53 @@ func compilePeer(p svcnetv1alpha1.BGPPeer, localASN uint32) (Peer, error) {
 	if peer.GracefulRestartTime < 0 || peer.GracefulRestartTime > 4095*time.Second {
 		return Peer{}, fmt.Errorf("gracefulRestartTime %s is out of range 0s-4095s", peer.GracefulRestartTime)
 	}
+	if err := compileSession(p, &peer); err != nil {
+		return Peer{}, err
+	}
 	return peer, nil
+}
+
+// compileSession fills the peer's password reference, TTL and source
+// address.
+func compileSession(p svcnetv1alpha1.BGPPeer, peer *Peer) error {
+	if ref := p.PasswordSecretRef; ref != nil {
+		if ref.Name == "" {
+			return errors.New("passwordSecretRef.name must name a Secret")
+		}
+		peer.PasswordSecret, peer.PasswordKey = ref.Name, cmp.Or(ref.Key, DefaultPasswordKey)
+	}
+	if p.EBGPMultiHop != 0 {
+		if p.EBGPMultiHop < 2 || p.EBGPMultiHop > 255 {
+			return fmt.Errorf("ebgpMultiHop %d is out of range 2-255", p.EBGPMultiHop)
+		}
+		if peer.ASN == peer.LocalASN {
+			return fmt.Errorf("ebgpMultiHop applies to eBGP peers only, and asn %d is localASN", peer.ASN)
+		}
+		peer.EBGPMultiHop = uint8(p.EBGPMultiHop)
+	}
+	if p.SourceAddress != "" {
+		src, err := netip.ParseAddr(p.SourceAddress)
+		if err != nil {
+			return fmt.Errorf("sourceAddress: %w", err)
+		}
+		if src = src.Unmap(); src.Is4() != peer.Address.Is4() {
+			return fmt.Errorf("sourceAddress %s is not of the family of address %s", src, peer.Address)
+		}
+		peer.SourceAddress = src
+	}
+	return nil
+}
+
+// PeersOf are the peers a node the announcement selects opens sessions
+// with: those whose nodeSelector matches it.
+func (a *Announcement) PeersOf(node *corev1.Node) []Peer {
+	var out []Peer
+	for _, p := range a.Peers {
+		if sel, ok := a.peerNodes[p.Address]; !ok || sel.Matches(labels.Set(node.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // SelectsPool tells whether the announcement covers a pool's addresses.

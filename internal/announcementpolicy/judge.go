@@ -82,7 +82,7 @@ func firstOverlap(a *Announcement, accepted []*Announcement, pools []*svcnetv1al
 					return fmt.Sprintf("LoadBalancerAnnouncement %q already announces pool %s from node %s in mode %s; make their poolSelector or nodeSelector disjoint", b.Name, p.Name, n.Name, a.Mode)
 				}
 			}
-			if msg := peerConflict(a, b); msg != "" {
+			if msg := peerConflict(a, b, n); msg != "" {
 				return fmt.Sprintf("on node %s, %s", n.Name, msg)
 			}
 		}
@@ -92,9 +92,9 @@ func firstOverlap(a *Announcement, accepted []*Announcement, pools []*svcnetv1al
 
 // peerConflict describes a peer both announcements give a node with
 // different settings: a node has one session per peer address.
-func peerConflict(a, b *Announcement) string {
-	for _, pa := range a.Peers {
-		for _, pb := range b.Peers {
+func peerConflict(a, b *Announcement, n *corev1.Node) string {
+	for _, pa := range a.PeersOf(n) {
+		for _, pb := range b.PeersOf(n) {
 			if pa.Address == pb.Address && pa != pb {
 				return fmt.Sprintf("peer %s has other settings in LoadBalancerAnnouncement %q (one session per peer and node); give both the same settings", pa.Address, b.Name)
 			}
