@@ -3,8 +3,10 @@
 package announce
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/svcnet-io/svcnet/internal/lbclass"
@@ -26,11 +28,21 @@ type Options struct {
 	// class: the manager's --load-balancer-class and
 	// --load-balancer-class-only, which the agent takes too.
 	Serve lbclass.Selection
+	// SecretNamespace is where the BGP peers' password Secrets are: the
+	// agents' own namespace.
+	SecretNamespace string
 }
 
-// DefaultOptions are announcing on, 100 ms heartbeats, dead after 500 ms.
+// DefaultSecretNamespace is where the agents' Secrets are when neither
+// --announce-secret-namespace nor POD_NAMESPACE says.
+const DefaultSecretNamespace = "svcnet-system"
+
+// DefaultOptions are announcing on, 100 ms heartbeats, dead after 500 ms,
+// and the Secrets in the agent's namespace (POD_NAMESPACE, which the
+// manifests set from the Downward API), else svcnet-system.
 func DefaultOptions() Options {
-	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond, Serve: lbclass.DefaultSelection()}
+	return Options{Enabled: true, HeartbeatInterval: 100 * time.Millisecond, DeadAfter: 500 * time.Millisecond, Serve: lbclass.DefaultSelection(),
+		SecretNamespace: cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultSecretNamespace)}
 }
 
 // AddFlags binds the options to fs.
@@ -38,12 +50,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "announce", o.Enabled, "Announce LoadBalancer addresses as the accepted LoadBalancerAnnouncements say (L2: ARP/NDP, BGP).")
 	fs.DurationVar(&o.HeartbeatInterval, "announce-heartbeat-interval", o.HeartbeatInterval, "Interval of the heartbeats agents send on each L2 segment they announce on.")
 	fs.DurationVar(&o.DeadAfter, "announce-dead-after", o.DeadAfter, "How long an L2 peer may be silent before its addresses move (also how long an agent listens before it answers after a start).")
+	fs.StringVar(&o.SecretNamespace, "announce-secret-namespace", o.SecretNamespace, "Namespace of the Secrets holding the BGP peers' passwords (passwordSecretRef); default: $POD_NAMESPACE, else svcnet-system.")
 	o.Serve.AddFlags(fs, "announce")
 }
 
 // Validate checks the options, naming the bad flag.
 func (o *Options) Validate() error {
 	var errs []error
+	if o.SecretNamespace == "" {
+		errs = append(errs, errors.New("--announce-secret-namespace must name a namespace"))
+	}
 	if o.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--announce-heartbeat-interval must be positive, got %s", o.HeartbeatInterval))
 	}

@@ -63,13 +63,17 @@ type plan struct {
 	l2Interfaces map[string][]string
 	// bgp are the addresses this node should advertise.
 	bgp []addrPlan
-	// peers are the BGP peers of the announcements selecting this node.
+	// peers are the BGP peers of the announcements selecting this node
+	// whose nodeSelector matches it.
 	peers []announcementpolicy.Peer
+	// peerAnnouncements name the announcement each peer comes from (the
+	// first by name), for the Events about it.
+	peerAnnouncements map[netip.Addr]string
 }
 
 // makePlan decides what this node may announce. Pure.
 func makePlan(w world) plan {
-	p := plan{l2Interfaces: map[string][]string{}}
+	p := plan{l2Interfaces: map[string][]string{}, peerAnnouncements: map[netip.Addr]string{}}
 	w.byKey = make(map[types.NamespacedName]*corev1.Service, len(w.services))
 	for _, svc := range w.services {
 		w.byKey[client.ObjectKeyFromObject(svc)] = svc
@@ -93,11 +97,13 @@ func makePlan(w world) plan {
 			p.l2Interfaces[i] = append(p.l2Interfaces[i], a.Name)
 		}
 	}
-	seen := map[netip.Addr]bool{}
-	for _, a := range mine[svcnetv1alpha1.AnnouncementModeBGP] {
-		for _, peer := range a.Peers {
-			if !seen[peer.Address] {
-				seen[peer.Address] = true
+	bgpAnns := slices.SortedFunc(slices.Values(mine[svcnetv1alpha1.AnnouncementModeBGP]), func(a, b *announcementpolicy.Announcement) int {
+		return cmp.Compare(a.Name, b.Name)
+	})
+	for _, a := range bgpAnns {
+		for _, peer := range a.PeersOf(self) {
+			if _, seen := p.peerAnnouncements[peer.Address]; !seen {
+				p.peerAnnouncements[peer.Address] = a.Name
 				p.peers = append(p.peers, peer)
 			}
 		}

@@ -164,3 +164,58 @@ func TestPlanFollowsTheServedClasses(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanBGPPerAnnouncement: two announcements covering different pools
+// advertise to the same router, each address with its own announcement's
+// attributes; a peer's nodeSelector keeps other nodes from peering with it.
+func TestPlanBGPPerAnnouncement(t *testing.T) {
+	nodes := []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"rack": "r1"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{"rack": "r2"}}},
+	}
+	bgpAnn := func(name, pool, community string) *announcementpolicy.Announcement {
+		a := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{
+			Mode:         svcnetv1alpha1.AnnouncementModeBGP,
+			PoolSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
+			BGP: &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Communities: []string{community}, Peers: []svcnetv1alpha1.BGPPeer{
+				{Address: "172.30.0.254", ASN: 64500},
+				{Address: "172.30.1.254", ASN: 64501, NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r2"}}},
+			}}}}
+		c, err := announcementpolicy.Compile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pool := func(name, cidr string) *svcnetv1alpha1.LoadBalancerIPPool {
+		return &svcnetv1alpha1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": name}},
+			Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{cidr}}}
+	}
+	w := world{
+		nodes:         nodes,
+		announcements: []*announcementpolicy.Announcement{bgpAnn("blue", "blue", "64512:1"), bgpAnn("red", "red", "64512:2")},
+		pools:         announcementpolicy.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{pool("blue", "192.168.1.0/24"), pool("red", "192.168.2.0/24")}),
+		services:      []*corev1.Service{lbSvc("b", "192.168.1.1", false), lbSvc("r", "192.168.2.1", false)},
+	}
+	type got struct {
+		Communities map[string][]uint32
+		Peers       []string
+	}
+	for node, want := range map[string]got{
+		"n1": {Communities: map[string][]uint32{"192.168.1.1": {64512<<16 | 1}, "192.168.2.1": {64512<<16 | 2}}, Peers: []string{"172.30.0.254"}},
+		"n2": {Communities: map[string][]uint32{"192.168.1.1": {64512<<16 | 1}, "192.168.2.1": {64512<<16 | 2}}, Peers: []string{"172.30.0.254", "172.30.1.254"}},
+	} {
+		w.node = node
+		p := makePlan(w)
+		g := got{Communities: map[string][]uint32{}}
+		for _, ap := range p.bgp {
+			g.Communities[ap.addr.String()] = ap.announcement.Attributes.Communities
+		}
+		for _, peer := range p.peers {
+			g.Peers = append(g.Peers, peer.Address.String())
+		}
+		if diff := cmp.Diff(want, g); diff != "" {
+			t.Errorf("node %s: plan (-want +got):\n%s", node, diff)
+		}
+	}
+}

@@ -32,6 +32,8 @@ const (
 	EventAdvertised        = "Advertised"
 	EventWithdrawn         = "Withdrawn"
 	EventInterfaceNotFound = "InterfaceNotFound"
+	EventPasswordNotFound  = "BGPPasswordNotFound"
+	EventBadRouterID       = "InvalidBGPRouterID"
 )
 
 // reportRetryInterval is how soon a report the API server refused is
@@ -396,4 +398,22 @@ func (w *reportWriter) interfaceMissing(ctx context.Context, ann, iface string, 
 	}
 	w.recorder.Eventf(&a, nil, corev1.EventTypeWarning, EventInterfaceNotFound, "Announce",
 		"node %s has no interface %s (%v): it does not announce there; the other nodes do", w.node, iface, err)
+}
+
+// passwordMissing records on the announcement that this node leaves a
+// peer out for want of its password.
+func (w *reportWriter) passwordMissing(ctx context.Context, ann string, peer netip.Addr, err error) {
+	var a svcnetv1alpha1.LoadBalancerAnnouncement
+	if w.api.Get(ctx, client.ObjectKey{Name: ann}, &a) != nil {
+		return
+	}
+	w.recorder.Eventf(&a, nil, corev1.EventTypeWarning, EventPasswordNotFound, "Announce",
+		"node %s does not peer with %s: %v; it will once the Secret has the key; its other peers are unaffected", w.node, peer, err)
+}
+
+// badRouterID records on the node that its router ID annotation is
+// unusable.
+func (w *reportWriter) badRouterID(node *corev1.Node, used netip.Addr, err error) {
+	w.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventBadRouterID, "Announce",
+		"%v; BGP uses router ID %s instead", err, used)
 }

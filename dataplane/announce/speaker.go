@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -50,6 +51,13 @@ type Speaker struct {
 	trigger chan struct{}
 	ifaces  *interfaces
 	bgp     *bgp.Speaker
+	// secrets reads the Secrets of Options.SecretNamespace, once a peer
+	// needs a password; secretInformer is nil until then.
+	secrets        cache.Cache
+	secretInformer cache.Informer
+	// ifaceIPv4 is the node's first global IPv4 address when the speaker
+	// started, a router ID for nodes whose InternalIPs are IPv6 only.
+	ifaceIPv4 netip.Addr
 
 	mu       sync.Mutex
 	segments map[string]*segment // by interface name
@@ -58,6 +66,10 @@ type Speaker struct {
 	advertised map[netip.Addr]bool
 	// missing are the "announcement/interface" pairs reported missing.
 	missing map[string]bool
+	// passwordErrs are why peers are left out, as last reported.
+	passwordErrs map[netip.Addr]string
+	// badRouterID is the router ID annotation last reported unusable.
+	badRouterID string
 }
 
 type segment struct {
@@ -86,9 +98,21 @@ func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
 	if err := mgr.Add(nodes); err != nil {
 		return err
 	}
+	// The peers' passwords: Secrets of the agents' namespace only.
+	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{cfg.Options.SecretNamespace: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the speaker's Secret cache: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return err
+	}
 	log = log.WithName("announce")
 	s := &Speaker{
-		cfg: cfg, reader: mgr.GetCache(), nodes: nodes, log: log,
+		cfg: cfg, reader: mgr.GetCache(), nodes: nodes, secrets: secrets, log: log, passwordErrs: map[netip.Addr]string{},
 		report:   newReportWriter(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), mgr.GetEventRecorder("svcnet-agent"), cfg.Node, log),
 		trigger:  make(chan struct{}, 1),
 		ifaces:   &interfaces{netns: cfg.NetNS},
@@ -128,7 +152,8 @@ func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) er
 	if !agentCache.WaitForCacheSync(ctx) || !nodeCache.WaitForCacheSync(ctx) {
 		return errors.New("the speaker's caches did not sync")
 	}
-	s.bgp = bgp.New(bgp.Config{RouterID: s.routerID(ctx), NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp")})
+	s.ifaceIPv4, _ = s.ifaces.firstIPv4()
+	s.bgp = bgp.New(bgp.Config{NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp")})
 	go s.report.run(ctx)
 	defer s.stopSegments()
 	tick := time.NewTicker(resyncPeriod)
@@ -187,20 +212,20 @@ func (s *Speaker) poke() {
 	}
 }
 
-// routerID is the node's IPv4 InternalIP, else its first IPv4 address.
-func (s *Speaker) routerID(ctx context.Context) netip.Addr {
-	var node corev1.Node
-	if err := s.nodes.Get(ctx, client.ObjectKey{Name: s.cfg.Node}, &node); err == nil {
-		for _, a := range node.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && a.Type == corev1.NodeInternalIP {
-				return ip
-			}
-		}
+// routerID is the node's BGP router ID (announcementpolicy.RouterID); an
+// unusable annotation is reported once per value.
+func (s *Speaker) routerID(node *corev1.Node) netip.Addr {
+	id, err := announcementpolicy.RouterID(node, s.ifaceIPv4)
+	bad := ""
+	if err != nil {
+		bad = node.Annotations[svcnetv1alpha1.AnnotationBGPRouterID]
 	}
-	if ip, ok := s.ifaces.firstIPv4(); ok {
-		return ip
+	if bad != s.badRouterID && bad != "" {
+		s.log.Error(err, "Ignoring the node's BGP router ID annotation", "routerID", id)
+		s.report.badRouterID(node, id, err)
 	}
-	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	s.badRouterID = bad
+	return id
 }
 
 // sync plans and hands the plan to the segments and the BGP speaker.
@@ -215,7 +240,7 @@ func (s *Speaker) sync(ctx context.Context) error {
 	s.mu.Unlock()
 	s.report.setPlan(p)
 	l2Err := s.syncL2(ctx, p, w)
-	bgpErr := s.syncBGP(ctx, p)
+	bgpErr := s.syncBGP(ctx, p, findNode(w.nodes, w.node))
 	s.updateMetrics(ctx)
 	return errors.Join(l2Err, bgpErr)
 }
@@ -386,15 +411,16 @@ func (s *Speaker) reportMissing(ctx context.Context, anns []string, iface string
 	}
 }
 
-// syncBGP advertises the plan's addresses to its peers.
-func (s *Speaker) syncBGP(ctx context.Context, p plan) error {
-	addrs := make([]netip.Addr, 0, len(p.bgp))
+// syncBGP advertises the plan's addresses, each with its announcement's
+// attributes, to its peers, leaving out those whose password is missing.
+func (s *Speaker) syncBGP(ctx context.Context, p plan, self *corev1.Node) error {
+	paths := make([]bgp.Path, 0, len(p.bgp))
 	want := map[netip.Addr]bool{}
 	for _, ap := range p.bgp {
-		addrs = append(addrs, ap.addr)
+		paths = append(paths, bgp.Path{Addr: ap.addr, Attributes: ap.announcement.Attributes})
 		want[ap.addr] = true
 	}
-	if err := s.bgp.Sync(ctx, p.peers, addrs); err != nil {
+	if err := s.bgp.Sync(ctx, s.routerID(self), s.withPasswords(ctx, p), paths); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -465,4 +491,69 @@ func (s *Speaker) Owned() map[string][]netip.Addr {
 		out[iface] = slices.Clone(seg.seg.Owned())
 	}
 	return out
+}
+
+// withPasswords are the plan's peers with their passwords read from the
+// Secrets; a peer whose Secret or key is missing is left out (and
+// reported, once per cause) until it appears, and the others go on.
+func (s *Speaker) withPasswords(ctx context.Context, p plan) []announcementpolicy.Peer {
+	out := make([]announcementpolicy.Peer, 0, len(p.peers))
+	failed := map[netip.Addr]bool{}
+	for _, peer := range p.peers {
+		if peer.PasswordSecret != "" {
+			pw, err := s.password(ctx, peer)
+			if err != nil {
+				failed[peer.Address] = true
+				if s.passwordErrs[peer.Address] != err.Error() {
+					s.passwordErrs[peer.Address] = err.Error()
+					s.log.Error(err, "Leaving out a BGP peer until its password can be read", "peer", peer.Address, "announcement", p.peerAnnouncements[peer.Address])
+					s.report.passwordMissing(ctx, p.peerAnnouncements[peer.Address], peer.Address, err)
+				}
+				continue
+			}
+			peer.Password = pw
+		}
+		out = append(out, peer)
+	}
+	for a := range s.passwordErrs {
+		if !failed[a] {
+			delete(s.passwordErrs, a)
+			s.log.Info("Read the BGP peer's password", "peer", a)
+		}
+	}
+	return out
+}
+
+// password reads a peer's TCP-MD5 password from its Secret. The Secrets
+// are watched from the first peer with a password on, so that an agent
+// whose peers have none needs no access to them.
+func (s *Speaker) password(ctx context.Context, peer announcementpolicy.Peer) (string, error) {
+	ns := s.cfg.Options.SecretNamespace
+	if s.secretInformer == nil {
+		inf, err := s.secrets.GetInformer(ctx, &corev1.Secret{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return "", fmt.Errorf("watching the Secrets of namespace %s: %w", ns, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.poke() }, UpdateFunc: func(any, any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
+		}); err != nil {
+			return "", err
+		}
+		s.secretInformer = inf
+	}
+	if !s.secretInformer.HasSynced() {
+		return "", fmt.Errorf("the Secrets of namespace %s are not read yet (the agent needs get, list and watch on secrets there)", ns)
+	}
+	var secret corev1.Secret
+	if err := s.secrets.Get(ctx, client.ObjectKey{Namespace: ns, Name: peer.PasswordSecret}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("the password's Secret %s/%s does not exist", ns, peer.PasswordSecret)
+		}
+		return "", fmt.Errorf("reading the password's Secret %s/%s: %w", ns, peer.PasswordSecret, err)
+	}
+	pw, ok := secret.Data[peer.PasswordKey]
+	if !ok || len(pw) == 0 {
+		return "", fmt.Errorf("the password's Secret %s/%s has no key %q", ns, peer.PasswordSecret, peer.PasswordKey)
+	}
+	return string(pw), nil
 }

@@ -28,6 +28,7 @@ import (
 	api "github.com/osrg/gobgp/v3/api"
 	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 	"github.com/osrg/gobgp/v3/pkg/server"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
@@ -36,8 +37,6 @@ import (
 
 // Config is what a Speaker needs.
 type Config struct {
-	// RouterID is the node's IPv4 address.
-	RouterID netip.Addr
 	// NetNS, when set, is the node's network namespace: the speaker's
 	// event loop runs on a thread inside it, so its listener is there,
 	// and every peer is passive (GoBGP dials from goroutines of its own,
@@ -53,45 +52,58 @@ type Config struct {
 type Speaker struct {
 	cfg Config
 
-	mu      sync.Mutex
-	srv     *server.BgpServer
-	peers   map[netip.Addr]announcementpolicy.Peer
-	paths   map[netip.Addr]bool
-	started bool
+	mu       sync.Mutex
+	srv      *server.BgpServer
+	peers    map[netip.Addr]announcementpolicy.Peer
+	paths    map[netip.Addr]announcementpolicy.PathAttributes
+	started  bool
+	routerID netip.Addr
+}
+
+// Path is one address to advertise, with its announcement's attributes.
+type Path struct {
+	Addr       netip.Addr
+	Attributes announcementpolicy.PathAttributes
 }
 
 // New returns a speaker that starts GoBGP on its first Sync with peers.
 func New(cfg Config) *Speaker {
-	return &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]bool{}}
+	return &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]announcementpolicy.PathAttributes{}}
 }
 
-// Sync makes the speaker advertise exactly addrs to exactly peers: new
-// paths first, then peers added, changed (re-created) or removed, then
-// paths withdrawn.
-func (s *Speaker) Sync(ctx context.Context, peers []announcementpolicy.Peer, addrs []netip.Addr) error {
+// Sync makes the speaker advertise exactly paths to exactly peers, as
+// routerID: new and changed paths first, then peers added, changed
+// (re-created) or removed, then paths withdrawn. A new router ID restarts
+// every session.
+func (s *Speaker) Sync(ctx context.Context, routerID netip.Addr, peers []announcementpolicy.Peer, paths []Path) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.started && routerID != s.routerID {
+		s.cfg.Log.Info("Restarting BGP speaker with a new router ID", "from", s.routerID, "to", routerID)
+		s.stop(ctx)
+	}
 	if !s.started {
 		if len(peers) == 0 {
 			return nil
 		}
-		if err := s.start(ctx, peers); err != nil {
+		if err := s.start(ctx, routerID, peers); err != nil {
 			return err
 		}
 	}
-	want := map[netip.Addr]bool{}
-	for _, a := range addrs {
-		want[a] = true
+	want := map[netip.Addr]announcementpolicy.PathAttributes{}
+	for _, p := range paths {
+		want[p.Addr] = p.Attributes
 	}
 	var errs []error
 	for _, a := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
-		if !s.paths[a] {
-			errs = append(errs, s.addPath(ctx, a))
+		// Adding a path again replaces it, attributes and all.
+		if have, ok := s.paths[a]; !ok || !have.Equal(want[a]) {
+			errs = append(errs, s.addPath(ctx, a, want[a]))
 		}
 	}
 	errs = append(errs, s.syncPeers(ctx, peers))
 	for _, a := range slices.SortedFunc(maps.Keys(s.paths), netip.Addr.Compare) {
-		if !want[a] {
+		if _, ok := want[a]; !ok {
 			errs = append(errs, s.deletePath(ctx, a))
 		}
 	}
@@ -100,7 +112,7 @@ func (s *Speaker) Sync(ctx context.Context, peers []announcementpolicy.Peer, add
 
 // start runs GoBGP: its event loop inside the node's namespace, a
 // listener on port 179 when some peer is passive.
-func (s *Speaker) start(ctx context.Context, peers []announcementpolicy.Peer) error {
+func (s *Speaker) start(ctx context.Context, routerID netip.Addr, peers []announcementpolicy.Peer) error {
 	if s.srv == nil {
 		srv := server.NewBgpServer(server.LoggerOption(&logger{log: s.cfg.Log.WithName("gobgp")}))
 		go func() {
@@ -118,13 +130,13 @@ func (s *Speaker) start(ctx context.Context, peers []announcementpolicy.Peer) er
 		}
 	}
 	err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: peers[0].LocalASN, RouterId: s.cfg.RouterID.String(), ListenPort: listen,
+		Asn: peers[0].LocalASN, RouterId: routerID.String(), ListenPort: listen,
 	}})
 	if err != nil {
 		return fmt.Errorf("starting BGP: %w", err)
 	}
-	s.started = true
-	s.cfg.Log.Info("Started BGP speaker", "routerID", s.cfg.RouterID, "listenPort", listen)
+	s.started, s.routerID = true, routerID
+	s.cfg.Log.Info("Started BGP speaker", "routerID", routerID, "listenPort", listen)
 	return nil
 }
 
@@ -156,13 +168,15 @@ func (s *Speaker) syncPeers(ctx context.Context, peers []announcementpolicy.Peer
 			continue
 		}
 		s.peers[addr] = p
-		s.cfg.Log.Info("Added BGP peer", "peer", addr, "asn", p.ASN, "localASN", p.LocalASN, "holdTime", p.HoldTime, "passive", p.Passive)
+		s.cfg.Log.Info("Added BGP peer", "peer", addr, "asn", p.ASN, "localASN", p.LocalASN, "holdTime", p.HoldTime, "passive", p.Passive,
+			"password", p.PasswordSecret != "", "ebgpMultiHop", p.EBGPMultiHop, "sourceAddress", p.SourceAddress)
 	}
 	return errors.Join(errs...)
 }
 
 // apiPeer is GoBGP's configuration of a peer: the family of its address,
-// graceful restart with the restart and forwarding bits set.
+// graceful restart with the restart and forwarding bits set, its TCP-MD5
+// password, TTL and source address.
 func apiPeer(p announcementpolicy.Peer) *api.Peer {
 	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	if p.Address.Is6() {
@@ -170,7 +184,7 @@ func apiPeer(p announcementpolicy.Peer) *api.Peer {
 	}
 	gr := p.GracefulRestartTime > 0
 	out := &api.Peer{
-		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, LocalAsn: p.LocalASN},
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, LocalAsn: p.LocalASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{
 			HoldTime: uint64(p.HoldTime.Seconds()), KeepaliveInterval: uint64(max(1, p.KeepaliveTime.Seconds())), ConnectRetry: 1,
 		}},
@@ -179,6 +193,12 @@ func apiPeer(p announcementpolicy.Peer) *api.Peer {
 			Config:            &api.AfiSafiConfig{Family: family, Enabled: true},
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: gr}},
 		}},
+	}
+	if p.SourceAddress.IsValid() {
+		out.Transport.LocalAddress = p.SourceAddress.String()
+	}
+	if p.EBGPMultiHop > 0 {
+		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultiHop)}
 	}
 	if gr {
 		out.GracefulRestart = &api.GracefulRestart{
@@ -190,7 +210,8 @@ func apiPeer(p announcementpolicy.Peer) *api.Peer {
 	return out
 }
 
-func pathOf(a netip.Addr) (*api.Path, error) {
+// pathOf is the route to a, with the node as next hop and attrs.
+func pathOf(a netip.Addr, attrs announcementpolicy.PathAttributes) (*api.Path, error) {
 	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	nexthop := "0.0.0.0"
 	if a.Is6() {
@@ -208,23 +229,59 @@ func pathOf(a netip.Addr) (*api.Path, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.Path{Family: family, Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}}, nil
+	pattrs := []*anypb.Any{origin, nh}
+	extra, err := attributesOf(attrs)
+	if err != nil {
+		return nil, err
+	}
+	return &api.Path{Family: family, Nlri: nlri, Pattrs: append(pattrs, extra...)}, nil
 }
 
-func (s *Speaker) addPath(ctx context.Context, a netip.Addr) error {
-	p, err := pathOf(a)
+// attributesOf are GoBGP's attributes for attrs. LOCAL_PREF goes with
+// every path; GoBGP sends it to iBGP peers only, as RFC 4271 says.
+func attributesOf(attrs announcementpolicy.PathAttributes) ([]*anypb.Any, error) {
+	var out []*anypb.Any
+	add := func(m proto.Message) error {
+		a, err := anypb.New(m)
+		out = append(out, a)
+		return err
+	}
+	if len(attrs.Communities) > 0 {
+		if err := add(&api.CommunitiesAttribute{Communities: attrs.Communities}); err != nil {
+			return nil, err
+		}
+	}
+	if len(attrs.LargeCommunities) > 0 {
+		lc := make([]*api.LargeCommunity, 0, len(attrs.LargeCommunities))
+		for _, c := range attrs.LargeCommunities {
+			lc = append(lc, &api.LargeCommunity{GlobalAdmin: c.Global, LocalData1: c.Local1, LocalData2: c.Local2})
+		}
+		if err := add(&api.LargeCommunitiesAttribute{Communities: lc}); err != nil {
+			return nil, err
+		}
+	}
+	if attrs.HasLocalPreference {
+		if err := add(&api.LocalPrefAttribute{LocalPref: attrs.LocalPreference}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Speaker) addPath(ctx context.Context, a netip.Addr, attrs announcementpolicy.PathAttributes) error {
+	p, err := pathOf(a, attrs)
 	if err == nil {
 		_, err = s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: p})
 	}
 	if err != nil {
 		return fmt.Errorf("advertising %s: %w", a, err)
 	}
-	s.paths[a] = true
+	s.paths[a] = attrs
 	return nil
 }
 
 func (s *Speaker) deletePath(ctx context.Context, a netip.Addr) error {
-	p, err := pathOf(a)
+	p, err := pathOf(a, s.paths[a])
 	if err == nil {
 		err = s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p})
 	}
@@ -258,6 +315,10 @@ func (s *Speaker) Sessions(ctx context.Context) map[netip.Addr]bool {
 func (s *Speaker) Withdraw(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stop(ctx)
+}
+
+func (s *Speaker) stop(ctx context.Context) {
 	if s.started {
 		_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
 		s.started = false

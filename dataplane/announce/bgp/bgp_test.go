@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	api "github.com/osrg/gobgp/v3/api"
 
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
@@ -43,7 +44,7 @@ func TestAPIPeerGracefulRestart(t *testing.T) {
 
 func TestPathOf(t *testing.T) {
 	for _, a := range []string{"192.168.240.1", "2001:db8::7"} {
-		p, err := pathOf(netip.MustParseAddr(a))
+		p, err := pathOf(netip.MustParseAddr(a), announcementpolicy.PathAttributes{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,5 +55,68 @@ func TestPathOf(t *testing.T) {
 		if nlri.GetPrefix() != a || int(nlri.GetPrefixLen()) != netip.MustParseAddr(a).BitLen() {
 			t.Errorf("%s advertised as %s/%d", a, nlri.GetPrefix(), nlri.GetPrefixLen())
 		}
+		if len(p.GetPattrs()) != 2 {
+			t.Errorf("%s has %d attributes, want ORIGIN and NEXT_HOP only", a, len(p.GetPattrs()))
+		}
 	}
 }
+
+func TestPathOfAttributes(t *testing.T) {
+	attrs := announcementpolicy.PathAttributes{
+		Communities:      []uint32{64500<<16 | 100, 0xFFFFFF01},
+		LargeCommunities: []announcementpolicy.LargeCommunity{{Global: 4200000000, Local1: 1, Local2: 2}},
+		LocalPreference:  250, HasLocalPreference: true,
+	}
+	p, err := pathOf(netip.MustParseAddr("192.168.240.1"), attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Communities []uint32
+		Large       [][3]uint32
+		LocalPref   uint32
+	}
+	var g got
+	for _, a := range p.GetPattrs() {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := m.(type) {
+		case *api.CommunitiesAttribute:
+			g.Communities = m.GetCommunities()
+		case *api.LargeCommunitiesAttribute:
+			for _, c := range m.GetCommunities() {
+				g.Large = append(g.Large, [3]uint32{c.GetGlobalAdmin(), c.GetLocalData1(), c.GetLocalData2()})
+			}
+		case *api.LocalPrefAttribute:
+			g.LocalPref = m.GetLocalPref()
+		}
+	}
+	want := got{Communities: []uint32{64500<<16 | 100, 0xFFFFFF01}, Large: [][3]uint32{{4200000000, 1, 2}}, LocalPref: 250}
+	if diff := cmp.Diff(want, g); diff != "" {
+		t.Errorf("attributes (-want +got):\n%s", diff)
+	}
+}
+
+func TestAPIPeerSession(t *testing.T) {
+	base := announcementpolicy.Peer{Address: netip.MustParseAddr("192.0.2.1"), ASN: 64500, LocalASN: 64512, Port: 179,
+		HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second}
+	got := apiPeer(base)
+	if got.GetConf().GetAuthPassword() != "" || got.GetEbgpMultihop().GetEnabled() || got.GetTransport().GetLocalAddress() != "" {
+		t.Errorf("a peer without password, multihop or source address got %v", got)
+	}
+	p := base
+	p.Password, p.EBGPMultiHop, p.SourceAddress = "s3cret", 4, netip.MustParseAddr("192.0.2.10")
+	got = apiPeer(p)
+	if pw := got.GetConf().GetAuthPassword(); pw != "s3cret" {
+		t.Errorf("auth password %q, want s3cret", pw)
+	}
+	if m := got.GetEbgpMultihop(); !m.GetEnabled() || m.GetMultihopTtl() != 4 {
+		t.Errorf("ebgp multihop %v, want enabled with TTL 4", m)
+	}
+	if la := got.GetTransport().GetLocalAddress(); la != "192.0.2.10" {
+		t.Errorf("local address %q, want 192.0.2.10", la)
+	}
+}
+
