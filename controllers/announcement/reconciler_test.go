@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
@@ -135,4 +136,63 @@ var _ = Describe("LoadBalancerAnnouncement status", func() {
 		}
 		Expect(apierrors.IsInvalid(env.Client.Create(ctx, noPeers))).To(BeTrue())
 	})
+
+	It("refuses malformed BGP session settings and path attributes", func(ctx SpecContext) {
+		for msg, mutate := range map[string]func(b *svcnetv1alpha1.BGPAnnouncement){
+			"sourceAddress must be an IP address":              func(b *svcnetv1alpha1.BGPAnnouncement) { b.Peers[0].SourceAddress = "eth0" },
+			"sourceAddress must be of the address's IP family": func(b *svcnetv1alpha1.BGPAnnouncement) { b.Peers[0].SourceAddress = "2001:db8::1" },
+			"ebgpMultiHop applies to eBGP peers only":          func(b *svcnetv1alpha1.BGPAnnouncement) { b.Peers[0].ASN, b.Peers[0].EBGPMultiHop = 64512, 2 },
+			"spec.bgp.peers[0].ebgpMultiHop":                   func(b *svcnetv1alpha1.BGPAnnouncement) { b.Peers[0].EBGPMultiHop = 1 },
+			"a community is ASN:value or a well-known name":    func(b *svcnetv1alpha1.BGPAnnouncement) { b.Communities = []string{"no-such-community"} },
+			"a large community is global:local1:local2":        func(b *svcnetv1alpha1.BGPAnnouncement) { b.LargeCommunities = []string{"1:2"} },
+			"spec.bgp.localPreference":                         func(b *svcnetv1alpha1.BGPAnnouncement) { b.LocalPreference = ptr.To[int64](-1) },
+			"spec.bgp.peers[0].passwordSecretRef.name": func(b *svcnetv1alpha1.BGPAnnouncement) {
+				b.Peers[0].PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{}
+			},
+		} {
+			a := bgpAnnouncement("bad-session")
+			mutate(a.Spec.BGP)
+			err := env.Client.Create(ctx, a)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", msg, err)
+			Expect(err.Error()).To(ContainSubstring(msg))
+		}
+	})
+
+	It("gives values that CEL lets through but BGP cannot carry InvalidSpec, naming the field", func(ctx SpecContext) {
+		community := bgpAnnouncement("community-range")
+		community.Spec.BGP.Communities = []string{"64500:100", "70000:1"}
+		create(ctx, community)
+		Expect(expectReason(ctx, "community-range", svcnetv1alpha1.ReasonAnnouncementInvalid)).
+			To(And(ContainSubstring("bgp.communities[1]"), ContainSubstring("70000:1"), ContainSubstring("0-65535")))
+
+		large := bgpAnnouncement("large-range")
+		large.Spec.BGP.LargeCommunities = []string{"4294967296:1:1"}
+		create(ctx, large)
+		Expect(expectReason(ctx, "large-range", svcnetv1alpha1.ReasonAnnouncementInvalid)).
+			To(And(ContainSubstring("bgp.largeCommunities[0]"), ContainSubstring("0-4294967295")))
+
+		good := bgpAnnouncement("all-settings")
+		good.Spec.PoolSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"test": "all-settings"}}
+		good.Spec.BGP.Communities = []string{"64500:100", "no-export"}
+		good.Spec.BGP.LargeCommunities = []string{"4200000000:1:2"}
+		good.Spec.BGP.LocalPreference = ptr.To[int64](200)
+		p := &good.Spec.BGP.Peers[0]
+		p.PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{Name: "router"}
+		p.EBGPMultiHop, p.SourceAddress = 3, "10.0.0.9"
+		p.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}
+		create(ctx, good)
+		expectReason(ctx, "all-settings", svcnetv1alpha1.ReasonAnnouncementAccepted)
+	})
 })
+
+// bgpAnnouncement is a valid BGP announcement of no pool.
+func bgpAnnouncement(name string) *svcnetv1alpha1.LoadBalancerAnnouncement {
+	return &svcnetv1alpha1.LoadBalancerAnnouncement{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{
+			Mode:         svcnetv1alpha1.AnnouncementModeBGP,
+			PoolSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"test": name}},
+			BGP:          &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: "10.0.0.1", ASN: 64500}}},
+		},
+	}
+}
