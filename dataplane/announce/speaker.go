@@ -499,6 +499,7 @@ func (s *Speaker) Owned() map[string][]netip.Addr {
 func (s *Speaker) withPasswords(ctx context.Context, p plan) []announcementpolicy.Peer {
 	out := make([]announcementpolicy.Peer, 0, len(p.peers))
 	failed := map[netip.Addr]bool{}
+	read := map[netip.Addr]bool{}
 	for _, peer := range p.peers {
 		if peer.PasswordSecret != "" {
 			pw, err := s.password(ctx, peer)
@@ -512,16 +513,32 @@ func (s *Speaker) withPasswords(ctx context.Context, p plan) []announcementpolic
 				continue
 			}
 			peer.Password = pw
+			read[peer.Address] = true
 		}
 		out = append(out, peer)
 	}
 	for a := range s.passwordErrs {
 		if !failed[a] {
 			delete(s.passwordErrs, a)
-			s.log.Info("Read the BGP peer's password", "peer", a)
+			if read[a] {
+				s.log.Info("Read the BGP peer's password", "peer", a)
+			}
 		}
 	}
 	return out
+}
+
+// secretSyncWait is how long a sync waits for the Secrets to be read
+// before it reports a peer's password as unreadable.
+const secretSyncWait = 5 * time.Second
+
+func (s *Speaker) secretsSynced(ctx context.Context) bool {
+	if s.secretInformer.HasSynced() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, secretSyncWait)
+	defer cancel()
+	return toolscache.WaitForCacheSync(ctx.Done(), s.secretInformer.HasSynced)
 }
 
 // password reads a peer's TCP-MD5 password from its Secret. The Secrets
@@ -541,7 +558,7 @@ func (s *Speaker) password(ctx context.Context, peer announcementpolicy.Peer) (s
 		}
 		s.secretInformer = inf
 	}
-	if !s.secretInformer.HasSynced() {
+	if !s.secretsSynced(ctx) {
 		return "", fmt.Errorf("the Secrets of namespace %s are not read yet (the agent needs get, list and watch on secrets there)", ns)
 	}
 	var secret corev1.Secret
