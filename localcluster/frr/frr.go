@@ -27,6 +27,12 @@ import (
 type Neighbor struct {
 	Addr netip.Addr
 	ASN  uint32
+	// Password is the session's TCP-MD5 password; empty for none.
+	Password string
+	// TTLSecurityHops, when set, makes the router drop the neighbor's
+	// packets whose TTL is under 256 minus it (GTSM, RFC 5082): a
+	// neighbor that sends with TTL 1 never gets a session.
+	TTLSecurityHops int
 }
 
 // Config is one router.
@@ -179,16 +185,31 @@ func bgpdConf(cfg Config) string {
 	}
 	fmt.Fprintf(&b, " neighbor NODES peer-group\n neighbor NODES remote-as %d\n", peerASN)
 	fmt.Fprintf(&b, " neighbor NODES timers %d %d\n neighbor NODES timers connect 1\n", int(cfg.Keepalive.Seconds()), int(cfg.Hold.Seconds()))
+	var alone []netip.Addr
 	for _, n := range cfg.Neighbors {
-		fmt.Fprintf(&b, " neighbor %s peer-group NODES\n", n.Addr)
-		if n.ASN != peerASN {
+		// A peer group is all iBGP or all eBGP: one of another AS is
+		// configured on its own.
+		if n.ASN == peerASN {
+			fmt.Fprintf(&b, " neighbor %s peer-group NODES\n", n.Addr)
+		} else {
+			alone = append(alone, n.Addr)
 			fmt.Fprintf(&b, " neighbor %s remote-as %d\n", n.Addr, n.ASN)
+			fmt.Fprintf(&b, " neighbor %s timers %d %d\n neighbor %s timers connect 1\n", n.Addr, int(cfg.Keepalive.Seconds()), int(cfg.Hold.Seconds()), n.Addr)
+		}
+		if n.Password != "" {
+			fmt.Fprintf(&b, " neighbor %s password %s\n", n.Addr, n.Password)
+		}
+		if n.TTLSecurityHops > 0 {
+			fmt.Fprintf(&b, " neighbor %s ttl-security hops %d\n", n.Addr, n.TTLSecurityHops)
 		}
 	}
 	for _, af := range []string{"ipv4", "ipv6"} {
 		fmt.Fprintf(&b, " address-family %s unicast\n", af)
 		if af == "ipv6" {
 			b.WriteString("  neighbor NODES activate\n")
+		}
+		for _, a := range alone {
+			fmt.Fprintf(&b, "  neighbor %s activate\n", a)
 		}
 		b.WriteString("  maximum-paths 64\n exit-address-family\n")
 	}
