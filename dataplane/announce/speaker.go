@@ -55,6 +55,7 @@ type Speaker struct {
 	// needs a password; secretInformer is nil until then.
 	secrets        cache.Cache
 	secretInformer cache.Informer
+	secretsWaited  bool
 	// ifaceIPv4 is the node's first global IPv4 address when the speaker
 	// started, a router ID for nodes whose InternalIPs are IPv6 only.
 	ifaceIPv4 netip.Addr
@@ -528,14 +529,17 @@ func (s *Speaker) withPasswords(ctx context.Context, p plan) []announcementpolic
 	return out
 }
 
-// secretSyncWait is how long a sync waits for the Secrets to be read
-// before it reports a peer's password as unreadable.
+// secretSyncWait is how long the first sync that needs a password waits
+// for the Secrets to be read before it reports the password unreadable;
+// later syncs do not wait, so an agent without access to the Secrets
+// does not slow every sync.
 const secretSyncWait = 5 * time.Second
 
 func (s *Speaker) secretsSynced(ctx context.Context) bool {
-	if s.secretInformer.HasSynced() {
-		return true
+	if s.secretInformer.HasSynced() || s.secretsWaited {
+		return s.secretInformer.HasSynced()
 	}
+	s.secretsWaited = true
 	ctx, cancel := context.WithTimeout(ctx, secretSyncWait)
 	defer cancel()
 	return toolscache.WaitForCacheSync(ctx.Done(), s.secretInformer.HasSynced)
