@@ -152,9 +152,9 @@ type BGPPasswordSecretRef struct {
 	Key string `json:"key,omitempty"`
 }
 
-// AnnotationBGPRouterID, on a Node, sets the BGP router ID its agent
-// speaks with (an IPv4 address, e.g. "10.255.0.7"), for nodes whose
-// derived one does not suit the network.
+// AnnotationBGPRouterID is the Node annotation that sets the BGP router
+// ID its agent speaks with (an IPv4 address, e.g. "10.255.0.7"), for
+// nodes whose derived one does not suit the network.
 const AnnotationBGPRouterID = "svcnet.io/bgp-router-id"
 
 // BGPPeer is one router the nodes peer with.

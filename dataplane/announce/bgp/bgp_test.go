@@ -119,4 +119,3 @@ func TestAPIPeerSession(t *testing.T) {
 		t.Errorf("local address %q, want 192.0.2.10", la)
 	}
 }
-
