@@ -212,7 +212,7 @@ func TestAnnounceBGPPeerSettings(t *testing.T) {
 		g.Eventually(func() bool { return established(r, n0.IP.String()) }).WithTimeout(converge).WithPolling(poll).Should(BeTrue())
 	})
 
-	t.Run("communities and large communities on the routes, no LOCAL_PREF over eBGP", func(t *testing.T) {
+	t.Run("communities and large communities on the routes, no LOCAL_PREF over eBGP, changes re-advertised", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Eventually(func(g Gomega) {
 			paths := ribPaths(g, r, webAddr)
@@ -221,6 +221,19 @@ func TestAnnounceBGPPeerSettings(t *testing.T) {
 				g.Expect(p.Community.String).To(Equal("64512:100 no-export"))
 				g.Expect(p.LargeCommunity.String).To(Equal("64512:7:8"))
 				g.Expect(p.LocPrf).To(Or(BeNil(), HaveValue(BeEquivalentTo(100))), "eBGP carries no LOCAL_PREF")
+			}
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+
+		// Changed attributes replace the advertised paths'.
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(ebgp), ebgp)).To(Succeed())
+		ebgp.Spec.BGP.Communities, ebgp.Spec.BGP.LargeCommunities = []string{"64512:200"}, nil
+		g.Expect(c.env.Client.Update(ctx, ebgp)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			paths := ribPaths(g, r, webAddr)
+			g.Expect(paths).To(HaveLen(2))
+			for _, p := range paths {
+				g.Expect(p.Community.String).To(Equal("64512:200"))
+				g.Expect(p.LargeCommunity.String).To(BeEmpty())
 			}
 		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
 	})
