@@ -3,6 +3,7 @@
 package metallb
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -29,7 +30,18 @@ const (
 	defaultBGPPort             = 179
 	minHoldTime                = 3 * time.Second
 	defaultHoldTime            = 90 * time.Second
+	// metallbMultiHopTTL is the TTL of MetalLB's ebgpMultiHop sessions:
+	// FRR's ebgp-multihop without a number.
+	metallbMultiHopTTL = 255
+	// metallbPasswordKey is the key of the password in MetalLB's
+	// passwordSecret (of type kubernetes.io/basic-auth).
+	metallbPasswordKey = "password"
+	maxSecretName      = 253
 )
+
+// AgentNamespace is the namespace svcnet's agents run in, and read BGP
+// passwords' Secrets from, unless installed elsewhere.
+const AgentNamespace = "svcnet-system"
 
 func newAnnouncement(name string, mode svcnetv1alpha1.AnnouncementMode, ref string) svcnetv1alpha1.LoadBalancerAnnouncement {
 	return svcnetv1alpha1.LoadBalancerAnnouncement{
@@ -118,15 +130,12 @@ type peer struct {
 	name, ref string
 	localASN  int64
 	spec      svcnetv1alpha1.BGPPeer
-	// nodeSelector is the BGPPeer's, which svcnet has on the announcement.
-	nodeSelector *metav1.LabelSelector
 }
 
 // convertBGP makes BGP announcements of the BGPAdvertisements and the
-// BGPPeers they advertise to. svcnet has one local AS and one node
-// selector per announcement, where MetalLB has them per peer: an
-// advertisement whose peers differ in either becomes one announcement for
-// each kind of peer.
+// BGPPeers they advertise to. svcnet has one local AS per announcement,
+// where MetalLB has one per peer: an advertisement whose peers differ in
+// it becomes one announcement for each.
 func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
 	peers := map[string]peer{}
 	var allPeers []string
@@ -164,14 +173,19 @@ func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSp
 		for _, g := range groups {
 			name := adv.name
 			if len(groups) > 1 {
-				name = adv.name + "-" + g[0].name
+				name = adv.name + "-" + g.peers[0].name
 			}
 			a := newAnnouncement(name, svcnetv1alpha1.AnnouncementModeBGP, adv.ref)
 			a.Spec.PoolSelector = sel.DeepCopy()
 			a.Spec.ServiceSelector = services.DeepCopy()
-			a.Spec.NodeSelector = and(nodes, g[0].nodeSelector)
-			a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: g[0].localASN}
-			for _, p := range g {
+			a.Spec.NodeSelector = and(nodes, g.nodes)
+			a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: g.peers[0].localASN}
+			for _, p := range g.peers {
+				if i := slices.IndexFunc(a.Spec.BGP.Peers, func(q svcnetv1alpha1.BGPPeer) bool { return q.Address == p.spec.Address }); i >= 0 {
+					*warnings = append(*warnings, Warning{Object: p.ref, Field: "spec.peerAddress",
+						Reason: fmt.Sprintf("BGPAdvertisement %s advertises to %s through another BGPPeer on the same nodes already: left out of it", adv.name, p.spec.Address)})
+					continue
+				}
 				a.Spec.BGP.Peers = append(a.Spec.BGP.Peers, p.spec)
 			}
 			out = append(out, a)
@@ -180,21 +194,40 @@ func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSp
 	return out
 }
 
-// groupPeers groups the named peers by local AS and node selector, in the
-// order of their first member's name.
-func groupPeers(names []string, peers map[string]peer) [][]peer {
-	var groups [][]peer
+// peerGroup is the peers of one announcement made of an advertisement,
+// and the node selector that announcement adds to the advertisement's.
+type peerGroup struct {
+	peers []peer
+	nodes *metav1.LabelSelector
+}
+
+// groupPeers groups the named peers by local AS, in the order of their
+// first member's name. An announcement lists a router once, so BGPPeers
+// that share an address (the same router address in every rack, say) go
+// to announcements of their own, whose nodeSelector takes the peer's so
+// that they do not overlap.
+func groupPeers(names []string, peers map[string]peer) []peerGroup {
+	perAddress := map[string]int{}
+	for _, n := range names {
+		perAddress[peers[n].spec.Address]++
+	}
+	var groups []peerGroup
 	index := map[string]int{}
 	for _, n := range names {
 		p := peers[n]
-		key := fmt.Sprintf("%d/%s", p.localASN, selectorKey(p.nodeSelector))
+		key := fmt.Sprint(p.localASN)
+		var nodes *metav1.LabelSelector
+		if perAddress[p.spec.Address] > 1 {
+			nodes, p.spec.NodeSelector = p.spec.NodeSelector, nil
+			key += "/" + selectorKey(nodes)
+		}
 		i, ok := index[key]
 		if !ok {
 			i = len(groups)
 			index[key] = i
-			groups = append(groups, nil)
+			groups = append(groups, peerGroup{nodes: nodes})
 		}
-		groups[i] = append(groups[i], p)
+		groups[i].peers = append(groups[i].peers, p)
 	}
 	return groups
 }
@@ -249,29 +282,101 @@ func convertPeer(s source[bgpPeerSpec], warnings *[]Warning) (peer, bool) {
 	if spec.Port != 0 && spec.Port != defaultBGPPort {
 		p.spec.Port = int32(spec.Port)
 	}
+	convertTimers(spec, &p.spec, w)
+	convertPassword(s, &p.spec, w)
+	convertTransport(spec, p.localASN, addr, &p.spec, w)
+	p.spec.NodeSelector = single(s.ref, "spec.nodeSelectors", spec.NodeSelectors, "node", warnings)
+	warnPeer(spec, w)
+	return p, true
+}
+
+// convertTimers converts the hold, keepalive and graceful restart times.
+func convertTimers(spec bgpPeerSpec, out *svcnetv1alpha1.BGPPeer, w func(field, reason string)) {
 	hold := defaultHoldTime
 	if h := spec.HoldTime; h != nil {
 		if h.Duration < minHoldTime {
 			w("spec.holdTime", fmt.Sprintf("%s is under svcnet's minimum of %s: left out (%s)", h.Duration, minHoldTime, defaultHoldTime))
 		} else {
 			hold = h.Duration
-			p.spec.HoldTime = h.DeepCopy()
+			out.HoldTime = h.DeepCopy()
 		}
 	}
 	if k := spec.KeepaliveTime; k != nil {
 		if k.Duration <= 0 || k.Duration > hold {
 			w("spec.keepaliveTime", fmt.Sprintf("%s is not between 0 and the holdTime %s: left out (a third of holdTime)", k.Duration, hold))
 		} else {
-			p.spec.KeepaliveTime = k.DeepCopy()
+			out.KeepaliveTime = k.DeepCopy()
 		}
 	}
 	if !spec.EnableGracefulRestart {
 		// MetalLB's default is off, svcnet's on.
-		p.spec.GracefulRestartTime = &metav1.Duration{}
+		out.GracefulRestartTime = &metav1.Duration{}
 	}
-	p.nodeSelector = single(s.ref, "spec.nodeSelectors", spec.NodeSelectors, "node", warnings)
-	warnPeer(spec, w)
-	return p, true
+}
+
+// convertPassword turns MetalLB's password or passwordSecret into a
+// passwordSecretRef. svcnet reads passwords from Secrets in the agents'
+// namespace only, so a plain password, or a Secret elsewhere (MetalLB's
+// are in its own namespace), becomes a reference to a Secret the
+// operator creates, with the command that does.
+func convertPassword(s source[bgpPeerSpec], out *svcnetv1alpha1.BGPPeer, w func(field, reason string)) {
+	spec := s.spec
+	if ref := spec.PasswordSecret; ref != nil {
+		if spec.Password != "" {
+			w("spec.password", "beside passwordSecret, which MetalLB refuses: left out, passwordSecret is used")
+		}
+		if ref.Name == "" {
+			w("spec.passwordSecret", "names no Secret: left out, the session has no password")
+			return
+		}
+		out.PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{Name: ref.Name, Key: metallbPasswordKey}
+		ns := cmp.Or(ref.Namespace, s.namespace)
+		if ns != AgentNamespace {
+			w("spec.passwordSecret", fmt.Sprintf("svcnet reads Secrets from the agents' namespace (%[1]s by default) only, and Secret %[2]s/%[3]s is in %[2]s: passwordSecretRef names %[3]s; copy it before applying, with `kubectl -n %[2]s get secret %[3]s -o jsonpath='{.data.%[4]s}' | base64 -d | kubectl -n %[1]s create secret generic %[3]s --from-file=%[4]s=/dev/stdin`, or the nodes leave this peer out",
+				AgentNamespace, ns, ref.Name, metallbPasswordKey))
+		}
+		return
+	}
+	if spec.Password == "" {
+		return
+	}
+	name := passwordSecretName(s.name)
+	out.PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{Name: name, Key: metallbPasswordKey}
+	w("spec.password", fmt.Sprintf("svcnet takes passwords from Secrets only: passwordSecretRef names Secret %[1]s/%[2]s, which you create before applying with `kubectl -n %[1]s create secret generic %[2]s --from-literal=%[3]s=...`, with the password of spec.password, or the nodes leave this peer out",
+		AgentNamespace, name, metallbPasswordKey))
+}
+
+// passwordSecretName is the Secret suggested for a BGPPeer's plain
+// password: a Secret's name, at most 253 characters.
+func passwordSecretName(peerName string) string {
+	const suffix = "-bgp-password"
+	if n := maxSecretName - len(suffix); len(peerName) > n {
+		peerName = strings.TrimRight(peerName[:n], ".-")
+	}
+	return peerName + suffix
+}
+
+// convertTransport converts ebgpMultiHop and sourceAddress.
+func convertTransport(spec bgpPeerSpec, localASN int64, addr netip.Addr, out *svcnetv1alpha1.BGPPeer, w func(field, reason string)) {
+	if spec.EBGPMultiHop {
+		if int64(spec.ASN) == localASN {
+			w("spec.ebgpMultiHop", fmt.Sprintf("the peer is iBGP (peerASN %d is the local AS), which needs no multihop and svcnet refuses it for: left out", spec.ASN))
+		} else {
+			// FRR's ebgp-multihop without a number, as MetalLB writes it.
+			out.EBGPMultiHop = metallbMultiHopTTL
+		}
+	}
+	if spec.SourceAddress != "" {
+		src, err := netip.ParseAddr(spec.SourceAddress)
+		switch {
+		case err != nil:
+			w("spec.sourceAddress", fmt.Sprintf("%q is not an IP address: left out", spec.SourceAddress))
+		case src.Unmap().Is4() != addr.Unmap().Is4():
+			w("spec.sourceAddress", fmt.Sprintf("%s is not of the family of peerAddress %s: left out", src, addr))
+		default:
+			out.SourceAddress = src.String()
+		}
+	}
 }
 
 // warnPeer warns about a BGPPeer's fields that svcnet has no counterpart for.
@@ -280,13 +385,9 @@ func warnPeer(spec bgpPeerSpec, w func(field, reason string)) {
 		set           bool
 		field, reason string
 	}{
-		{spec.SourceAddress != "", "spec.sourceAddress", "svcnet connects from the address the node's routes choose"},
-		{spec.RouterID != "", "spec.routerID", "svcnet's router ID is the node's IPv4 address"},
+		{spec.RouterID != "", "spec.routerID", "svcnet's router ID is per node, not per peer: the Node annotation " + svcnetv1alpha1.AnnotationBGPRouterID + ", else the node's IPv4 address; annotate the nodes that need this one"},
 		{spec.ConnectTime != nil, "spec.connectTime", "svcnet retries connecting every second"},
-		{spec.Password != "", "spec.password", "svcnet has no TCP MD5 authentication"},
-		{len(spec.PasswordSecret) > 0, "spec.passwordSecret", "svcnet has no TCP MD5 authentication"},
 		{spec.BFDProfile != "", "spec.bfdProfile", "svcnet runs no BFD: the peer notices a dead node after holdTime"},
-		{spec.EBGPMultiHop, "spec.ebgpMultiHop", "svcnet has no eBGP multihop: an eBGP peer must be directly connected"},
 		{spec.VRF != "", "spec.vrf", "svcnet peers from the node's default VRF"},
 		{spec.DisableMP, "spec.disableMP", "svcnet has no such setting: each session carries its peer address's family only"},
 		{spec.DualStackAddressFamily, "spec.dualStackAddressFamily", "svcnet's sessions carry the peer address's family only: announce IPv6 addresses to an IPv6 peer"},

@@ -59,8 +59,9 @@ type Result struct {
 
 // source is one MetalLB object with its spec decoded.
 type source[S any] struct {
-	ref  string // "Kind namespace/name", for warnings
-	name string
+	ref       string // "Kind namespace/name", for warnings
+	name      string
+	namespace string
 	// labels are the object's own; pools keep them, since MetalLB's
 	// ipAddressPoolSelectors select on them.
 	labels map[string]string
@@ -87,7 +88,7 @@ func Convert(objs []*unstructured.Unstructured) (Result, error) {
 	res.Pools = convertPools(in.pools, &res.Warnings)
 	anns := convertL2(in.l2, res.Pools, &res.Warnings)
 	anns = append(anns, convertBGP(in.bgp, in.peers, res.Pools, &res.Warnings)...)
-	anns = merge(anns)
+	anns = merge(anns, &res.Warnings)
 	limitPeers(anns, &res.Warnings)
 	nameUniquely(anns)
 	slices.SortFunc(anns, func(a, b svcnetv1alpha1.LoadBalancerAnnouncement) int { return cmp.Compare(a.Name, b.Name) })
@@ -151,7 +152,7 @@ func decode(objs []*unstructured.Unstructured, warnings *[]Warning) (input, erro
 
 // appendSource decodes o's spec into S, warning about fields S lacks.
 func appendSource[S any](list []source[S], o *unstructured.Unstructured, ref string, warnings *[]Warning) ([]source[S], error) {
-	s := source[S]{ref: ref, name: o.GetName(), labels: o.GetLabels()}
+	s := source[S]{ref: ref, name: o.GetName(), namespace: o.GetNamespace(), labels: o.GetLabels()}
 	spec, _, err := unstructured.NestedMap(o.Object, "spec")
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ref, err)

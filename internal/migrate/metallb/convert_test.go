@@ -282,26 +282,23 @@ spec: {cidrs: [198.51.100.0/24]}
 ---
 apiVersion: networking.svcnet.io/v1alpha1
 kind: LoadBalancerAnnouncement
-metadata: {name: all-rack-a}
+metadata: {name: all}
 spec:
   mode: BGP
   nodeSelector:
     matchLabels: {bgp: "on"}
-    matchExpressions: [{key: rack, operator: In, values: [a]}]
   bgp:
     localASN: 64500
-    peers: [{address: 10.1.0.1, asn: 64510, gracefulRestartTime: 0s}]
----
-apiVersion: networking.svcnet.io/v1alpha1
-kind: LoadBalancerAnnouncement
-metadata: {name: all-rack-b}
-spec:
-  mode: BGP
-  nodeSelector:
-    matchLabels: {bgp: "on", rack: b}
-  bgp:
-    localASN: 64500
-    peers: [{address: 10.2.0.1, asn: 64520, gracefulRestartTime: 0s}]
+    peers:
+    - address: 10.1.0.1
+      asn: 64510
+      gracefulRestartTime: 0s
+      nodeSelector:
+        matchExpressions: [{key: rack, operator: In, values: [a]}]
+    - address: 10.2.0.1
+      asn: 64520
+      gracefulRestartTime: 0s
+      nodeSelector: {matchLabels: {rack: b}}
 `,
 		nodes: []map[string]string{{"bgp": "on", "rack": "a"}, {"bgp": "on", "rack": "b"}, {}},
 	},
@@ -335,12 +332,9 @@ spec:
   localASN: 64600
   peerASN: 64501
   peerAddress: 10.0.0.1
-  sourceAddress: 10.0.0.100
   routerID: 10.0.0.100
   connectTime: 5s
-  password: secret
   bfdProfile: fast
-  ebgpMultiHop: true
   vrf: red
   disableMP: false
 ---
@@ -402,11 +396,8 @@ spec:
 			"BGPPeer metallb-system/dynamic spec.dynamicASN",
 			"BGPPeer metallb-system/secure spec.bfdProfile",
 			"BGPPeer metallb-system/secure spec.connectTime",
-			"BGPPeer metallb-system/secure spec.ebgpMultiHop",
 			"BGPPeer metallb-system/secure spec.localASN",
-			"BGPPeer metallb-system/secure spec.password",
 			"BGPPeer metallb-system/secure spec.routerID",
-			"BGPPeer metallb-system/secure spec.sourceAddress",
 			"BGPPeer metallb-system/secure spec.vrf",
 			"Community metallb-system/communities ",
 			"IPAddressPool metallb-system/either spec.addresses[1]",
@@ -414,6 +405,160 @@ spec:
 			"IPAddressPool metallb-system/either spec.serviceAllocation.serviceSelectors",
 			"L2Advertisement metallb-system/either spec.nodeSelectors",
 		},
+	},
+	"BGP peers' passwords, multihop, source addresses and nodes": {
+		metallb: `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: plain-password, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64501
+  peerAddress: 10.0.0.1
+  password: s3cr3t-do-not-print
+  ebgpMultiHop: true
+  sourceAddress: 10.99.0.1
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: metallb-secret, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64502
+  peerAddress: "2001:db8::2"
+  passwordSecret: {name: tor-md5}
+  sourceAddress: 10.99.0.1
+  nodeSelectors:
+  - matchLabels: {rack: a}
+  - matchLabels: {rack: b}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: svcnet-secret, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64500
+  peerAddress: 10.0.0.3
+  passwordSecret: {name: rr-md5, namespace: svcnet-system}
+  ebgpMultiHop: true
+  nodeSelectors:
+  - matchLabels: {rack: a}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: gateway-a, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64510
+  peerAddress: 10.255.0.1
+  nodeSelectors:
+  - matchLabels: {rack: a}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: gateway-b, namespace: metallb-system}
+spec:
+  myASN: 64500
+  peerASN: 64510
+  peerAddress: 10.255.0.1
+  nodeSelectors:
+  - matchLabels: {rack: b}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: routed, namespace: metallb-system}
+spec: {addresses: [203.0.113.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routers, namespace: metallb-system}
+spec:
+  ipAddressPools: [routed]
+  peers: [plain-password, metallb-secret, svcnet-secret]
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: gateways, namespace: metallb-system}
+spec:
+  ipAddressPools: [pool]
+  peers: [gateway-a, gateway-b]
+`,
+		// The gateways share an address, so each rack's gets an
+		// announcement of its own, whose nodes do not overlap.
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: pool, labels: {migrate.svcnet.io/metallb-pool: pool}}
+spec: {cidrs: [198.51.100.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: routed, labels: {migrate.svcnet.io/metallb-pool: routed}}
+spec: {cidrs: [203.0.113.0/24]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: gateways-gateway-a}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [pool]}]
+  nodeSelector: {matchLabels: {rack: a}}
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.255.0.1, asn: 64510, gracefulRestartTime: 0s}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: gateways-gateway-b}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [pool]}]
+  nodeSelector: {matchLabels: {rack: b}}
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.255.0.1, asn: 64510, gracefulRestartTime: 0s}]
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: routers}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [routed]}]
+  bgp:
+    localASN: 64500
+    peers:
+    - address: 10.0.0.1
+      asn: 64501
+      gracefulRestartTime: 0s
+      passwordSecretRef: {name: plain-password-bgp-password, key: password}
+      ebgpMultiHop: 255
+      sourceAddress: 10.99.0.1
+    - address: 10.0.0.3
+      asn: 64500
+      gracefulRestartTime: 0s
+      passwordSecretRef: {name: rr-md5, key: password}
+      nodeSelector: {matchLabels: {rack: a}}
+    - address: "2001:db8::2"
+      asn: 64502
+      gracefulRestartTime: 0s
+      passwordSecretRef: {name: tor-md5, key: password}
+`,
+		warnings: []string{
+			"BGPPeer metallb-system/metallb-secret spec.nodeSelectors",
+			"BGPPeer metallb-system/metallb-secret spec.passwordSecret",
+			"BGPPeer metallb-system/metallb-secret spec.sourceAddress",
+			"BGPPeer metallb-system/plain-password spec.password",
+			"BGPPeer metallb-system/svcnet-secret spec.ebgpMultiHop",
+		},
+		nodes: []map[string]string{{"rack": "a"}, {"rack": "b"}, {}},
 	},
 	"pools by several selectors": {
 		metallb: `
@@ -508,20 +653,15 @@ func TestConvert(t *testing.T) {
 	}
 }
 
-// TestConvertOverlap: peers of one advertisement on overlapping nodes
+// TestConvertOverlap: advertisements of one pool whose nodes overlap
 // give two announcements svcnet cannot accept both of; the converter
 // says so.
 func TestConvertOverlap(t *testing.T) {
 	got := convert(t, `
 apiVersion: metallb.io/v1beta2
 kind: BGPPeer
-metadata: {name: everywhere, namespace: metallb-system}
+metadata: {name: tor, namespace: metallb-system}
 spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}
----
-apiVersion: metallb.io/v1beta2
-kind: BGPPeer
-metadata: {name: rack-a, namespace: metallb-system}
-spec: {myASN: 64500, peerASN: 64502, peerAddress: 10.0.0.2, nodeSelectors: [{matchLabels: {rack: a}}]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -530,7 +670,12 @@ spec: {addresses: [198.51.100.0/24]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: BGPAdvertisement
-metadata: {name: adv, namespace: metallb-system}
+metadata: {name: everywhere, namespace: metallb-system}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: rack-a, namespace: metallb-system}
+spec: {nodeSelectors: [{matchLabels: {rack: a}}]}
 `)
 	if len(got.Announcements) != 2 || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0].Reason, "Overlap") {
 		t.Fatalf("want 2 announcements and an Overlap warning, got %d and %q", len(got.Announcements), got.Warnings)
@@ -538,6 +683,42 @@ metadata: {name: adv, namespace: metallb-system}
 	verdicts := judge(got, []map[string]string{{"rack": "a"}})
 	if v := verdicts[got.Announcements[1].Name]; v.Accepted || v.Reason != svcnetv1alpha1.ReasonAnnouncementOverlap {
 		t.Errorf("svcnet's verdict on %s: %+v, want Overlap as the warning says", got.Announcements[1].Name, v)
+	}
+}
+
+// TestConvertPasswordWarnings: the warnings about passwords give the
+// commands that create the Secrets svcnet reads, and never a password.
+func TestConvertPasswordWarnings(t *testing.T) {
+	got := convert(t, `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: plain, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1, password: s3cr3t-do-not-print}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: elsewhere, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64502, peerAddress: 10.0.0.2, passwordSecret: {name: tor-md5, namespace: metallb-system}}
+`)
+	want := []string{
+		"BGPPeer metallb-system/elsewhere: spec.passwordSecret: svcnet reads Secrets from the agents' namespace (svcnet-system by default) only, and Secret metallb-system/tor-md5 is in metallb-system: passwordSecretRef names tor-md5; copy it before applying, with " +
+			"`kubectl -n metallb-system get secret tor-md5 -o jsonpath='{.data.password}' | base64 -d | kubectl -n svcnet-system create secret generic tor-md5 --from-file=password=/dev/stdin`, or the nodes leave this peer out",
+		"BGPPeer metallb-system/plain: spec.password: svcnet takes passwords from Secrets only: passwordSecretRef names Secret svcnet-system/plain-bgp-password, which you create before applying with " +
+			"`kubectl -n svcnet-system create secret generic plain-bgp-password --from-literal=password=...`, with the password of spec.password, or the nodes leave this peer out",
+	}
+	var warnings []string
+	for _, w := range got.Warnings {
+		warnings = append(warnings, w.String())
+	}
+	if diff := cmp.Diff(want, warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	var out strings.Builder
+	if err := metallb.WriteYAML(&out, got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "s3cr3t") {
+		t.Errorf("the output holds spec.password:\n%s", out.String())
 	}
 }
 

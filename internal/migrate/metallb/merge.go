@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -20,7 +21,7 @@ import (
 // typical case is two BGPAdvertisements of a pool that differed only in
 // communities or localPref; their peers are joined. Two L2 ones join
 // their interfaces (none: the default, which wins).
-func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement) []svcnetv1alpha1.LoadBalancerAnnouncement {
+func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
 	var out []svcnetv1alpha1.LoadBalancerAnnouncement
 	index := map[string]int{}
 	for _, a := range anns {
@@ -44,11 +45,7 @@ func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement) []svcnetv1alpha1.Load
 			}
 			continue
 		}
-		for _, p := range a.Spec.BGP.Peers {
-			if !slices.ContainsFunc(into.Spec.BGP.Peers, func(q svcnetv1alpha1.BGPPeer) bool { return q.Address == p.Address }) {
-				into.Spec.BGP.Peers = append(into.Spec.BGP.Peers, p)
-			}
-		}
+		joinPeers(into, a, warnings)
 	}
 	for i := range out {
 		if b := out[i].Spec.BGP; b != nil {
@@ -56,6 +53,22 @@ func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement) []svcnetv1alpha1.Load
 		}
 	}
 	return out
+}
+
+// joinPeers adds a's peers to into's. A router both list with different
+// settings (two BGPPeers of one address on other nodes) keeps into's: an
+// announcement lists a router once.
+func joinPeers(into *svcnetv1alpha1.LoadBalancerAnnouncement, a svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) {
+	for _, p := range a.Spec.BGP.Peers {
+		i := slices.IndexFunc(into.Spec.BGP.Peers, func(q svcnetv1alpha1.BGPPeer) bool { return q.Address == p.Address })
+		switch {
+		case i < 0:
+			into.Spec.BGP.Peers = append(into.Spec.BGP.Peers, p)
+		case !equality.Semantic.DeepEqual(into.Spec.BGP.Peers[i], p):
+			*warnings = append(*warnings, Warning{Object: a.Annotations[SourceAnnotation], Field: "spec.peers",
+				Reason: fmt.Sprintf("joined with %s, which advertises to %s through a BGPPeer of other settings or nodes; svcnet lists a router once per announcement, so this one's is left out", into.Name, p.Address)})
+		}
+	}
 }
 
 // limitPeers cuts announcements to the CRD's number of peers.

@@ -3,6 +3,7 @@
 package metallb
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -52,25 +53,25 @@ type bgpAdvertisementSpec struct {
 // with the same JSON (its nodeSelectors have matchLabels and
 // matchExpressions of key, operator and values, like a LabelSelector).
 type bgpPeerSpec struct {
-	MyASN                  uint32                 `json:"myASN,omitempty"`
-	ASN                    uint32                 `json:"peerASN,omitempty"`
-	LocalASN               uint32                 `json:"localASN,omitempty"`
-	DynamicASN             string                 `json:"dynamicASN,omitempty"`
-	Address                string                 `json:"peerAddress,omitempty"`
-	Interface              string                 `json:"interface,omitempty"`
-	SourceAddress          string                 `json:"sourceAddress,omitempty"`
-	Port                   uint16                 `json:"peerPort,omitempty"`
-	HoldTime               *metav1.Duration       `json:"holdTime,omitempty"`
-	KeepaliveTime          *metav1.Duration       `json:"keepaliveTime,omitempty"`
-	ConnectTime            *metav1.Duration       `json:"connectTime,omitempty"`
-	RouterID               string                 `json:"routerID,omitempty"`
-	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
-	Password               string                 `json:"password,omitempty"`
-	PasswordSecret         map[string]any         `json:"passwordSecret,omitempty"`
-	BFDProfile             string                 `json:"bfdProfile,omitempty"`
-	EnableGracefulRestart  bool                   `json:"enableGracefulRestart,omitempty"`
-	EBGPMultiHop           bool                   `json:"ebgpMultiHop,omitempty"`
-	VRF                    string                 `json:"vrf,omitempty"`
-	DisableMP              bool                   `json:"disableMP,omitempty"`
-	DualStackAddressFamily bool                   `json:"dualStackAddressFamily,omitempty"`
+	MyASN                  uint32                  `json:"myASN,omitempty"`
+	ASN                    uint32                  `json:"peerASN,omitempty"`
+	LocalASN               uint32                  `json:"localASN,omitempty"`
+	DynamicASN             string                  `json:"dynamicASN,omitempty"`
+	Address                string                  `json:"peerAddress,omitempty"`
+	Interface              string                  `json:"interface,omitempty"`
+	SourceAddress          string                  `json:"sourceAddress,omitempty"`
+	Port                   uint16                  `json:"peerPort,omitempty"`
+	HoldTime               *metav1.Duration        `json:"holdTime,omitempty"`
+	KeepaliveTime          *metav1.Duration        `json:"keepaliveTime,omitempty"`
+	ConnectTime            *metav1.Duration        `json:"connectTime,omitempty"`
+	RouterID               string                  `json:"routerID,omitempty"`
+	NodeSelectors          []metav1.LabelSelector  `json:"nodeSelectors,omitempty"`
+	Password               string                  `json:"password,omitempty"`
+	PasswordSecret         *corev1.SecretReference `json:"passwordSecret,omitempty"`
+	BFDProfile             string                  `json:"bfdProfile,omitempty"`
+	EnableGracefulRestart  bool                    `json:"enableGracefulRestart,omitempty"`
+	EBGPMultiHop           bool                    `json:"ebgpMultiHop,omitempty"`
+	VRF                    string                  `json:"vrf,omitempty"`
+	DisableMP              bool                    `json:"disableMP,omitempty"`
+	DualStackAddressFamily bool                    `json:"dualStackAddressFamily,omitempty"`
 }
