@@ -135,8 +135,9 @@ type peer struct {
 // convertBGP makes BGP announcements of the BGPAdvertisements and the
 // BGPPeers they advertise to. svcnet has one local AS per announcement,
 // where MetalLB has one per peer: an advertisement whose peers differ in
-// it becomes one announcement for each.
-func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
+// it becomes one announcement for each. aliases are the Community
+// objects' names of community values.
+func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], aliases map[string]string, pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
 	peers := map[string]peer{}
 	var allPeers []string
 	for _, s := range peerSrcs {
@@ -169,6 +170,7 @@ func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSp
 		}
 		nodes := single(adv.ref, "spec.nodeSelectors", adv.spec.NodeSelectors, "node", warnings)
 		services := single(adv.ref, "spec.serviceSelectors", adv.spec.ServiceSelectors, "Service", warnings)
+		attrs := pathAttributes(adv, aliases, warnings)
 		groups := groupPeers(names, peers)
 		for _, g := range groups {
 			name := adv.name
@@ -179,7 +181,8 @@ func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSp
 			a.Spec.PoolSelector = sel.DeepCopy()
 			a.Spec.ServiceSelector = services.DeepCopy()
 			a.Spec.NodeSelector = and(nodes, g.nodes)
-			a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: g.peers[0].localASN}
+			a.Spec.BGP = attrs.DeepCopy()
+			a.Spec.BGP.LocalASN = g.peers[0].localASN
 			for _, p := range g.peers {
 				if i := slices.IndexFunc(a.Spec.BGP.Peers, func(q svcnetv1alpha1.BGPPeer) bool { return q.Address == p.spec.Address }); i >= 0 {
 					*warnings = append(*warnings, Warning{Object: p.ref, Field: "spec.peerAddress",
@@ -243,12 +246,6 @@ func warnAdvertisement(adv source[bgpAdvertisementSpec], warnings *[]Warning) {
 	}
 	if l := adv.spec.AggregationLengthV6; l != nil && *l != metallbAggregationLengthV6 {
 		w("spec.aggregationLengthV6", fmt.Sprintf("svcnet advertises each address as a /128, not aggregated to /%d", *l))
-	}
-	if adv.spec.LocalPref != 0 {
-		w("spec.localPref", "svcnet sets no LOCAL_PREF on its routes")
-	}
-	if len(adv.spec.Communities) > 0 {
-		w("spec.communities", "svcnet attaches no BGP communities to its routes")
 	}
 }
 

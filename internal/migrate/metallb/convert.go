@@ -74,6 +74,9 @@ type input struct {
 	l2    []source[l2AdvertisementSpec]
 	bgp   []source[bgpAdvertisementSpec]
 	peers []source[bgpPeerSpec]
+	// communities are the Community objects, whose aliases the
+	// BGPAdvertisements use.
+	communities []source[communitySpec]
 }
 
 // Convert turns MetalLB's objects into svcnet's. Objects of other groups
@@ -87,7 +90,8 @@ func Convert(objs []*unstructured.Unstructured) (Result, error) {
 	}
 	res.Pools = convertPools(in.pools, &res.Warnings)
 	anns := convertL2(in.l2, res.Pools, &res.Warnings)
-	anns = append(anns, convertBGP(in.bgp, in.peers, res.Pools, &res.Warnings)...)
+	aliases := communityAliases(in.communities, &res.Warnings)
+	anns = append(anns, convertBGP(in.bgp, in.peers, aliases, res.Pools, &res.Warnings)...)
 	anns = merge(anns, &res.Warnings)
 	limitPeers(anns, &res.Warnings)
 	nameUniquely(anns)
@@ -132,7 +136,7 @@ func decode(objs []*unstructured.Unstructured, warnings *[]Warning) (input, erro
 		case "BFDProfile":
 			*warnings = append(*warnings, Warning{Object: ref, Reason: "svcnet runs no BFD: a peer notices a dead node after the peer's holdTime"})
 		case "Community":
-			*warnings = append(*warnings, Warning{Object: ref, Reason: "svcnet attaches no BGP communities to its routes"})
+			in.communities, err = appendSource(in.communities, o, ref, warnings)
 		case "ServiceL2Status", "ServiceBGPStatus", "ConfigurationState":
 			*warnings = append(*warnings, Warning{Object: ref, Reason: "MetalLB's status, not configuration; svcnet reports the same in its objects' and Services' conditions"})
 		default:
@@ -147,6 +151,7 @@ func decode(objs []*unstructured.Unstructured, warnings *[]Warning) (input, erro
 	slices.SortFunc(in.l2, func(a, b source[l2AdvertisementSpec]) int { return byName(a.name, b.name) })
 	slices.SortFunc(in.bgp, func(a, b source[bgpAdvertisementSpec]) int { return byName(a.name, b.name) })
 	slices.SortFunc(in.peers, func(a, b source[bgpPeerSpec]) int { return byName(a.name, b.name) })
+	slices.SortFunc(in.communities, func(a, b source[communitySpec]) int { return byName(a.name, b.name) })
 	return in, nil
 }
 

@@ -230,13 +230,13 @@ spec:
     matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [public]}]
   bgp:
     localASN: 64500
+    communities: ["65535:65282"]
+    localPreference: 100
     peers:
     - {address: 10.0.0.1, asn: 64501, holdTime: 9s, keepaliveTime: 3s}
     - {address: 10.0.0.2, asn: 64502, port: 1179, gracefulRestartTime: 0s}
 `,
 		warnings: []string{
-			"BGPAdvertisement metallb-system/public-local spec.communities",
-			"BGPAdvertisement metallb-system/public-local spec.localPref",
 			"BGPAdvertisement metallb-system/public-summary spec.aggregationLength",
 		},
 	},
@@ -399,7 +399,6 @@ spec:
 			"BGPPeer metallb-system/secure spec.localASN",
 			"BGPPeer metallb-system/secure spec.routerID",
 			"BGPPeer metallb-system/secure spec.vrf",
-			"Community metallb-system/communities ",
 			"IPAddressPool metallb-system/either spec.addresses[1]",
 			"IPAddressPool metallb-system/either spec.addresses[2]",
 			"IPAddressPool metallb-system/either spec.serviceAllocation.serviceSelectors",
@@ -559,6 +558,156 @@ spec:
 			"BGPPeer metallb-system/svcnet-secret spec.ebgpMultiHop",
 		},
 		nodes: []map[string]string{{"rack": "a"}, {"rack": "b"}, {}},
+	},
+	"BGP path attributes, Community aliases and joined advertisements": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: Community
+metadata: {name: communities, namespace: metallb-system}
+spec:
+  communities:
+  - {name: no-advertise, value: "65535:65282"}
+  - {name: customer, value: "large:64500:1:2"}
+  - {name: broken, value: "65536:1"}
+---
+apiVersion: metallb.io/v1beta1
+kind: Community
+metadata: {name: more, namespace: metallb-system}
+spec:
+  communities:
+  - {name: no-advertise, value: "65535:65281"}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor-1, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1, enableGracefulRestart: true}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor-2, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64502, peerAddress: 10.0.0.2, enableGracefulRestart: true}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: a, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/26]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: b, namespace: metallb-system}
+spec: {addresses: [198.51.100.64/26]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: c, namespace: metallb-system}
+spec: {addresses: [198.51.100.128/26]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: a-tagged, namespace: metallb-system}
+spec:
+  ipAddressPools: [a]
+  communities: [no-advertise, customer, "64500:7", "large:1:2:3", broken, unknown-name]
+  localPref: 200
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: b-first, namespace: metallb-system}
+spec:
+  ipAddressPools: [b]
+  peers: [tor-1]
+  communities: ["64500:1"]
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: b-second, namespace: metallb-system}
+spec:
+  ipAddressPools: [b]
+  peers: [tor-2]
+  communities: ["64500:2"]
+  localPref: 50
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: c-first, namespace: metallb-system}
+spec:
+  ipAddressPools: [c]
+  localPref: 100
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: c-second, namespace: metallb-system}
+spec:
+  ipAddressPools: [c]
+  communities: ["64500:3"]
+  localPref: 300
+`,
+		// b-second joins b-first for other peers, c-second joins c-first
+		// for the same peers with another localPref: both warned about.
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: a, labels: {migrate.svcnet.io/metallb-pool: a}}
+spec: {cidrs: [198.51.100.0/26]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: b, labels: {migrate.svcnet.io/metallb-pool: b}}
+spec: {cidrs: [198.51.100.64/26]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: c, labels: {migrate.svcnet.io/metallb-pool: c}}
+spec: {cidrs: [198.51.100.128/26]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: a-tagged}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [a]}]
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.0.0.1, asn: 64501}, {address: 10.0.0.2, asn: 64502}]
+    communities: ["64500:7", "65535:65282"]
+    largeCommunities: ["1:2:3", "64500:1:2"]
+    localPreference: 200
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: b-first}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [b]}]
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.0.0.1, asn: 64501}, {address: 10.0.0.2, asn: 64502}]
+    communities: ["64500:1", "64500:2"]
+    localPreference: 50
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: c-first}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [c]}]
+  bgp:
+    localASN: 64500
+    peers: [{address: 10.0.0.1, asn: 64501}, {address: 10.0.0.2, asn: 64502}]
+    communities: ["64500:3"]
+    localPreference: 100
+`,
+		warnings: []string{
+			"BGPAdvertisement metallb-system/a-tagged spec.communities[4]",
+			"BGPAdvertisement metallb-system/a-tagged spec.communities[5]",
+			"BGPAdvertisement metallb-system/b-second spec",
+			"BGPAdvertisement metallb-system/c-second spec",
+			"Community metallb-system/communities spec.communities[2]",
+			"Community metallb-system/more spec.communities[0]",
+		},
 	},
 	"pools by several selectors": {
 		metallb: `

@@ -18,9 +18,10 @@ import (
 // merge joins announcements that select the same pools, Services and
 // nodes (and, in BGP, speak as the same AS): svcnet refuses two of a mode
 // for one pool on one node, where MetalLB announces from both. The
-// typical case is two BGPAdvertisements of a pool that differed only in
-// communities or localPref; their peers are joined. Two L2 ones join
-// their interfaces (none: the default, which wins).
+// typical case is two BGPAdvertisements of a pool that differ only in
+// aggregationLength, communities or localPref; their peers and path
+// attributes are joined. Two L2 ones join their interfaces (none: the
+// default, which wins).
 func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
 	var out []svcnetv1alpha1.LoadBalancerAnnouncement
 	index := map[string]int{}
@@ -45,6 +46,7 @@ func merge(anns []svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) 
 			}
 			continue
 		}
+		joinAttributes(into, a, warnings)
 		joinPeers(into, a, warnings)
 	}
 	for i := range out {

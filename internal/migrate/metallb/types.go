@@ -75,3 +75,14 @@ type bgpPeerSpec struct {
 	DisableMP              bool                    `json:"disableMP,omitempty"`
 	DualStackAddressFamily bool                    `json:"dualStackAddressFamily,omitempty"`
 }
+
+// communitySpec is a Community's: names for community values, which
+// BGPAdvertisements' communities may use.
+type communitySpec struct {
+	Communities []communityAlias `json:"communities,omitempty"`
+}
+
+type communityAlias struct {
+	Name  string `json:"name,omitempty"`
+	Value string `json:"value,omitempty"`
+}
