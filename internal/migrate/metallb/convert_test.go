@@ -3,6 +3,7 @@
 package metallb_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -237,6 +238,7 @@ spec:
     - {address: 10.0.0.2, asn: 64502, port: 1179, gracefulRestartTime: 0s}
 `,
 		warnings: []string{
+			"BGPAdvertisement metallb-system/internal-to-tor-1 spec.peers",
 			"BGPAdvertisement metallb-system/public-summary spec.aggregationLength",
 		},
 	},
@@ -551,6 +553,9 @@ spec:
       passwordSecretRef: {name: tor-md5, key: password}
 `,
 		warnings: []string{
+			"BGPAdvertisement metallb-system/gateways spec.peers",
+			"BGPAdvertisement metallb-system/gateways spec.peers",
+			"BGPAdvertisement metallb-system/routers spec.peers",
 			"BGPPeer metallb-system/metallb-secret spec.nodeSelectors",
 			"BGPPeer metallb-system/metallb-secret spec.passwordSecret",
 			"BGPPeer metallb-system/metallb-secret spec.sourceAddress",
@@ -832,6 +837,67 @@ spec: {nodeSelectors: [{matchLabels: {rack: a}}]}
 	verdicts := judge(got, []map[string]string{{"rack": "a"}})
 	if v := verdicts[got.Announcements[1].Name]; v.Accepted || v.Reason != svcnetv1alpha1.ReasonAnnouncementOverlap {
 		t.Errorf("svcnet's verdict on %s: %+v, want Overlap as the warning says", got.Announcements[1].Name, v)
+	}
+}
+
+// TestConvertWarnsOfPeerLeaks: svcnet sends a node's addresses to all
+// its peers, so an advertisement's peers filter holds only where no other
+// announcement gives its nodes other peers of its addresses' family.
+func TestConvertWarnsOfPeerLeaks(t *testing.T) {
+	const peers = `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: inside, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: outside, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64502, peerAddress: %s}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: private, namespace: metallb-system}
+spec: {addresses: [10.10.0.0/24]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: public, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/24, "2001:db8:1::/64"]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: private, namespace: metallb-system}
+spec: {ipAddressPools: [private], peers: [inside], nodeSelectors: [{matchLabels: {zone: %s}}]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: public, namespace: metallb-system}
+spec: {ipAddressPools: [public], peers: [outside], nodeSelectors: [{matchLabels: {zone: edge}}]}
+`
+	for name, tc := range map[string]struct {
+		outside, zone string
+		want          []string
+	}{
+		"same nodes": {outside: "192.0.2.1", zone: "edge", want: []string{
+			"BGPAdvertisement metallb-system/private: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of private also reach 192.0.2.1 (of public) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
+			"BGPAdvertisement metallb-system/public: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of public also reach 10.0.0.1 (of private) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
+		}},
+		"disjoint nodes": {outside: "192.0.2.1", zone: "core"},
+		"an IPv6 outside peer, private IPv4 only": {outside: "2001:db8::1", zone: "edge", want: []string{
+			"BGPAdvertisement metallb-system/public: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of public also reach 10.0.0.1 (of private) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := convert(t, fmt.Sprintf(peers, tc.outside, tc.zone))
+			var warnings []string
+			for _, w := range got.Warnings {
+				warnings = append(warnings, w.String())
+			}
+			if diff := cmp.Diff(tc.want, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
