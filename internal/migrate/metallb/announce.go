@@ -37,6 +37,7 @@ const (
 	// passwordSecret (of type kubernetes.io/basic-auth).
 	metallbPasswordKey = "password"
 	maxSecretName      = 253
+	metallbNamespace   = "metallb-system"
 )
 
 // AgentNamespace is the namespace svcnet's agents run in, and read BGP
@@ -327,7 +328,9 @@ func convertPassword(s source[bgpPeerSpec], out *svcnetv1alpha1.BGPPeer, w func(
 			return
 		}
 		out.PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{Name: ref.Name, Key: metallbPasswordKey}
-		ns := cmp.Or(ref.Namespace, s.namespace)
+		// Unset in both (a BGPPeer from a file without one): MetalLB's
+		// own, as its installation names it.
+		ns := cmp.Or(ref.Namespace, s.namespace, metallbNamespace)
 		if ns != AgentNamespace {
 			w("spec.passwordSecret", fmt.Sprintf("svcnet reads Secrets from the agents' namespace (%[1]s by default) only, and Secret %[2]s/%[3]s is in %[2]s: passwordSecretRef names %[3]s; copy it before applying, with `kubectl -n %[2]s get secret %[3]s -o jsonpath='{.data.%[4]s}' | base64 -d | kubectl -n %[1]s create secret generic %[3]s --from-file=%[4]s=/dev/stdin`, or the nodes leave this peer out",
 				AgentNamespace, ns, ref.Name, metallbPasswordKey))

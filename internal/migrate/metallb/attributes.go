@@ -117,14 +117,14 @@ func joinAttributes(into *svcnetv1alpha1.LoadBalancerAnnouncement, a svcnetv1alp
 		return
 	}
 	prefsClash := x.LocalPreference != nil && y.LocalPreference != nil && *x.LocalPreference != *y.LocalPreference
-	warn := func(reason string) {
-		*warnings = append(*warnings, Warning{Object: a.Annotations[SourceAnnotation], Field: "spec", Reason: reason})
+	warn := func(field, reason string) {
+		*warnings = append(*warnings, Warning{Object: a.Annotations[SourceAnnotation], Field: field, Reason: reason})
 	}
 	switch {
 	case !samePeers(x.Peers, y.Peers):
-		warn(fmt.Sprintf("joined with %s (same pools and nodes, which svcnet announces once), whose peers and path attributes differ; svcnet has one set of attributes per announcement, so the routes to the peers of both carry the communities of both and %s", into.Name, prefString(x.LocalPreference, y.LocalPreference)))
+		warn("spec", fmt.Sprintf("joined with %s (same pools and nodes, which svcnet announces once), whose peers and path attributes differ; svcnet has one set of attributes per announcement, so the routes to the peers of both carry the communities of both and %s", into.Name, prefString(x.LocalPreference, y.LocalPreference)))
 	case prefsClash:
-		warn(fmt.Sprintf("joined with %s (same pools and peers), whose localPref is %d: svcnet keeps that one, not %d", into.Name, *x.LocalPreference, *y.LocalPreference))
+		warn("spec.localPref", fmt.Sprintf("joined with %s (same pools and peers), whose localPref is %d: svcnet keeps that one, not %d", into.Name, *x.LocalPreference, *y.LocalPreference))
 	}
 	x.Communities = limitCommunities(into.Annotations[SourceAnnotation], "spec.communities", "communities", append(x.Communities, y.Communities...), warnings)
 	x.LargeCommunities = limitCommunities(into.Annotations[SourceAnnotation], "spec.communities", "large communities", append(x.LargeCommunities, y.LargeCommunities...), warnings)

@@ -709,7 +709,7 @@ spec:
 			"BGPAdvertisement metallb-system/a-tagged spec.communities[4]",
 			"BGPAdvertisement metallb-system/a-tagged spec.communities[5]",
 			"BGPAdvertisement metallb-system/b-second spec",
-			"BGPAdvertisement metallb-system/c-second spec",
+			"BGPAdvertisement metallb-system/c-second spec.localPref",
 			"Community metallb-system/communities spec.communities[2]",
 			"Community metallb-system/more spec.communities[0]",
 		},
@@ -914,12 +914,25 @@ apiVersion: metallb.io/v1beta2
 kind: BGPPeer
 metadata: {name: elsewhere, namespace: metallb-system}
 spec: {myASN: 64500, peerASN: 64502, peerAddress: 10.0.0.2, passwordSecret: {name: tor-md5, namespace: metallb-system}}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: from-a-file}
+spec: {myASN: 64500, peerASN: 64503, peerAddress: 10.0.0.3, passwordSecret: {name: rr-md5}}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: ready, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64504, peerAddress: 10.0.0.4, passwordSecret: {name: ready-md5, namespace: svcnet-system}, password: s3cr3t-do-not-print}
 `)
 	want := []string{
+		"BGPPeer from-a-file: spec.passwordSecret: svcnet reads Secrets from the agents' namespace (svcnet-system by default) only, and Secret metallb-system/rr-md5 is in metallb-system: passwordSecretRef names rr-md5; copy it before applying, with " +
+			"`kubectl -n metallb-system get secret rr-md5 -o jsonpath='{.data.password}' | base64 -d | kubectl -n svcnet-system create secret generic rr-md5 --from-file=password=/dev/stdin`, or the nodes leave this peer out",
 		"BGPPeer metallb-system/elsewhere: spec.passwordSecret: svcnet reads Secrets from the agents' namespace (svcnet-system by default) only, and Secret metallb-system/tor-md5 is in metallb-system: passwordSecretRef names tor-md5; copy it before applying, with " +
 			"`kubectl -n metallb-system get secret tor-md5 -o jsonpath='{.data.password}' | base64 -d | kubectl -n svcnet-system create secret generic tor-md5 --from-file=password=/dev/stdin`, or the nodes leave this peer out",
 		"BGPPeer metallb-system/plain: spec.password: svcnet takes passwords from Secrets only: passwordSecretRef names Secret svcnet-system/plain-bgp-password, which you create before applying with " +
 			"`kubectl -n svcnet-system create secret generic plain-bgp-password --from-literal=password=...`, with the password of spec.password, or the nodes leave this peer out",
+		"BGPPeer metallb-system/ready: spec.password: beside passwordSecret, which MetalLB refuses: left out, passwordSecret is used",
 	}
 	var warnings []string
 	for _, w := range got.Warnings {
