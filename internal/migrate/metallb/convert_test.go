@@ -901,6 +901,75 @@ spec: {ipAddressPools: [public], peers: [outside], nodeSelectors: [{matchLabels:
 	}
 }
 
+// TestConvertPeersOfOneAddress: an announcement lists a router once, so
+// a second BGPPeer of an address on the same nodes, or one that a joined
+// advertisement brings, is left out with a warning.
+func TestConvertPeersOfOneAddress(t *testing.T) {
+	const peers = `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: gw-a, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64510, peerAddress: 10.255.0.1, nodeSelectors: [{matchLabels: {rack: a}}]}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: gw-b, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64510, peerAddress: 10.255.0.1, nodeSelectors: [{matchLabels: {rack: %s}}]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [198.51.100.0/24]}
+---
+`
+	for name, tc := range map[string]struct {
+		rackB, advertisements string
+		want                  []string
+	}{
+		"the same nodes": {rackB: "a", advertisements: `
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: gateways, namespace: metallb-system}
+`, want: []string{"BGPPeer metallb-system/gw-b: spec.peerAddress: BGPAdvertisement gateways advertises to 10.255.0.1 through another BGPPeer on the same nodes already: left out of it"}},
+		"joined advertisements": {rackB: "b", advertisements: `
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: to-a, namespace: metallb-system}
+spec: {peers: [gw-a]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: to-b, namespace: metallb-system}
+spec: {peers: [gw-b]}
+`, want: []string{"BGPAdvertisement metallb-system/to-b: spec.peers: joined with to-a, which advertises to 10.255.0.1 through a BGPPeer of other settings or nodes; svcnet lists a router once per announcement, so this one's is left out"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := convert(t, fmt.Sprintf(peers, tc.rackB)+tc.advertisements)
+			var warnings []string
+			for _, w := range got.Warnings {
+				warnings = append(warnings, w.String())
+			}
+			if diff := cmp.Diff(tc.want, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+			if len(got.Announcements) != 1 || len(got.Announcements[0].Spec.BGP.Peers) != 1 {
+				t.Fatalf("want one announcement with one peer, got %+v", got.Announcements)
+			}
+			// The peer's nodes, on the peer or, where BGPPeers share the
+			// address, on the announcement.
+			ann := got.Announcements[0].Spec
+			sel := ann.BGP.Peers[0].NodeSelector
+			if sel == nil {
+				sel = ann.NodeSelector
+			}
+			if sel == nil || sel.MatchLabels["rack"] != "a" {
+				t.Errorf("the peer kept is not gw-a: nodeSelector %v", sel)
+			}
+			usableBySvcnet(t, got, []map[string]string{{"rack": "a"}, {"rack": "b"}})
+		})
+	}
+}
+
 // TestConvertPasswordWarnings: the warnings about passwords give the
 // commands that create the Secrets svcnet reads, and never a password.
 func TestConvertPasswordWarnings(t *testing.T) {
