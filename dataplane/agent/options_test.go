@@ -238,7 +238,7 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				PprofBindAddress:   "0",
 				API:                APIOptions{BindAddress: "0.0.0.0:10300", TLSCertFile: "/c", TLSKeyFile: "/k", ClientCAFile: "/ca"},
 				Announce: announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second,
-					Serve: lbclass.Selection{Class: "corp.example/lb", Only: true}},
+					Serve: lbclass.Selection{Class: "corp.example/lb", Only: true}, SecretNamespace: announce.DefaultOptions().SecretNamespace},
 				Client:      ClientConfig{Kubeconfig: "/k", Master: "https://10.0.0.1:6443", QPS: 50},
 				OOMScoreAdj: -500,
 			}
