@@ -69,17 +69,27 @@ func namespaces(t *testing.T, prefix string) []string {
 	return out
 }
 
+// reachAllWait bounds reachAll.
+const reachAllWait = 20 * time.Second
+
 // fromClient fetches url from the client namespace.
 func fromClient(ctx context.Context, ns, url string) (string, error) {
 	body, err := netlab.Get(ctx, netlab.Client(ns, 2*time.Second), url)
 	return strings.TrimSpace(body), err
 }
 
-// reachAll sends requests to url until every Pod in want answered.
+// reachAll sends requests to url until every Pod in want answered: at
+// least 30 a Pod, and for up to reachAllWait, as a proxy may program the
+// last endpoints a sync later than the first (kube-proxy's minimum sync
+// period).
 func reachAll(t *testing.T, ns, url string, want map[string]bool) {
 	t.Helper()
 	seen := map[string]bool{}
-	for i := 0; i < 30*len(want) && len(seen) < len(want); i++ {
+	deadline := time.Now().Add(reachAllWait)
+	for i := 0; len(seen) < len(want) && (i < 30*len(want) || time.Now().Before(deadline)); i++ {
+		if i >= 30*len(want) {
+			time.Sleep(50 * time.Millisecond)
+		}
 		body, err := fromClient(context.Background(), ns, url)
 		if err != nil {
 			t.Fatalf("request %d to %s from %s: %v", i, url, ns, err)
