@@ -132,10 +132,21 @@ type addrRecord struct {
 	part string
 }
 
-// newer orders records: the later one; at the same time the answer
+// newer orders records: an answer taken over from a node before that
+// node's withdrawal; else the later one; at the same time the answer
 // that took the address over from the other node, an answer before a
 // withdrawal, then by node name, so every reconcile picks the same.
 func (a addrRecord) newer(b addrRecord) bool {
+	// A node answering for an address it took over from another
+	// supersedes that node's withdrawal of it, whatever their clocks say:
+	// the node that lost its Node (or its selection) writes its letting go
+	// when its report writer gets to it, which may be after the takeover.
+	if a.part != "" && b.part == "" && a.from == b.node {
+		return true
+	}
+	if b.part != "" && a.part == "" && b.from == a.node {
+		return false
+	}
 	if c := a.since.Compare(b.since); c != 0 {
 		return c > 0
 	}

@@ -127,6 +127,17 @@ func TestAnnouncedCondition(t *testing.T) {
 			},
 			want: trueCond("192.168.240.1 answered by node-b (ARP on eth0)"),
 		},
+		"a takeover stands against the withdrawal of the node it took the address from, even a later one": {
+			ingress: []string{"192.168.240.1"},
+			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
+				report("node-a", withdrew("192.168.240.1", 9)),
+				report("node-b", func(s *svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
+					answers("192.168.240.1", "eth0", 8)(s)
+					s.Addresses[0].Takeover = &svcnetv1alpha1.L2Takeover{FromNode: "node-a", Reason: svcnetv1alpha1.TakeoverReasonReleased}
+				}),
+			},
+			want: trueCond("192.168.240.1 answered by node-b (ARP on eth0)"),
+		},
 		"a node's answer older than another's withdrawal is over": {
 			ingress: []string{"192.168.240.1"},
 			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
