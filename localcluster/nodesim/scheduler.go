@@ -115,28 +115,28 @@ func (r *podReconciler) bind(ctx context.Context, pod *corev1.Pod) (string, erro
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "0/%d simulated nodes are available: %s", len(r.order), strings.Join(refused, "; "))
 		return "", nil
 	}
-	started := make(chan struct{})
-	bound := pod.DeepCopy() // the client writes to pod meanwhile
+	bound := pod.DeepCopy() // the client may write to pod
 	bound.Spec.NodeName = best
-	go func() {
-		defer close(started)
-		if bound.DeletionTimestamp == nil {
-			// A failure is retried, and reported, by the start after binding.
-			_, _ = r.start(ctx, bound, r.nodes[best])
-		}
-	}()
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: best},
 	}
-	err = r.c.SubResource("binding").Create(ctx, pod, binding)
-	<-started
-	if err != nil {
+	// Bound before it starts, as a kubelet only runs bound Pods: the
+	// ServiceAccount tokens the start asks for carry the node only when
+	// the API server has the binding (the agents' node reports depend on
+	// it). The start does not wait for the binding to come back through
+	// the watch.
+	if err := r.c.SubResource("binding").Create(ctx, pod, binding); err != nil {
+		// What choose set aside for the Pod goes back.
 		stopErr := r.remove(key)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return "", stopErr // bound meanwhile, or gone: the next event tells
 		}
 		return "", errors.Join(fmt.Errorf("binding Pod %s to %s: %w", key, best, err), stopErr)
+	}
+	if bound.DeletionTimestamp == nil {
+		// A failure is retried, and reported, by the start after binding.
+		_, _ = r.start(ctx, bound, r.nodes[best])
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, best)
 	return best, nil
