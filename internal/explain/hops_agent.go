@@ -4,6 +4,7 @@ package explain
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -36,6 +37,9 @@ type AgentRead struct {
 	// here); the hop is not judged. Otherwise, without a View, the agent
 	// is down or its sync loop stuck: the hop breaks.
 	Unseen bool
+	// Untrusted: unseen because its serving certificate failed the
+	// kubeconfig's CA.
+	Untrusted bool
 	// Stuck: the agent answered that its sync loop does not.
 	Stuck bool
 	Err   string
@@ -61,14 +65,15 @@ func (in *Inputs) ReadAgent(ctx context.Context, r AgentReader) {
 	}
 	read.Err = err.Error()
 	var status *nodeview.StatusError
+	var untrusted *tls.CertificateVerificationError
 	var op *net.OpError
 	switch {
 	case errors.As(err, &status):
 		// 401, 403: not admitted; 503: its loop does not answer.
 		read.Unseen = status.Code == http.StatusUnauthorized || status.Code == http.StatusForbidden
 		read.Stuck = status.Code == http.StatusServiceUnavailable
-	case strings.Contains(err.Error(), "x509:") || strings.Contains(err.Error(), "certificate"):
-		read.Unseen = true
+	case errors.As(err, &untrusted):
+		read.Unseen, read.Untrusted = true, true
 	case errors.Is(err, syscall.ECONNREFUSED):
 		// The node answered: nothing listens there.
 	case errors.As(err, &op) && op.Op == "dial":
@@ -106,7 +111,7 @@ func agentFacts(h *hop, in Inputs, external bool) {
 	switch {
 	case read == nil:
 		return
-	case read.Unseen && (strings.Contains(read.Err, "x509:") || strings.Contains(read.Err, "certificate")):
+	case read.Untrusted:
 		h.fact("not seen: the agent on %s (%s) serves a certificate the kubeconfig's CA did not sign (%s); give the agents certificates of the cluster's CA (--api-tls-cert-file), or pass --agent-insecure-skip-tls-verify",
 			read.Node, read.Address, read.Err)
 		return
