@@ -308,7 +308,7 @@ func addServers(mgr manager.Manager, restConfig *rest.Config, cfg Config, a *Age
 		}
 	}
 	if cfg.API.BindAddress != "0" {
-		if err := mgr.Add(&apiServer{opts: cfg.API, agent: a, node: cfg.NodeName, restCfg: restConfig, log: log,
+		if err := mgr.Add(&apiServer{opts: cfg.API, agent: a, restCfg: restConfig, log: log,
 			onBlocked: func(err error) { nodeEvent(corev1.EventTypeWarning, EventFailedToStartAPIServer, err.Error()) }}); err != nil {
 			return err
 		}

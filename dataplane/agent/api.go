@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -55,7 +54,6 @@ const selfSignedLife = 365 * 24 * time.Hour
 type apiServer struct {
 	opts      APIOptions
 	agent     *Agent
-	node      string
 	restCfg   *rest.Config
 	log       logr.Logger
 	onBlocked func(error)
@@ -81,7 +79,7 @@ func (s *apiServer) Start(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /services/{namespace}/{name}", s.service)
-	handler := nodeauth.Handler(nodeauth.Config{NodeName: s.node, Authenticator: authn, Authorizer: authz, Log: s.log.WithName("api")}, mux)
+	handler := nodeauth.Handler(nodeauth.Config{NodeName: s.agent.cfg.NodeName, Authenticator: authn, Authorizer: authz, Log: s.log.WithName("api")}, mux)
 	return (&retryingServer{what: "API server", addr: s.opts.BindAddress, handler: handler, log: s.log, onBlocked: s.onBlocked,
 		tls: &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}).Start(ctx)
 }
@@ -129,15 +127,15 @@ func (s *apiServer) servingCertificate() (tls.Certificate, error) {
 		return pair, nil
 	}
 	now := time.Now()
-	caCert, caKey, err := certs.NewCA("svcnet-agent-"+s.node+"-ca", now, selfSignedLife)
+	caCert, caKey, err := certs.NewCA("svcnet-agent-"+s.agent.cfg.NodeName+"-ca", now, selfSignedLife)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	hosts := []string{s.node}
+	hosts := []string{s.agent.cfg.NodeName}
 	if host, _, err := net.SplitHostPort(s.opts.BindAddress); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
 		hosts = append(hosts, host)
 	}
-	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, s.node, hosts, now, selfSignedLife)
+	certPEM, keyPEM, err := certs.NewServing(caCert, caKey, s.agent.cfg.NodeName, hosts, now, selfSignedLife)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -157,8 +155,5 @@ func (s *apiServer) service(w http.ResponseWriter, r *http.Request) {
 		s.log.V(4).Info("Writing the API's answer", "err", err.Error())
 	}
 }
-
-// errLoopBusy: the sync loop did not answer in time.
-var errLoopBusy = errors.New("the agent's sync loop did not answer")
 
 var _ manager.LeaderElectionRunnable = (*apiServer)(nil)

@@ -44,7 +44,7 @@ func TestAPIIsAuthorizedAsTheKubelets(t *testing.T) {
 	go func() { _ = a.Loop(ctx) }()
 	port, err := testenv.FreePort()
 	must(t, err)
-	srv := &apiServer{opts: APIOptions{BindAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}, agent: a, node: "node-a", restCfg: env.Config, log: logr.Discard()}
+	srv := &apiServer{opts: APIOptions{BindAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}, agent: a, restCfg: env.Config, log: logr.Discard()}
 	go func() { _ = srv.Start(ctx) }()
 
 	ns, err := env.Namespace(ctx, "agent-api")

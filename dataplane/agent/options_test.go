@@ -432,3 +432,24 @@ func TestLocalhostNodePortsOffWithoutTheSysctl(t *testing.T) {
 		t.Error("localhost NodePorts stayed on without route_localnet")
 	}
 }
+
+// TestKubeProxyOptionsServeNoAPI: run as kube-proxy, whose ServiceAccount
+// may review neither tokens nor access, the agent serves no API and
+// announces nothing, unless told to.
+func TestKubeProxyOptionsServeNoAPI(t *testing.T) {
+	for flags, want := range map[string]string{"": "0", "--api-bind-address=0.0.0.0:10266": "0.0.0.0:10266"} {
+		opts := KubeProxyOptions()
+		fs := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
+		opts.AddFlags(fs)
+		args := []string{"--hostname-override=node-a"}
+		if flags != "" {
+			args = append(args, flags)
+		}
+		must(t, fs.Parse(args))
+		cfg, err := opts.Complete()
+		must(t, err)
+		if cfg.API.BindAddress != want || cfg.Announce.Enabled {
+			t.Errorf("kube-proxy's options with %q: API at %q, announcing %v; want %q, not announcing", flags, cfg.API.BindAddress, cfg.Announce.Enabled, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 // viewTimeout is how long a view waits for the sync loop, which answers
 // between syncs.
 const viewTimeout = 5 * time.Second
+
+// errLoopBusy: the sync loop did not answer in time.
+var errLoopBusy = errors.New("the agent's sync loop did not answer")
 
 // viewQuery asks the sync loop, which owns the rendered state, what it
 // rendered a Service from.
