@@ -3,6 +3,7 @@
 package announcementpolicy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -122,15 +123,7 @@ func compileAttributes(b *svcnetv1alpha1.BGPAnnouncement) (PathAttributes, error
 }
 
 func cmpLarge(a, b LargeCommunity) int {
-	for _, d := range [][2]uint32{{a.Global, b.Global}, {a.Local1, b.Local1}, {a.Local2, b.Local2}} {
-		if d[0] != d[1] {
-			if d[0] < d[1] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a.Global, b.Global), cmp.Compare(a.Local1, b.Local1), cmp.Compare(a.Local2, b.Local2))
 }
 
 // ParseRouterID parses a router ID as the Node annotation

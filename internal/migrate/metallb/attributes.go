@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 )
 
 // maxCommunities is the CRD's limit on an announcement's communities and
@@ -71,23 +72,24 @@ func pathAttributes(adv source[bgpAdvertisementSpec], aliases map[string]string,
 }
 
 // parseCommunity parses MetalLB's "ASN:value" or "large:global:local1:local2"
-// into svcnet's form; true for a large one.
+// with svcnet's parsers, into the form svcnet writes; true for a large one.
+// Names (MetalLB has none of its own) are Community aliases, resolved before.
 func parseCommunity(s string) (string, bool, error) {
-	parts, bits, large := strings.Split(s, ":"), 16, false
 	if rest, ok := strings.CutPrefix(s, largePrefix); ok {
-		parts, bits, large = strings.Split(rest, ":"), 32, true
+		c, err := announcementpolicy.ParseLargeCommunity(rest)
+		if err != nil {
+			return "", false, fmt.Errorf("%q is not a community: %w", s, err)
+		}
+		return fmt.Sprintf("%d:%d:%d", c.Global, c.Local1, c.Local2), true, nil
 	}
-	if (large && len(parts) != 3) || (!large && len(parts) != 2) {
+	if strings.Count(s, ":") != 1 {
 		return "", false, fmt.Errorf("%q is not a community (ASN:value, or large:global:local1:local2)", s)
 	}
-	for i, p := range parts {
-		n, err := strconv.ParseUint(p, 10, bits)
-		if err != nil {
-			return "", false, fmt.Errorf("%q is not a community: each part must be a number of %d bits", s, bits)
-		}
-		parts[i] = strconv.FormatUint(n, 10)
+	v, err := announcementpolicy.ParseCommunity(s)
+	if err != nil {
+		return "", false, fmt.Errorf("%q is not a community: %w", s, err)
 	}
-	return strings.Join(parts, ":"), large, nil
+	return fmt.Sprintf("%d:%d", v>>16, v&0xFFFF), false, nil
 }
 
 // limitCommunities sorts and deduplicates communities and cuts them to
