@@ -54,7 +54,7 @@ type reportWriter struct {
 	// the report's owner, the Services for Events.
 	api client.Reader
 	// services is the agent's cache of Services: a withdrawn address is
-	// reported while some Service holds it.
+	// reported while one of its Services holds it.
 	services client.Reader
 	recorder events.EventRecorder
 	node     string
@@ -247,26 +247,16 @@ func serviceRefs(keys []types.NamespacedName) []svcnetv1alpha1.ServiceReference 
 	return out
 }
 
-// spec is the report to write: withdrawn addresses that no Service
-// holds any more are dropped.
+// spec is the report to write: withdrawn addresses that none of their
+// Services holds any more are dropped.
 func (w *reportWriter) spec(ctx context.Context) (svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec, error) {
-	if len(w.withdrawn) > 0 {
-		var svcs corev1.ServiceList
-		if err := w.services.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
-			return svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec{}, fmt.Errorf("listing the Services: %w", err)
+	for a, wd := range w.withdrawn {
+		held, err := w.held(ctx, a, wd.Services)
+		if err != nil {
+			return svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec{}, err
 		}
-		held := map[netip.Addr]bool{}
-		for i := range svcs.Items {
-			for _, ing := range svcs.Items[i].Status.LoadBalancer.Ingress {
-				if a, err := netip.ParseAddr(ing.IP); err == nil {
-					held[a] = true
-				}
-			}
-		}
-		for a := range w.withdrawn {
-			if !held[a] {
-				delete(w.withdrawn, a)
-			}
+		if !held {
+			delete(w.withdrawn, a)
 		}
 	}
 	var spec svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec
@@ -279,6 +269,27 @@ func (w *reportWriter) spec(ctx context.Context) (svcnetv1alpha1.LoadBalancerNod
 	slices.SortFunc(spec.Addresses, func(a, b svcnetv1alpha1.L2AnsweredAddress) int { return cmp.Compare(a.Address, b.Address) })
 	slices.SortFunc(spec.Withdrawn, func(a, b svcnetv1alpha1.L2WithdrawnAddress) int { return cmp.Compare(a.Address, b.Address) })
 	return spec, nil
+}
+
+// held tells whether one of the Services a withdrawal names still holds
+// the address (the manager reads a withdrawal for those alone): a look at
+// each of them in the cache, not a list of every Service.
+func (w *reportWriter) held(ctx context.Context, a netip.Addr, refs []svcnetv1alpha1.ServiceReference) (bool, error) {
+	for _, ref := range refs {
+		var svc corev1.Service
+		switch err := w.services.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &svc, client.UnsafeDisableDeepCopy); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("reading Service %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ip, err := netip.ParseAddr(ing.IP); err == nil && ip == a {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // flush writes the report if it changed since the last write.
