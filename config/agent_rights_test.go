@@ -3,9 +3,7 @@
 package config_test
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,21 +76,8 @@ func TestAgentRights(t *testing.T) {
 	if err := env.WriteKubeconfig(kc); err != nil {
 		t.Fatal(err)
 	}
-	var agent bytes.Buffer
-	for _, key := range []string{"ClusterRole/svcnet-agent", "ClusterRoleBinding/svcnet-agent",
-		"ValidatingAdmissionPolicy/svcnet-agent-own-node-report", "ValidatingAdmissionPolicyBinding/svcnet-agent-own-node-report"} {
-		doc, ok := docs[key]
-		if !ok {
-			t.Fatalf("config/default has no %s", key)
-		}
-		agent.Write(doc)
-		agent.WriteString("\n---\n")
-	}
-	apply := exec.Command(kubectl, "--kubeconfig", kc, "apply", "-f", "-")
-	apply.Stdin = &agent
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("applying the agent's RBAC and admission policy: %v\n%s", err, out)
-	}
+	applyRendered(t, kubectl, kc, docs, "ClusterRole/svcnet-agent", "ClusterRoleBinding/svcnet-agent",
+		"ValidatingAdmissionPolicy/svcnet-agent-own-node-report", "ValidatingAdmissionPolicyBinding/svcnet-agent-own-node-report")
 
 	admin := env.Client
 	web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},

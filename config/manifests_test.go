@@ -197,25 +197,32 @@ func TestDeploymentManifests(t *testing.T) {
 	}
 }
 
+// applyRendered applies the objects keys ("Kind/name") of config/default's
+// render with kubectl.
+func applyRendered(t *testing.T, kubectl, kubeconfig string, docs rendered, keys ...string) {
+	t.Helper()
+	var objs bytes.Buffer
+	for _, key := range keys {
+		doc, ok := docs[key]
+		if !ok {
+			t.Fatalf("config/default has no %s", key)
+		}
+		objs.Write(doc)
+		objs.WriteString("\n---\n")
+	}
+	apply := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	apply.Stdin = &objs
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("applying %v: %v\n%s", keys, err, out)
+	}
+}
+
 // checkSecretAccess applies the manager's RBAC for real and asks the API
 // server's authorizer what the manager's ServiceAccount may do with
 // Secrets: its certificate Secret in its own namespace, nothing elsewhere.
 func checkSecretAccess(ctx context.Context, t *testing.T, env *testenv.Env, kubectl, kc string, docs rendered) {
 	t.Helper()
-	var rbac bytes.Buffer
-	for _, key := range []string{"ClusterRole/svcnet-manager", "ClusterRoleBinding/svcnet-manager", "Role/svcnet-manager", "RoleBinding/svcnet-manager"} {
-		doc, ok := docs[key]
-		if !ok {
-			t.Fatalf("config/default has no %s", key)
-		}
-		rbac.Write(doc)
-		rbac.WriteString("\n---\n")
-	}
-	apply := exec.Command(kubectl, "--kubeconfig", kc, "apply", "-f", "-")
-	apply.Stdin = &rbac
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("applying the manager's RBAC: %v\n%s", err, out)
-	}
+	applyRendered(t, kubectl, kc, docs, "ClusterRole/svcnet-manager", "ClusterRoleBinding/svcnet-manager", "Role/svcnet-manager", "RoleBinding/svcnet-manager")
 	for _, tc := range []struct {
 		verb, namespace string
 		allowed         bool
