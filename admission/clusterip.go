@@ -106,7 +106,7 @@ func (c *clusterIPs) assign(ctx context.Context, svc, old *corev1.Service, dryRu
 			c.alloc.Release(a, feed.ServiceKey(svc))
 		}
 	}
-	if !needsClusterIP(svc) {
+	if !needsClusterIP(svc) || keepsPreferDualStack(svc, old) {
 		return undo, nil, nil
 	}
 	fams, ok := wantedFamilies(svc, c.clusterFamilies())

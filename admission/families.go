@@ -3,6 +3,8 @@
 package admission
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
@@ -76,4 +78,21 @@ func wantedFamilies(svc *corev1.Service, clusterFamilies []corev1.IPFamily) (fam
 		}
 	}
 	return fams, true
+}
+
+// keepsPreferDualStack tells an update of a PreferDualStack Service that
+// must keep its ClusterIPs and families as they are, as kube-apiserver
+// keeps them: a cluster that became dual-stack (or single-stack) since the
+// Service was made changes it only when its owner asks, by another policy
+// or by adding or removing a secondary IP or family. Without this, any
+// later update (a label) would give it a second family.
+func keepsPreferDualStack(svc, old *corev1.Service) bool {
+	if old == nil || svc.Spec.IPFamilyPolicy == nil || old.Spec.Type != svc.Spec.Type || !needsClusterIP(svc) {
+		return false
+	}
+	prefer := func(s *corev1.Service) bool {
+		return s.Spec.IPFamilyPolicy == nil || *s.Spec.IPFamilyPolicy == corev1.IPFamilyPolicyPreferDualStack
+	}
+	return prefer(svc) && prefer(old) &&
+		slices.Equal(svc.Spec.ClusterIPs, old.Spec.ClusterIPs) && slices.Equal(svc.Spec.IPFamilies, old.Spec.IPFamilies)
 }

@@ -3,6 +3,7 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,6 +43,62 @@ func TestWantedFamilies(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); ok && diff != "" {
 				t.Fatalf("families (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestKeepsPreferDualStack(t *testing.T) {
+	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
+	service := func(policy corev1.IPFamilyPolicy, ips ...string) *corev1.Service {
+		s := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: ips}}
+		if policy != "" {
+			s.Spec.IPFamilyPolicy = ptr.To(policy)
+		}
+		if len(ips) > 0 {
+			s.Spec.ClusterIP = ips[0]
+		}
+		for _, ip := range ips {
+			if ip == corev1.ClusterIPNone {
+				continue
+			}
+			if strings.Contains(ip, ":") {
+				s.Spec.IPFamilies = append(s.Spec.IPFamilies, v6)
+			} else {
+				s.Spec.IPFamilies = append(s.Spec.IPFamilies, v4)
+			}
+		}
+		return s
+	}
+	prefer, require, single := corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack, corev1.IPFamilyPolicySingleStack
+	tests := map[string]struct {
+		svc, old *corev1.Service
+		want     bool
+	}{
+		"a create":                       {svc: service(prefer), want: false},
+		"an update that changes nothing": {svc: service(prefer, "10.96.0.5"), old: service(prefer, "10.96.0.5"), want: true},
+		"a dual-stack one kept":          {svc: service(prefer, "10.96.0.5", "fd00::5"), old: service(prefer, "10.96.0.5", "fd00::5"), want: true},
+		"policy left out (PATCH)":        {svc: service("", "10.96.0.5"), old: service(prefer, "10.96.0.5"), want: false},
+		"upgraded by RequireDualStack":   {svc: service(require, "10.96.0.5"), old: service(prefer, "10.96.0.5"), want: false},
+		"a secondary IP asked for":       {svc: service(prefer, "10.96.0.5", "fd00::5"), old: service(prefer, "10.96.0.5"), want: false},
+		"clusterIPs left out of a PUT":   {svc: service(prefer), old: service(prefer, "10.96.0.5"), want: false},
+		"from SingleStack":               {svc: service(prefer, "10.96.0.5"), old: service(single, "10.96.0.5"), want: false},
+		"the type changes": {svc: service(prefer, "10.96.0.5"), old: func() *corev1.Service {
+			s := service(prefer, "10.96.0.5")
+			s.Spec.Type = corev1.ServiceTypeNodePort
+			return s
+		}(), want: false},
+		"headless: no ClusterIP to keep": {svc: service(prefer, corev1.ClusterIPNone), old: service(prefer, corev1.ClusterIPNone), want: false},
+		"the secondary family asked for only": {svc: func() *corev1.Service {
+			s := service(prefer, "10.96.0.5")
+			s.Spec.IPFamilies = append(s.Spec.IPFamilies, v6)
+			return s
+		}(), old: service(prefer, "10.96.0.5"), want: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := keepsPreferDualStack(tc.svc, tc.old); got != tc.want {
+				t.Fatalf("keepsPreferDualStack = %v, want %v", got, tc.want)
 			}
 		})
 	}
