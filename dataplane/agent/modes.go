@@ -79,8 +79,13 @@ func newBackends(cfg Config, acct *nfacct.Client, log logr.Logger) ([]dataplane.
 		variant = detectVariant(cfg, log)
 		liberal = conntrackTCPLiberal(procSysctl{root: "/proc/sys", netns: cfg.NetNS}, log)
 	}
+	ipv6Off := ipv6Disabled(procSysctl{root: "/proc/sys", netns: cfg.NetNS})
 	var backends []dataplane.Backend
 	for _, f := range families {
+		if f == corev1.IPv6Protocol && ipv6Off != "" {
+			log.Info("IPv6 rules disabled", "mode", cfg.Mode, "reason", ipv6Off)
+			continue
+		}
 		b, err := newBackend(cfg, f, variant, liberal, acct)
 		if err != nil && f == corev1.IPv6Protocol {
 			log.Info("IPv6 rules disabled", "mode", cfg.Mode, "err", err.Error())
@@ -92,6 +97,22 @@ func newBackends(cfg Config, acct *nfacct.Client, log logr.Logger) ([]dataplane.
 		backends = append(backends, b)
 	}
 	return backends, nil
+}
+
+// ipv6Disabled tells why the node's kernel has no IPv6 to proxy, as
+// kube-proxy checks before it builds an IPv6 proxier: no IPv6 in the
+// kernel (no net.ipv6 sysctls), or net.ipv6.conf.all.disable_ipv6 set.
+// Empty when IPv6 is on. The tools' own support (ip6tables, nft's ip6
+// family) is checked apart, by building the backend.
+func ipv6Disabled(sys sysctl) string {
+	v, err := sys.Get("net.ipv6.conf.all.disable_ipv6")
+	switch {
+	case err != nil:
+		return "no kernel support for IPv6: " + err.Error()
+	case v == 1:
+		return "net.ipv6.conf.all.disable_ipv6 is set"
+	}
+	return ""
 }
 
 // conntrackTCPLiberal reads the node's nf_conntrack_tcp_be_liberal, as

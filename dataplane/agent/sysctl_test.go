@@ -130,3 +130,21 @@ func TestConntrackTCPLiberal(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv6Disabled: IPv6 is proxied only where the kernel has it and it
+// is not disabled, as kube-proxy decides.
+func TestIPv6Disabled(t *testing.T) {
+	const name = "net.ipv6.conf.all.disable_ipv6"
+	for _, tc := range []struct {
+		values map[string]int
+		want   string
+	}{
+		{map[string]int{name: 0}, ""},
+		{map[string]int{name: 1}, "net.ipv6.conf.all.disable_ipv6 is set"},
+		{map[string]int{}, "no kernel support for IPv6"},
+	} {
+		if got := ipv6Disabled(&fakeSysctl{values: tc.values}); !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("sysctls %v: %q, want %q", tc.values, got, tc.want)
+		}
+	}
+}
