@@ -4,6 +4,7 @@ package l2
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
@@ -23,12 +24,17 @@ type Want struct {
 	Candidates []string
 	// Election is the announcement's: how the candidates rank.
 	Election svcnetv1alpha1.L2NodeElection
+	// Ready are the candidates whose Node is Ready in the API. A node that
+	// hears no peer at all on the segment answers only if it is the first
+	// of them by rank, or the only one (see holdsBack).
+	Ready []string
 }
 
 // peerState is what a segment knows of one peer from its heartbeats.
 type peerState struct {
 	heard         time.Time
 	incarnation   uint64
+	seq           uint32
 	ready         bool
 	leaving       bool
 	announcements map[string]bool
@@ -36,7 +42,7 @@ type peerState struct {
 }
 
 func (p *peerState) update(h *Heartbeat, now time.Time) {
-	p.heard, p.incarnation, p.ready, p.leaving = now, h.Incarnation, h.Ready, h.Leaving
+	p.heard, p.incarnation, p.seq, p.ready, p.leaving = now, h.Incarnation, h.Seq, h.Ready, h.Leaving
 	p.announcements = make(map[string]bool, len(h.Announcements))
 	for _, a := range h.Announcements {
 		p.announcements[a] = true
@@ -54,6 +60,13 @@ type view struct {
 	now       time.Time
 	deadAfter time.Duration
 	peers     map[string]*peerState
+}
+
+// stale tells whether h is not newer than what p was last told: the same
+// heartbeat heard again on the other path (frame and UDP), or an older
+// one overtaken on the way. Sequence numbers compare as serial numbers.
+func (p *peerState) stale(h *Heartbeat) bool {
+	return p.incarnation == h.Incarnation && int32(h.Seq-p.seq) <= 0 //nolint:gosec // serial arithmetic wraps on purpose
 }
 
 // alive tells whether a peer was heard within the dead interval.
@@ -84,7 +97,7 @@ func (v *view) live(node string, w Want, taking bool) bool {
 func decide(v view, wants []Want, owned map[netip.Addr]bool) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, w := range wants {
-		if !v.selfReady || !v.firstLive(w, !owned[w.Addr]) {
+		if !v.selfReady || !v.firstLive(w, !owned[w.Addr]) || v.holdsBack(w) {
 			continue
 		}
 		blocked := false
@@ -118,4 +131,58 @@ func (v *view) firstLive(w Want, taking bool) bool {
 		}
 	}
 	return isCandidate
+}
+
+// hearsPeer tells whether any peer at all was heard within the dead
+// interval, on either path, whatever it serves.
+func (v *view) hearsPeer() bool {
+	for name := range v.peers {
+		if v.alive(name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsBack tells whether this node must leave w alone because it hears
+// no peer at all while other candidates are Ready in the API. Hearing
+// nobody is then more likely the heartbeats being filtered (raw frames
+// dropped, the UDP port closed) than every other node being down, and
+// answering anyway would make every node answer for every address. It
+// then answers only if it is the first of the Ready candidates by rank:
+// every node hearing nobody makes the same choice from the same API, so
+// one node still answers. A node that is the only Ready candidate is
+// truly alone and answers.
+func (v *view) holdsBack(w Want) bool {
+	if v.hearsPeer() {
+		return false
+	}
+	self, others := false, false
+	for _, n := range w.Ready {
+		if !slices.Contains(w.Candidates, n) {
+			continue
+		}
+		if n == v.self {
+			self = true
+			continue
+		}
+		others = true
+		if announcementpolicy.Outranks(w.Election, w.Addr, n, v.self) {
+			return true
+		}
+	}
+	return others && !self
+}
+
+// heldBack are the addresses of wants that this node would answer for
+// but holds back (holdsBack), sorted.
+func heldBack(v view, wants []Want) []netip.Addr {
+	var out []netip.Addr
+	for _, w := range wants {
+		if v.selfReady && slices.Contains(w.Candidates, v.self) && v.holdsBack(w) {
+			out = append(out, w.Addr)
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+	return slices.Compact(out)
 }

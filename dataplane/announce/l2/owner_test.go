@@ -28,6 +28,9 @@ func TestDecide(t *testing.T) {
 		return p
 	}
 	want := []Want{{Addr: addr, Announcement: "l2", Candidates: []string{"a", "b", "c"}}}
+	readyWant := func(ready ...string) []Want {
+		return []Want{{Addr: addr, Announcement: "l2", Candidates: []string{"a", "b", "c"}, Ready: ready}}
+	}
 	tests := map[string]struct {
 		self      string
 		selfReady bool
@@ -72,6 +75,32 @@ func TestDecide(t *testing.T) {
 		"not a candidate (no local endpoint): never": {
 			self: first, selfReady: true, owned: true,
 			wants: []Want{{Addr: addr, Announcement: "l2", Candidates: []string{second, third}}},
+		},
+		"hearing nobody while others are Ready in the API, not first of them: holds back": {
+			self: second, selfReady: true, wants: readyWant(first, second, third),
+		},
+		"hearing nobody, holding it, not first of the Ready: lets go": {
+			self: second, selfReady: true, owned: true, wants: readyWant(first, second, third),
+		},
+		"hearing nobody, first of the Ready: takes": {
+			self: first, selfReady: true, wants: readyWant(first, second, third), answer: true,
+		},
+		"hearing nobody, a higher candidate NotReady in the API: takes": {
+			self: second, selfReady: true, wants: readyWant(second, third), answer: true,
+		},
+		"hearing nobody, the only Ready candidate (truly alone): takes": {
+			self: third, selfReady: true, wants: readyWant(third), answer: true,
+		},
+		"hearing nobody, itself NotReady while others are Ready: holds back": {
+			self: first, selfReady: true, wants: readyWant(second, third),
+		},
+		"hearing nobody, a Ready node that is no candidate does not count": {
+			self: second, selfReady: true,
+			wants: []Want{{Addr: addr, Announcement: "l2", Candidates: []string{second, third}, Ready: []string{first, second, third}}}, answer: true,
+		},
+		"hearing any peer, even one serving nothing here: no holding back": {
+			self: second, selfReady: true, wants: readyWant(first, second, third),
+			peers: map[string]*peerState{third: {heard: now, ready: true, announcements: map[string]bool{"other": true}}}, answer: true,
 		},
 		"a higher node that the API says is no candidate does not count": {
 			self: second, selfReady: true, peers: map[string]*peerState{first: peer(0)},
@@ -170,4 +199,48 @@ func TestDecideConverges(t *testing.T) {
 	settled("two dead")
 	up["node-2"], up["node-3"] = true, true
 	settled("all back")
+}
+
+// TestHoldBackKeepsOneAnswer is a segment whose heartbeats are all
+// filtered: no node hears another. Without the guard every node would
+// answer for every address; with it exactly one does, the first Ready
+// candidate, and each of the others reports the address held back.
+func TestHoldBackKeepsOneAnswer(t *testing.T) {
+	nodes := []string{"node-1", "node-2", "node-3"}
+	tests := map[string]struct {
+		ready []string
+	}{
+		"all Ready":               {ready: nodes},
+		"one NotReady in the API": {ready: nodes[1:]},
+		"only one Ready":          {ready: nodes[2:]},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var wants []Want
+			for i := 1; i <= 20; i++ {
+				wants = append(wants, Want{Addr: netip.AddrFrom4([4]byte{192, 168, 240, byte(i)}), Announcement: "l2", Candidates: nodes, Ready: tc.ready})
+			}
+			holders := map[netip.Addr][]string{}
+			held := map[netip.Addr][]string{}
+			for _, self := range nodes {
+				v := view{self: self, selfReady: true, now: time.Unix(1000, 0), deadAfter: time.Second, peers: map[string]*peerState{}}
+				for a := range decide(v, wants, map[netip.Addr]bool{}) {
+					holders[a] = append(holders[a], self)
+				}
+				for _, a := range heldBack(v, wants) {
+					held[a] = append(held[a], self)
+				}
+			}
+			for _, w := range wants {
+				want := announcementpolicy.Rank(w.Election, w.Addr, tc.ready)[0]
+				if diff := cmp.Diff([]string{want}, holders[w.Addr]); diff != "" {
+					t.Errorf("%s answered by (-want +got):\n%s", w.Addr, diff)
+				}
+				others := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == want })
+				if diff := cmp.Diff(others, held[w.Addr]); diff != "" {
+					t.Errorf("%s held back by (-want +got):\n%s", w.Addr, diff)
+				}
+			}
+		})
+	}
 }
