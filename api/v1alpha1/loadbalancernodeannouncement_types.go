@@ -114,6 +114,32 @@ type L2WithdrawnAddress struct {
 	Since metav1.MicroTime `json:"since"`
 }
 
+// L2HeldBackAddress is a LoadBalancer address a node does not answer for
+// although no peer it hears answers for it: the node hears no peer at
+// all on the segment (neither heartbeat frames nor the UDP path) while
+// other candidates are Ready in the API, so it leaves the address to the
+// first Ready candidate by rank rather than answer beside it.
+type L2HeldBackAddress struct {
+	// address is the LoadBalancer address.
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IP address"
+	Address string `json:"address"`
+
+	// interface is the node's interface on which it hears no peer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Interface string `json:"interface"`
+
+	// services are the Services holding the address.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Services []ServiceReference `json:"services"`
+
+	// since is when the node started holding it back, by its clock, to
+	// the microsecond.
+	Since metav1.MicroTime `json:"since"`
+}
+
 // LoadBalancerNodeAnnouncementSpec is what one node's agent reports of its
 // L2 announcements.
 type LoadBalancerNodeAnnouncementSpec struct {
@@ -131,6 +157,15 @@ type LoadBalancerNodeAnnouncementSpec struct {
 	// +listMapKey=address
 	// +kubebuilder:validation:MaxItems=4096
 	Withdrawn []L2WithdrawnAddress `json:"withdrawn,omitempty"`
+
+	// heldBack are the addresses the node does not answer for because it
+	// hears no peer on the segment while other candidates are Ready in
+	// the API: the heartbeats are likely filtered between the nodes.
+	// +optional
+	// +listType=map
+	// +listMapKey=address
+	// +kubebuilder:validation:MaxItems=4096
+	HeldBack []L2HeldBackAddress `json:"heldBack,omitempty"`
 }
 
 // LoadBalancerNodeAnnouncement is one node's report of the LoadBalancer

@@ -16,4 +16,8 @@ const (
 	// ServiceReasonNoCandidate: a node stopped answering for an address
 	// and no node may take it over (condition False).
 	ServiceReasonNoCandidate = "NoCandidate"
+	// ServiceReasonPeersUnheard: no node answers for an address, and
+	// nodes hold it back because they hear no L2 peer while others are
+	// Ready (condition False); the heartbeats are likely filtered.
+	ServiceReasonPeersUnheard = "PeersUnheard"
 )

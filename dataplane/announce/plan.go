@@ -51,6 +51,8 @@ type addrPlan struct {
 	// announcement and, under Local, with a usable endpoint of every
 	// Local Service on the address.
 	candidates []string
+	// ready are the candidates whose Node is Ready.
+	ready []string
 }
 
 // plan is what this node may announce.
@@ -69,11 +71,14 @@ type plan struct {
 	// peerAnnouncements name the announcement each peer comes from (the
 	// first by name), for the Events about it.
 	peerAnnouncements map[netip.Addr]string
+	// internalIPs are every node's InternalIPs, for the L2 segments' UDP
+	// liveness path.
+	internalIPs map[string][]netip.Addr
 }
 
 // makePlan decides what this node may announce. Pure.
 func makePlan(w world) plan {
-	p := plan{l2Interfaces: map[string][]string{}, peerAnnouncements: map[netip.Addr]string{}}
+	p := plan{l2Interfaces: map[string][]string{}, peerAnnouncements: map[netip.Addr]string{}, internalIPs: internalIPs(w.nodes)}
 	w.byKey = make(map[types.NamespacedName]*corev1.Service, len(w.services))
 	for _, svc := range w.services {
 		w.byKey[client.ObjectKeyFromObject(svc)] = svc
@@ -113,6 +118,7 @@ func makePlan(w world) plan {
 			l2p := ap
 			l2p.announcement = a
 			l2p.candidates = candidates(w, a, ap.services)
+			l2p.ready = readyOf(w.nodes, l2p.candidates)
 			p.l2 = append(p.l2, l2p)
 		}
 		if a := firstCovering(mine[svcnetv1alpha1.AnnouncementModeBGP], ap, w); a != nil {
@@ -214,6 +220,39 @@ func candidates(w world, a *announcementpolicy.Announcement, services []types.Na
 	return out
 }
 
+// readyOf are the nodes of names whose Node is Ready, sorted as names.
+func readyOf(nodes []*corev1.Node, names []string) []string {
+	var out []string
+	for _, name := range names {
+		if n := findNode(nodes, name); n != nil && nodeReady(n) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// internalIPs are the nodes' InternalIPs, by node name.
+func internalIPs(nodes []*corev1.Node) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				out[n.Name] = append(out[n.Name], ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
 func hasLocalEndpoint(slices []*discoveryv1.EndpointSlice, node string) bool {
 	for _, s := range slices {
 		for _, ep := range s.Endpoints {
@@ -237,7 +276,25 @@ func (p plan) segmentWants(anns []string) []l2.Want {
 	var out []l2.Want
 	for _, ap := range p.l2 {
 		if slices.Contains(anns, ap.announcement.Name) {
-			out = append(out, l2.Want{Addr: ap.addr, Announcement: ap.announcement.Name, Candidates: ap.candidates, Election: ap.announcement.Election})
+			out = append(out, l2.Want{Addr: ap.addr, Announcement: ap.announcement.Name, Candidates: ap.candidates, Election: ap.announcement.Election, Ready: ap.ready})
+		}
+	}
+	return out
+}
+
+// segmentPeers are the InternalIPs of the nodes that are candidates for
+// an address of the segment on an interface whose announcements are
+// anns: where its UDP liveness path sends.
+func (p plan) segmentPeers(anns []string) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	for _, ap := range p.l2 {
+		if !slices.Contains(anns, ap.announcement.Name) {
+			continue
+		}
+		for _, c := range ap.candidates {
+			if ips, ok := p.internalIPs[c]; ok {
+				out[c] = ips
+			}
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,8 @@ const (
 	EventInterfaceNotFound = "InterfaceNotFound"
 	EventPasswordNotFound  = "BGPPasswordNotFound"
 	EventBadRouterID       = "InvalidBGPRouterID"
+	EventPeersUnheard      = "L2PeersUnheard"
+	EventPeersHeard        = "L2PeersHeard"
 )
 
 // reportRetryInterval is how soon a report the API server refused is
@@ -72,6 +75,13 @@ type reportWriter struct {
 	left  map[netip.Addr]addrPlan
 	queue []l2Change
 	wake  chan struct{}
+	// holding are the addresses the segments hold back (l2.Segment.HeldBack),
+	// with the interface and since when; heldEvents the Events about it
+	// to record.
+	holding    map[netip.Addr]heldAddr
+	heldEvents []heldEvent
+	// livenessPort is the UDP path's port, for the Events' advice.
+	livenessPort int
 
 	// Only run's goroutine uses these.
 	answered  map[netip.Addr]svcnetv1alpha1.L2AnsweredAddress
@@ -97,6 +107,17 @@ type l2Change struct {
 	gap    time.Duration
 }
 
+type heldAddr struct {
+	iface string
+	since time.Time
+}
+
+// heldEvent is a segment starting (addrs) or ceasing to hold back.
+type heldEvent struct {
+	iface string
+	addrs []netip.Addr
+}
+
 type announcedEvent struct {
 	services []svcnetv1alpha1.ServiceReference
 	message  string
@@ -104,7 +125,7 @@ type announcedEvent struct {
 
 func newReportWriter(c client.Client, api, services client.Reader, rec events.EventRecorder, node string, log logr.Logger) *reportWriter {
 	return &reportWriter{client: c, api: api, services: services, recorder: rec, node: node, log: log, clock: clock.RealClock{},
-		plan: map[netip.Addr]addrPlan{}, left: map[netip.Addr]addrPlan{}, wake: make(chan struct{}, 1),
+		plan: map[netip.Addr]addrPlan{}, left: map[netip.Addr]addrPlan{}, wake: make(chan struct{}, 1), holding: map[netip.Addr]heldAddr{},
 		answered: map[netip.Addr]svcnetv1alpha1.L2AnsweredAddress{}, withdrawn: map[netip.Addr]svcnetv1alpha1.L2WithdrawnAddress{}}
 }
 
@@ -152,6 +173,36 @@ func (w *reportWriter) l2Changed(c l2Change) {
 	}
 }
 
+// heldBack takes what a segment holds back now (all of it on iface; none
+// when addrs is empty); it never blocks. An Event is recorded on the Node
+// when the segment starts holding back and when it stops.
+func (w *reportWriter) heldBack(iface string, addrs []netip.Addr) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	was := false
+	for a, h := range w.holding {
+		if h.iface == iface {
+			was = true
+			if !slices.Contains(addrs, a) {
+				delete(w.holding, a)
+			}
+		}
+	}
+	for _, a := range addrs {
+		if _, ok := w.holding[a]; !ok {
+			w.holding[a] = heldAddr{iface: iface, since: now}
+		}
+	}
+	if was != (len(addrs) > 0) {
+		w.heldEvents = append(w.heldEvents, heldEvent{iface: iface, addrs: slices.Clone(addrs)})
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // run applies the queued changes and writes the report, at once when it
 // starts (to clear an earlier run's), and again after a failure.
 func (w *reportWriter) run(ctx context.Context) {
@@ -177,6 +228,7 @@ func (w *reportWriter) run(ctx context.Context) {
 			continue
 		}
 		w.recordAnnounced(ctx)
+		w.recordHeld(ctx)
 	}
 }
 
@@ -266,9 +318,68 @@ func (w *reportWriter) spec(ctx context.Context) (svcnetv1alpha1.LoadBalancerNod
 	for _, a := range w.withdrawn {
 		spec.Withdrawn = append(spec.Withdrawn, a)
 	}
+	spec.HeldBack = w.heldSpec()
 	slices.SortFunc(spec.Addresses, func(a, b svcnetv1alpha1.L2AnsweredAddress) int { return cmp.Compare(a.Address, b.Address) })
 	slices.SortFunc(spec.Withdrawn, func(a, b svcnetv1alpha1.L2WithdrawnAddress) int { return cmp.Compare(a.Address, b.Address) })
 	return spec, nil
+}
+
+// heldSpec are the report's held-back addresses, with their Services as
+// the plan has them now, sorted.
+func (w *reportWriter) heldSpec() []svcnetv1alpha1.L2HeldBackAddress {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []svcnetv1alpha1.L2HeldBackAddress
+	for a, h := range w.holding {
+		refs := serviceRefs(w.plan[a].services)
+		if len(refs) == 0 {
+			continue
+		}
+		out = append(out, svcnetv1alpha1.L2HeldBackAddress{Address: a.String(), Interface: h.iface, Services: refs,
+			Since: metav1.NewMicroTime(h.since.Truncate(time.Microsecond))})
+	}
+	slices.SortFunc(out, func(a, b svcnetv1alpha1.L2HeldBackAddress) int { return cmp.Compare(a.Address, b.Address) })
+	return out
+}
+
+// recordHeld records on the Node that a segment started or stopped
+// holding back addresses.
+func (w *reportWriter) recordHeld(ctx context.Context) {
+	w.mu.Lock()
+	pending := w.heldEvents
+	w.heldEvents = nil
+	w.mu.Unlock()
+	if w.recorder == nil || len(pending) == 0 {
+		return
+	}
+	var node corev1.Node
+	if err := w.api.Get(ctx, client.ObjectKey{Name: w.node}, &node); err != nil {
+		return
+	}
+	for _, e := range pending {
+		if len(e.addrs) == 0 {
+			w.recorder.Eventf(&node, nil, corev1.EventTypeNormal, EventPeersHeard, "Announce",
+				"node %s hears its L2 peers on %s again and answers for its addresses as elected", w.node, e.iface)
+			continue
+		}
+		w.recorder.Eventf(&node, nil, corev1.EventTypeWarning, EventPeersUnheard, "Announce", "%s", peersUnheardMessage(w.node, e, w.livenessPort))
+	}
+}
+
+// peersUnheardMessage says what a node holding back addresses does and
+// what to check.
+func peersUnheardMessage(node string, e heldEvent, port int) string {
+	path := "the UDP path is off (--announce-liveness-port=0)"
+	if port != 0 {
+		path = fmt.Sprintf("nor by UDP to port %d", port)
+	}
+	addrs := make([]string, 0, len(e.addrs))
+	for _, a := range e.addrs {
+		addrs = append(addrs, a.String())
+	}
+	return fmt.Sprintf("node %s hears no L2 peer on %s, neither by heartbeat frames (EtherType 0x88B5) %s, while other candidates are Ready: "+
+		"it does not answer for %s and leaves them to the first Ready candidate; let the heartbeats pass between the nodes",
+		node, e.iface, path, strings.Join(addrs, ", "))
 }
 
 // held tells whether one of the Services a withdrawal names still holds
@@ -305,7 +416,7 @@ func (w *reportWriter) flush(ctx context.Context) error {
 	err = w.api.Get(ctx, client.ObjectKey{Name: w.node}, report)
 	switch {
 	case apierrors.IsNotFound(err):
-		if len(spec.Addresses) == 0 && len(spec.Withdrawn) == 0 {
+		if len(spec.Addresses) == 0 && len(spec.Withdrawn) == 0 && len(spec.HeldBack) == 0 {
 			break // nothing to say, nothing said before
 		}
 		report = &svcnetv1alpha1.LoadBalancerNodeAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: w.node}, Spec: spec}

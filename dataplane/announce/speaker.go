@@ -120,6 +120,7 @@ func Setup(mgr manager.Manager, cfg Config, log logr.Logger) error {
 		segments: map[string]*segment{}, advertised: map[netip.Addr]bool{}, missing: map[string]bool{},
 	}
 	s.report.owns = s.owns
+	s.report.livenessPort = cfg.Options.LivenessPort
 	registerMetrics()
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.run(ctx, mgr.GetCache(), nodes) }))
 }
@@ -343,7 +344,7 @@ func (s *Speaker) syncL2(ctx context.Context, p plan, w world) error {
 			s.segments[iface] = seg
 		}
 		seg.anns = anns
-		seg.seg.SetWants(anns, p.segmentWants(anns))
+		seg.seg.SetWants(anns, p.segmentWants(anns), p.segmentPeers(anns))
 	}
 	return errors.Join(errs...)
 }
@@ -352,7 +353,8 @@ func (s *Speaker) startSegment(ctx context.Context, iface string) (*segment, err
 	seg, err := l2.Open(l2.Config{
 		Node: s.cfg.Node, Interface: iface, NetNS: s.cfg.NetNS,
 		Interval: s.cfg.Options.HeartbeatInterval, DeadAfter: s.cfg.Options.DeadAfter,
-		Incarnation: rand.Uint64(), Log: s.log.WithName("l2"), OnChange: s.segmentChanged,
+		Incarnation: rand.Uint64(), Log: s.log.WithName("l2"), OnChange: s.segmentChanged, OnHold: s.segmentHolds,
+		LivenessPort: s.cfg.Options.LivenessPort,
 	})
 	if err != nil {
 		return nil, err
@@ -395,6 +397,18 @@ func (s *Speaker) segmentChanged(iface string, taken []l2.Takeover, released []n
 		s.report.l2Changed(l2Change{addr: a, iface: iface})
 	}
 	s.poke() // refresh the metrics
+}
+
+// segmentHolds is told by a segment the addresses it holds back because
+// it hears no peer while other candidates are Ready in the API.
+func (s *Speaker) segmentHolds(iface string, held []netip.Addr) {
+	if len(held) > 0 {
+		s.log.Info("Hearing no peer on the segment while other candidates are Ready: holding back addresses another node should answer for; are the heartbeats filtered?",
+			"interface", iface, "addresses", held, "livenessPort", s.cfg.Options.LivenessPort)
+	} else {
+		s.log.Info("No longer holding back addresses", "interface", iface)
+	}
+	s.report.heldBack(iface, held)
 }
 
 func (s *Speaker) reportMissing(ctx context.Context, anns []string, iface string, err error) {

@@ -42,21 +42,37 @@ var (
 // or NDP for them: only the segments answer).
 type l2Lab struct {
 	lab    *netlab.Lab
+	cfg    l2LabConfig
 	nodes  []*netlab.Node
 	client string
 	macs   map[string]string // node -> MAC
+	segs   map[string]*l2.Segment
 	stops  map[string]context.CancelFunc
 	log    logr.Logger
 }
 
-func newL2Lab(t *testing.T) *l2Lab {
+// l2LabConfig varies the lab's segments and fabric.
+type l2LabConfig struct {
+	// livenessPort turns the segments' UDP path on.
+	livenessPort int
+	// ready are the nodes the segments are told are Ready in the API.
+	ready []string
+	// dropFrames makes the fabric's bridge drop the heartbeat frames, as
+	// port security or a virtual switch that passes only IP and ARP.
+	dropFrames bool
+}
+
+// l2Nodes are the lab's node names.
+var l2Nodes = []string{"node1", "node2", "node3"}
+
+func newL2Lab(t *testing.T, cfg l2LabConfig) *l2Lab {
 	t.Helper()
 	lab, err := netlab.New(fmt.Sprintf("svcnet-l2%04d", rand.IntN(10000)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lab.Close)
-	l := &l2Lab{lab: lab, macs: map[string]string{}, stops: map[string]context.CancelFunc{},
+	l := &l2Lab{lab: lab, cfg: cfg, macs: map[string]string{}, segs: map[string]*l2.Segment{}, stops: map[string]context.CancelFunc{},
 		log: textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(testWriter{t}), textlogger.Verbosity(2)))}
 	for i := 1; i <= 3; i++ {
 		n, err := lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.60.%d/24", 10+i)), netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)))
@@ -91,6 +107,9 @@ func newL2Lab(t *testing.T) *l2Lab {
 	// The addresses are on the client's link: it asks the segment for them.
 	mustRun(t, lab, l.client, "ip", "route", "add", "192.168.61.0/24", "dev", "eth0")
 	mustRun(t, lab, l.client, "ip", "-6", "route", "add", "fd00:61::/64", "dev", "eth0")
+	if cfg.dropFrames {
+		dropHeartbeatFrames(t, lab)
+	}
 	for _, n := range l.nodes {
 		l.start(t, n)
 	}
@@ -120,17 +139,21 @@ func mustRun(t *testing.T, lab *netlab.Lab, ns string, argv ...string) {
 func (l *l2Lab) start(t *testing.T, n *netlab.Node) {
 	t.Helper()
 	seg, err := l2.Open(l2.Config{
-		Node: n.Name, Interface: "eth0", NetNS: netlab.Path(n.NetNS),
+		Node: n.Name, Interface: "eth0", NetNS: netlab.Path(n.NetNS), LivenessPort: l.cfg.livenessPort,
 		Interval: l2Interval, DeadAfter: l2DeadAfter, Incarnation: rand.Uint64(), Log: l.log.WithValues("node", n.Name),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"node1", "node2", "node3"}
+	peers := map[string][]netip.Addr{}
+	for _, o := range l.nodes {
+		peers[o.Name] = []netip.Addr{o.IP, netip.MustParseAddr(fmt.Sprintf("fd00:60::%d", o.IP.As4()[3]))}
+	}
 	seg.SetWants([]string{"l2"}, []l2.Want{
-		{Addr: vip4, Announcement: "l2", Candidates: names},
-		{Addr: vip6, Announcement: "l2", Candidates: names},
-	})
+		{Addr: vip4, Announcement: "l2", Candidates: l2Nodes, Ready: l.cfg.ready},
+		{Addr: vip6, Announcement: "l2", Candidates: l2Nodes, Ready: l.cfg.ready},
+	}, peers)
+	l.segs[n.Name] = seg
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { seg.Run(ctx); close(done) }()
@@ -194,7 +217,7 @@ func (l *l2Lab) neighbour(t *testing.T, addr netip.Addr) string {
 // without two nodes ever answering; a stopped agent hands over at once.
 func TestL2Announce(t *testing.T) {
 	requireKernel(t)
-	l := newL2Lab(t)
+	l := newL2Lab(t, l2LabConfig{})
 	for _, addr := range []netip.Addr{vip4, vip6} {
 		t.Run(map[bool]string{true: "IPv4-ARP", false: "IPv6-NDP"}[addr.Is4()], func(t *testing.T) {
 			src := netip.MustParseAddr("192.168.60.100")

@@ -35,11 +35,20 @@ type Config struct {
 	Interval, DeadAfter time.Duration
 	// Incarnation tells this run's heartbeats from an earlier run's.
 	Incarnation uint64
-	Log         logr.Logger
-	Clock       Clock
+	// LivenessPort, when not zero, is the UDP port of the second path the
+	// heartbeats take: unicast to each peer's address on the segment
+	// (SetWants), for where raw frames are filtered. A peer heard on
+	// either path is alive.
+	LivenessPort int
+	Log          logr.Logger
+	Clock        Clock
 	// OnChange is told, from the segment's goroutine, which addresses it
 	// took (and from whom, after how long) and which it let go.
 	OnChange func(iface string, taken []Takeover, released []netip.Addr)
+	// OnHold is told, from the segment's goroutine, the addresses it holds
+	// back because it hears no peer while other candidates are Ready in
+	// the API, each time that set changes (empty: holding back no more).
+	OnHold func(iface string, held []netip.Addr)
 }
 
 // Clock is the time a segment runs by (k8s.io/utils/clock's real and fake
@@ -60,6 +69,7 @@ type Segment struct {
 	link *netlink.Handle
 
 	hb, arp, ndp *packet.Conn
+	udp          *net.UDPConn // nil without a LivenessPort
 
 	wantsCh chan wantsUpdate
 	hbCh    chan received
@@ -67,6 +77,7 @@ type Segment struct {
 	mu    sync.RWMutex
 	owned map[netip.Addr]bool
 	peers int
+	held  []netip.Addr
 
 	// Owned by Run.
 	seq        uint32
@@ -77,16 +88,24 @@ type Segment struct {
 	upSince    time.Time
 	leaving    bool
 	asm        assembler
+	// udpPeers are the peers' addresses on the segment, for the UDP path.
+	udpPeers []peerAddr
 }
 
 type wantsUpdate struct {
 	announcements []string
 	wants         []Want
+	peers         map[string][]netip.Addr
 }
 
+// received is one heartbeat frame or datagram.
 type received struct {
-	hw    string
-	frame []byte
+	// key tells senders apart for reassembly: a MAC address, or "udp"
+	// and the source address.
+	key    string
+	src    netip.Addr // on the UDP path
+	viaUDP bool
+	frame  []byte
 }
 
 // Open opens the segment's sockets on its interface (inside cfg.NetNS).
@@ -114,6 +133,11 @@ func Open(cfg Config) (*Segment, error) {
 		if s.ndp, err = listenNDP(ifi); err != nil {
 			return fmt.Errorf("NDP socket: %w", err)
 		}
+		if cfg.LivenessPort != 0 {
+			if s.udp, err = listenUDP(cfg.Interface, cfg.LivenessPort); err != nil {
+				return fmt.Errorf("UDP liveness socket on port %d: %w", cfg.LivenessPort, err)
+			}
+		}
 		s.link, err = netns.NetlinkHandle(cfg.NetNS)
 		return err
 	})
@@ -131,15 +155,19 @@ func (s *Segment) Close() {
 			_ = c.Close()
 		}
 	}
+	if s.udp != nil {
+		_ = s.udp.Close()
+	}
 	if s.link != nil {
 		s.link.Close()
 	}
 }
 
-// SetWants gives the segment the announcements this node serves on it and
-// the addresses it may answer for.
-func (s *Segment) SetWants(announcements []string, wants []Want) {
-	u := wantsUpdate{announcements: slices.Sorted(slices.Values(announcements)), wants: wants}
+// SetWants gives the segment the announcements this node serves on it,
+// the addresses it may answer for, and the candidate peers' addresses
+// (their Nodes' InternalIPs) for the UDP path.
+func (s *Segment) SetWants(announcements []string, wants []Want, peers map[string][]netip.Addr) {
+	u := wantsUpdate{announcements: slices.Sorted(slices.Values(announcements)), wants: wants, peers: peers}
 	for {
 		select {
 		case s.wantsCh <- u:
@@ -158,6 +186,14 @@ func (s *Segment) Owned() []netip.Addr {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return slices.SortedFunc(maps.Keys(s.owned), func(a, b netip.Addr) int { return a.Compare(b) })
+}
+
+// HeldBack lists the addresses the segment holds back because it hears
+// no peer while other candidates are Ready in the API.
+func (s *Segment) HeldBack() []netip.Addr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.held)
 }
 
 // Peers is the number of live peers heard on the segment.
@@ -180,6 +216,9 @@ func (s *Segment) Run(ctx context.Context) {
 	go s.readHeartbeats()
 	go s.serveARP()
 	go s.serveNDP()
+	if s.udp != nil {
+		go s.readUDP()
+	}
 	tick := s.cfg.Clock.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	s.checkLink()
@@ -201,6 +240,7 @@ func (s *Segment) Run(ctx context.Context) {
 		case u := <-s.wantsCh:
 			s.wants = u
 			s.claims.want(u.wants)
+			s.refreshUDPPeers()
 			s.decide()
 		}
 	}
@@ -215,6 +255,7 @@ func (s *Segment) checkLink() {
 		a := l.Attrs()
 		up = a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown && a.OperState != netlink.OperLowerLayerDown && a.OperState != netlink.OperNotPresent
 	}
+	s.refreshUDPPeers()
 	if up == s.up {
 		return
 	}
@@ -248,11 +289,35 @@ func (s *Segment) decide() {
 			delete(s.peerStates, name)
 		}
 	}
+	held := heldBack(v, s.wants.wants)
 	s.mu.Lock()
 	s.peers = live
 	current := maps.Clone(s.owned)
+	heldChanged := !slices.Equal(held, s.held)
+	s.held = held
 	s.mu.Unlock()
 	s.apply(decide(v, s.wants.wants, current))
+	if heldChanged && s.cfg.OnHold != nil {
+		s.cfg.OnHold(s.cfg.Interface, held)
+	}
+}
+
+// refreshUDPPeers recomputes where the UDP path sends: the wanted peers'
+// addresses in the interface's prefixes now.
+func (s *Segment) refreshUDPPeers() {
+	if s.udp == nil {
+		return
+	}
+	l, err := s.link.LinkByIndex(s.ifi.Index)
+	var onLink []netip.Prefix
+	if err == nil {
+		onLink, err = onLinkPrefixes(s.link, l)
+	}
+	if err != nil {
+		s.cfg.Log.V(4).Info("Reading the interface's addresses failed", "interface", s.cfg.Interface, "err", err)
+		return
+	}
+	s.udpPeers = udpPeers(s.cfg.Node, s.wants.peers, onLink)
 }
 
 // apply makes next the owned set: announces what it took, and after
@@ -306,6 +371,11 @@ func (s *Segment) sendHeartbeat() {
 		Node: s.cfg.Node, Incarnation: s.cfg.Incarnation, Seq: s.seq,
 		Ready: s.view().selfReady, Leaving: s.leaving, Announcements: s.wants.announcements, Claims: s.Owned(),
 	}
+	s.sendFrames(h)
+	s.sendUDP(h)
+}
+
+func (s *Segment) sendFrames(h *Heartbeat) {
 	frames, err := h.encode(s.ifi.MTU)
 	if err != nil {
 		s.cfg.Log.Error(err, "Encoding heartbeat")
@@ -330,20 +400,26 @@ func (s *Segment) readHeartbeats() {
 		if a, ok := from.(*packet.Addr); ok {
 			hw = a.HardwareAddr.String()
 		}
-		s.hbCh <- received{hw: hw, frame: append([]byte(nil), buf[:n]...)}
+		s.hbCh <- received{key: hw, frame: append([]byte(nil), buf[:n]...)}
 	}
 }
 
 func (s *Segment) receive(r received) {
-	h, err := s.asm.add(r.hw, r.frame)
+	h, err := s.asm.add(r.key, r.frame)
 	if err != nil || h == nil || h.Node == s.cfg.Node || !s.up {
+		return
+	}
+	if r.viaUDP && !fromPeer(s.udpPeers, r.src, h.Node) {
+		s.cfg.Log.V(4).Info("Ignoring a UDP heartbeat from an address that is not the node's", "interface", s.cfg.Interface, "peer", h.Node, "from", r.src)
 		return
 	}
 	p := s.peerStates[h.Node]
 	if p == nil {
 		p = &peerState{}
 		s.peerStates[h.Node] = p
-		s.cfg.Log.V(2).Info("Heard peer", "interface", s.cfg.Interface, "peer", h.Node)
+		s.cfg.Log.V(2).Info("Heard peer", "interface", s.cfg.Interface, "peer", h.Node, "udp", r.viaUDP)
+	} else if p.stale(h) {
+		return // heard on the other path already
 	}
 	now := s.cfg.Clock.Now()
 	p.update(h, now)
