@@ -60,6 +60,9 @@ func reportServices(obj client.Object) []string {
 	for _, w := range r.Spec.Withdrawn {
 		add(w.Services)
 	}
+	for _, h := range r.Spec.HeldBack {
+		add(h.Services)
+	}
 	return out
 }
 
@@ -203,6 +206,8 @@ func announcedCondition(svc *corev1.Service, reports []svcnetv1alpha1.LoadBalanc
 		}
 	}
 
+	heldBy := heldBack(svc, held, reports)
+
 	parts := map[string]string{}
 	for addr, p := range messageParts(apimeta.FindStatusCondition(svc.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)) {
 		if held[addr] {
@@ -225,7 +230,10 @@ func announcedCondition(svc *corev1.Service, reports []svcnetv1alpha1.LoadBalanc
 	switch {
 	case len(parts) > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, svcnetv1alpha1.ServiceReasonL2
-		cond.Message = strings.Join(slices.Sorted(maps.Values(parts)), "; ")
+		cond.Message = strings.Join(append(slices.Sorted(maps.Values(parts)), heldBackNotes(heldBy)...), "; ")
+	case len(heldBy) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, svcnetv1alpha1.ServiceReasonPeersUnheard
+		cond.Message = strings.Join(heldBackNotes(heldBy), "; ")
 	case withdrawn != "":
 		cond.Status, cond.Reason = metav1.ConditionFalse, svcnetv1alpha1.ServiceReasonNoCandidate
 		cond.Message = announcementpolicy.NoCandidateMessage(withdrawn)
@@ -233,6 +241,36 @@ func announcedCondition(svc *corev1.Service, reports []svcnetv1alpha1.LoadBalanc
 		return cond, false
 	}
 	return cond, true
+}
+
+// heldBack are, by address the Service holds, the nodes that report it
+// held back (they hear no L2 peer while other candidates are Ready).
+func heldBack(svc *corev1.Service, held map[string]bool, reports []svcnetv1alpha1.LoadBalancerNodeAnnouncement) map[string][]string {
+	out := map[string][]string{}
+	for i := range reports {
+		for _, h := range reports[i].Spec.HeldBack {
+			a, err := netip.ParseAddr(h.Address)
+			if err != nil || !held[a.String()] || !namesService(h.Services, svc) {
+				continue
+			}
+			out[a.String()] = append(out[a.String()], fmt.Sprintf("%s (on %s)", reports[i].Name, h.Interface))
+		}
+	}
+	return out
+}
+
+// heldBackNotes are the condition's notes of the held-back addresses,
+// sorted. They begin with no address, so that messageParts never takes
+// one for an answered address's part.
+func heldBackNotes(heldBy map[string][]string) []string {
+	out := make([]string, 0, len(heldBy))
+	for addr, nodes := range heldBy {
+		slices.Sort(nodes)
+		out = append(out, fmt.Sprintf("held back from %s by %s: hearing no L2 peer while other candidates are Ready; are the heartbeats filtered?",
+			addr, strings.Join(nodes, ", ")))
+	}
+	slices.Sort(out)
+	return out
 }
 
 func namesService(refs []svcnetv1alpha1.ServiceReference, svc *corev1.Service) bool {

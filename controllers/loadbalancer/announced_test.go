@@ -45,6 +45,12 @@ func withdrew(addr string, since int) func(*svcnetv1alpha1.LoadBalancerNodeAnnou
 	}
 }
 
+func holds(addr, iface string) func(*svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
+	return func(s *svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
+		s.HeldBack = append(s.HeldBack, svcnetv1alpha1.L2HeldBackAddress{Address: addr, Interface: iface, Services: webRef, Since: at(1)})
+	}
+}
+
 func both(fs ...func(*svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec)) func(*svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
 	return func(s *svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec) {
 		for _, f := range fs {
@@ -56,6 +62,7 @@ func both(fs ...func(*svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec)) func(*sv
 // TestAnnouncedCondition: the manager's composition of the condition the
 // owners of each address used to write themselves.
 func TestAnnouncedCondition(t *testing.T) {
+	const heldNote1 = "held back from 192.168.240.1 by node-b (on eth0), node-c (on eth0): hearing no L2 peer while other candidates are Ready; are the heartbeats filtered?"
 	const noCandidate1 = "no node may announce 192.168.240.1 (none selected, or none with a ready endpoint under externalTrafficPolicy Local)"
 	trueCond := func(msg string) *metav1.Condition {
 		return &metav1.Condition{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: metav1.ConditionTrue, Reason: svcnetv1alpha1.ServiceReasonL2, Message: msg, ObservedGeneration: 3}
@@ -157,6 +164,30 @@ func TestAnnouncedCondition(t *testing.T) {
 			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
 				report("node-a", answers("192.168.240.1", "eth0", 1, svcnetv1alpha1.ServiceReference{Namespace: "other", Name: "web"})),
 			},
+		},
+		"filtered heartbeats, the first Ready node answers: True, the others' holding back noted": {
+			ingress: []string{"192.168.240.1"},
+			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
+				report("node-a", answers("192.168.240.1", "eth0", 1)),
+				report("node-c", holds("192.168.240.1", "eth0")),
+				report("node-b", holds("192.168.240.1", "eth0")),
+			},
+			want: trueCond("192.168.240.1 answered by node-a (ARP on eth0); " + heldNote1),
+		},
+		"the note does not stay once nobody holds back": {
+			ingress: []string{"192.168.240.1"},
+			current: trueCond("192.168.240.1 answered by node-a (ARP on eth0); " + heldNote1),
+			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{report("node-a", answers("192.168.240.1", "eth0", 1))},
+			want:    trueCond("192.168.240.1 answered by node-a (ARP on eth0)"),
+		},
+		"filtered heartbeats and no node answers: PeersUnheard": {
+			ingress: []string{"192.168.240.1"},
+			reports: []svcnetv1alpha1.LoadBalancerNodeAnnouncement{
+				report("node-b", holds("192.168.240.1", "eth0")),
+				report("node-c", holds("192.168.240.1", "eth0")),
+			},
+			want: &metav1.Condition{Type: svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced, Status: metav1.ConditionFalse, Reason: svcnetv1alpha1.ServiceReasonPeersUnheard,
+				Message: heldNote1, ObservedGeneration: 3},
 		},
 		"two addresses on two nodes, sorted": {
 			ingress: []string{"192.168.240.2", "192.168.240.1"},

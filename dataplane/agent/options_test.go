@@ -212,7 +212,7 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=1h", "--conntrack-tcp-be-liberal",
 				"--conntrack-udp-timeout=30s", "--kube-api-qps=50", "--kubeconfig=/k", "--master=https://10.0.0.1:6443",
 				"--oom-score-adj=-500", "--detect-local-mode=NodeCIDR",
-				"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s",
+				"--announce-heartbeat-interval=200ms", "--announce-dead-after=1s", "--announce-liveness-port=7000",
 				"--load-balancer-class=corp.example/lb", "--load-balancer-class-only",
 				"--api-bind-address=0.0.0.0:10300", "--api-tls-cert-file=/c", "--api-tls-private-key-file=/k", "--api-client-ca-file=/ca")...)
 			if err != nil {
@@ -237,7 +237,7 @@ func TestCompleteTypesEveryFlagOnce(t *testing.T) {
 				MetricsBindAddress: "127.0.0.1:10249",
 				PprofBindAddress:   "0",
 				API:                APIOptions{BindAddress: "0.0.0.0:10300", TLSCertFile: "/c", TLSKeyFile: "/k", ClientCAFile: "/ca"},
-				Announce: announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second,
+				Announce: announce.Options{Enabled: true, HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second, LivenessPort: 7000,
 					Serve: lbclass.Selection{Class: "corp.example/lb", Only: true}, SecretNamespace: announce.DefaultOptions().SecretNamespace},
 				Client:      ClientConfig{Kubeconfig: "/k", Master: "https://10.0.0.1:6443", QPS: 50},
 				OOMScoreAdj: -500,

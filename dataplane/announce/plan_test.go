@@ -3,6 +3,7 @@
 package announce
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -217,5 +218,55 @@ func TestPlanBGPPerAnnouncement(t *testing.T) {
 		if diff := cmp.Diff(want, g); diff != "" {
 			t.Errorf("node %s: plan (-want +got):\n%s", node, diff)
 		}
+	}
+}
+
+// TestPlanSegmentReadyAndPeers: a segment's wants name the candidates
+// whose Node is Ready, and its UDP path reaches the candidates'
+// InternalIPs, not those of nodes that are no candidate.
+func TestPlanSegmentReadyAndPeers(t *testing.T) {
+	node := func(name, ip string, ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeExternalIP, Address: "203.0.113.1"}}
+		if ready != "" {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		}
+		return n
+	}
+	w := world{
+		node: "n1",
+		nodes: []*corev1.Node{
+			node("n1", "192.168.60.11", corev1.ConditionTrue),
+			node("n2", "192.168.60.12", corev1.ConditionFalse),
+			node("n3", "192.168.60.13", corev1.ConditionTrue),
+			node("n4", "192.168.60.14", ""), // no condition yet: not Ready
+		},
+		serve:         lbclass.DefaultSelection(),
+		announcements: []*announcementpolicy.Announcement{compiled(t, "l2", "L2", "")},
+		pools:         announcementpolicy.Pools([]*svcnetv1alpha1.LoadBalancerIPPool{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{"192.168.240.0/24"}}}}),
+		services:      []*corev1.Service{lbSvc("local", "192.168.240.2", true)},
+		slices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{
+			{Namespace: "default", Name: "local"}: {slice("local", ep("n1", true, true, false), ep("n2", true, true, false), ep("n4", true, true, false))},
+		},
+	}
+	p := makePlan(w)
+	wants := p.segmentWants([]string{"l2"})
+	if len(wants) != 1 {
+		t.Fatalf("wants %v, want one", wants)
+	}
+	if diff := cmp.Diff([]string{"n1", "n2", "n4"}, wants[0].Candidates); diff != "" {
+		t.Errorf("candidates (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"n1"}, wants[0].Ready); diff != "" {
+		t.Errorf("ready (-want +got):\n%s", diff)
+	}
+	want := map[string][]netip.Addr{
+		"n1": {netip.MustParseAddr("192.168.60.11")}, "n2": {netip.MustParseAddr("192.168.60.12")}, "n4": {netip.MustParseAddr("192.168.60.14")},
+	}
+	if diff := cmp.Diff(want, p.segmentPeers([]string{"l2"}), cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+		t.Errorf("peers (-want +got):\n%s", diff)
+	}
+	if got := p.segmentPeers([]string{"other"}); len(got) != 0 {
+		t.Errorf("peers of a segment without the announcement: %v", got)
 	}
 }

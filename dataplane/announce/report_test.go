@@ -165,3 +165,60 @@ func TestReportFirstWriteClearsAnEarlierRun(t *testing.T) {
 		t.Errorf("addresses after the first write: %+v, want none", got.Spec.Addresses)
 	}
 }
+
+// TestReportHeldBack: addresses a segment holds back (it hears no peer
+// while other candidates are Ready) are in the report while it does,
+// with one Warning Event on the Node when it starts and one Normal Event
+// when it stops.
+func TestReportHeldBack(t *testing.T) {
+	ctx := context.Background()
+	addr := netip.MustParseAddr("192.168.240.1")
+	w, c, rec := newTestReportWriter(t, lbService("web", "192.168.240.1"))
+	w.livenessPort = 7947
+	web := types.NamespacedName{Namespace: "default", Name: "web"}
+	w.setPlan(plan{l2: []addrPlan{{addr: addr, services: []types.NamespacedName{web}, candidates: []string{"node-1", "node-2"}}}})
+
+	w.heldBack("eth0", []netip.Addr{addr})
+	w.heldBack("eth0", []netip.Addr{addr}) // the same again: no second Event
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.recordHeld(ctx)
+	want := svcnetv1alpha1.LoadBalancerNodeAnnouncementSpec{HeldBack: []svcnetv1alpha1.L2HeldBackAddress{{
+		Address: "192.168.240.1", Interface: "eth0", Services: []svcnetv1alpha1.ServiceReference{{Namespace: "default", Name: "web"}},
+		Since: metav1.NewMicroTime(reportEpoch),
+	}}}
+	if diff := cmp.Diff(want, readReport(t, c).Spec); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	wantEvent := "Warning L2PeersUnheard node node-2 hears no L2 peer on eth0, neither by heartbeat frames (EtherType 0x88B5) nor by UDP to port 7947, " +
+		"while other candidates are Ready: it does not answer for 192.168.240.1 and leaves them to the first Ready candidate; let the heartbeats pass between the nodes"
+	if diff := cmp.Diff([]string{wantEvent}, drain(rec)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	w.heldBack("eth0", nil)
+	if err := w.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.recordHeld(ctx)
+	if got := readReport(t, c).Spec.HeldBack; len(got) > 0 {
+		t.Errorf("still reported held back: %v", got)
+	}
+	if diff := cmp.Diff([]string{"Normal L2PeersHeard node node-2 hears its L2 peers on eth0 again and answers for its addresses as elected"}, drain(rec)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// drain takes the Events recorded so far.
+func drain(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}

@@ -134,8 +134,12 @@ func Open(cfg Config) (*Segment, error) {
 			return fmt.Errorf("NDP socket: %w", err)
 		}
 		if cfg.LivenessPort != 0 {
+			// Without it the frames still work where they pass, and the
+			// guard still keeps an isolated node from answering beside
+			// the others: no reason to answer nothing at all.
 			if s.udp, err = listenUDP(cfg.Interface, cfg.LivenessPort); err != nil {
-				return fmt.Errorf("UDP liveness socket on port %d: %w", cfg.LivenessPort, err)
+				cfg.Log.Error(err, "Heartbeats by frames only: the UDP liveness path cannot listen", "interface", cfg.Interface, "port", cfg.LivenessPort)
+				s.udp = nil
 			}
 		}
 		s.link, err = netns.NetlinkHandle(cfg.NetNS)
