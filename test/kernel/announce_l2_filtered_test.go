@@ -3,6 +3,9 @@
 package kernel
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -10,8 +13,16 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
+	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
@@ -165,4 +176,103 @@ func TestL2AnnounceFramesDropped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnnounceL2FramesDropped runs the agents end to end on a segment
+// that drops the heartbeat frames: with the UDP path (the agents'
+// default) one node answers, the first by rank, and the Service says so;
+// with the UDP port blocked too, the nodes hear nobody, the first Ready
+// node still answers alone, and the others report what they hold back
+// (their LoadBalancerNodeAnnouncement, a Warning Event on their Node,
+// a note in the Service's condition).
+func TestAnnounceL2FramesDropped(t *testing.T) {
+	requireKernel(t)
+	c, _ := startAnnounceCluster(t, false)
+	ctx := context.Background()
+	g := NewWithT(t)
+	for _, n := range c.nodes {
+		var node corev1.Node
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node)).To(Succeed())
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		g.Expect(c.env.Client.Status().Update(ctx, &node)).To(Succeed())
+	}
+	dropHeartbeatFrames(t, c.lab)
+	ann := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: "l2"},
+		Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeL2,
+			PoolSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "announce"}}}}
+	g.Expect(c.env.Client.Create(ctx, ann)).To(Succeed())
+	ns, err := c.env.Namespace(ctx, "announce")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, n := range c.nodes {
+		c.addPods(t, ns, "web", n, 1)
+	}
+	svc := webService(ns, "web")
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc = c.service(t, svc)
+	var addr netip.Addr
+	g.Eventually(func(g Gomega) { addr = lbAddress(g, c, svc) }).WithTimeout(converge).Should(Succeed())
+	w, err := watchSegment(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Close()
+	rank := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, l2Nodes)
+	outside := netlab.Client(c.client, time.Second)
+	served := func(g Gomega) {
+		_, err := netlab.Get(ctx, outside, "http://"+addr.String()+"/")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(announcedBy(g, c, svc)).To(Equal(rank[0]))
+	}
+
+	// The UDP path: the agents hear each other, one answers.
+	g.Eventually(served).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+	time.Sleep(4 * l2DeadAfter) // settled: any second answerer would show
+	g.Expect(w.Doubles()).To(BeEmpty(), "two nodes answered at once")
+	g.Expect(w.Current()).To(Equal(hwOf(t, c, rank[0])))
+	g.Expect(droppedFrames(t, c.lab)).To(BeNumerically(">", 0), "the bridge dropped no heartbeat frame: the test proves nothing")
+	// Heard by UDP: hearing nobody, the others would hold back.
+	var reports svcnetv1alpha1.LoadBalancerNodeAnnouncementList
+	g.Expect(c.env.Client.List(ctx, &reports)).To(Succeed())
+	for _, r := range reports.Items {
+		g.Expect(r.Spec.HeldBack).To(BeEmpty(), "%s holds back while the UDP path works", r.Name)
+	}
+
+	// The UDP port blocked too: nobody hears anybody; the guard.
+	mustRun(t, c.lab, c.lab.Fabric(), "nft", fmt.Sprintf("add rule bridge svcnet_test forward udp dport %d drop", announce.DefaultLivenessPort))
+	for _, name := range rank[1:] {
+		g.Eventually(func(g Gomega) {
+			var report svcnetv1alpha1.LoadBalancerNodeAnnouncement
+			g.Expect(c.env.Client.Get(ctx, client.ObjectKey{Name: name}, &report)).To(Succeed())
+			g.Expect(report.Spec.HeldBack).To(ContainElement(HaveField("Address", addr.String())))
+			var node corev1.Node
+			g.Expect(c.env.Client.Get(ctx, client.ObjectKey{Name: name}, &node)).To(Succeed())
+			events, err := c.env.Events(ctx, "svcnet-agent", node.UID, announce.EventPeersUnheard)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(events).NotTo(BeEmpty(), "no %s Event on %s", announce.EventPeersUnheard, name)
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed(), "node %s", name)
+	}
+	g.Eventually(func(g Gomega) {
+		served(g)
+		var got corev1.Service
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
+		cond := apimeta.FindStatusCondition(got.Status.Conditions, svcnetv1alpha1.ServiceConditionLoadBalancerAnnounced)
+		g.Expect(cond.Message).To(ContainSubstring("held back from " + addr.String()))
+	}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+	time.Sleep(4 * l2DeadAfter)
+	g.Expect(w.Current()).To(Equal(hwOf(t, c, rank[0])))
+	g.Expect(w.Doubles()).To(BeEmpty(), "two nodes answered at once")
+}
+
+// hwOf is the MAC address of node name's eth0.
+func hwOf(t *testing.T, c *cluster, name string) string {
+	t.Helper()
+	var hw string
+	if err := netns.Do(netlab.Path(nodeNamed(c, name).NetNS), func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err == nil {
+			hw = ifi.HardwareAddr.String()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return hw
 }

@@ -19,4 +19,22 @@
 // tells, for each address it takes, which node answered for it before, why
 // that node stopped and how long the address may have gone unanswered.
 // Nothing on the node's interfaces or addresses is changed.
+//
+// Where raw frames are filtered (port security, some virtual switches),
+// the same heartbeats also go as UDP datagrams to the candidate peers'
+// InternalIPs on the segment's prefixes (udp.go, Config.LivenessPort),
+// from a socket bound to the interface; a peer heard on either path is
+// alive, and the copy heard second is dropped by its sequence number.
+// hashicorp/memberlist was weighed and not taken: its round-robin probes
+// and Lifeguard suspicion (ProbeInterval 1 s, SuspicionMult 4, up to 6x
+// until confirmed) detect a death in seconds even tuned down, against
+// the 500 ms dead interval here, and its membership is cluster-wide
+// while claims are per segment and must be current at each heartbeat;
+// carrying them would have been this heartbeat over its transport.
+//
+// A node that hears no peer at all while other candidates are Ready in
+// the API (Want.Ready) holds back (holdsBack in owner.go): it answers
+// only if it is the first Ready candidate by rank, so filtered heartbeats
+// leave one answer per address instead of every node answering, and the
+// segment reports what it holds back (Config.OnHold, Segment.HeldBack).
 package l2
