@@ -618,6 +618,9 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		}
 		c.stop()
 	}
+	if err := annFramesDroppedRow(ctx, root, tries, &b); err != nil {
+		return "", err
+	}
 	b.WriteString(annNote)
 	return b.String(), nil
 }
