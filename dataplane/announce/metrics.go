@@ -40,6 +40,10 @@ var (
 		Name: "svcnet_announce_peers",
 		Help: "Live peers heard on each L2 interface.",
 	}, []string{"interface"})
+	metricHeldBack = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "svcnet_announce_held_back",
+		Help: "L2 addresses this node holds back on each interface because it hears no peer there while other candidates are Ready (heartbeats filtered?).",
+	}, []string{"interface"})
 	metricSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "svcnet_announce_bgp_session_up",
 		Help: "1 when the BGP session with the peer is established.",
@@ -63,7 +67,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(metricAddresses, metricOwned, metricTakeovers, metricFailover, metricLastFailover,
-			metricPeers, metricSessionUp, metricInterfaceMissing)
+			metricPeers, metricHeldBack, metricSessionUp, metricInterfaceMissing)
 	})
 }
 

@@ -36,7 +36,7 @@ const (
 	EventPasswordNotFound  = "BGPPasswordNotFound"
 	EventBadRouterID       = "InvalidBGPRouterID"
 	EventPeersUnheard      = "L2PeersUnheard"
-	EventPeersHeard        = "L2PeersHeard"
+	EventHoldBackEnded     = "L2HoldBackEnded"
 )
 
 // reportRetryInterval is how soon a report the API server refused is
@@ -358,8 +358,8 @@ func (w *reportWriter) recordHeld(ctx context.Context) {
 	}
 	for _, e := range pending {
 		if len(e.addrs) == 0 {
-			w.recorder.Eventf(&node, nil, corev1.EventTypeNormal, EventPeersHeard, "Announce",
-				"node %s hears its L2 peers on %s again and answers for its addresses as elected", w.node, e.iface)
+			w.recorder.Eventf(&node, nil, corev1.EventTypeNormal, EventHoldBackEnded, "Announce",
+				"node %s holds back no address on %s any more: it hears an L2 peer, no other candidate is Ready, or it is not answering there at all", w.node, e.iface)
 			continue
 		}
 		w.recorder.Eventf(&node, nil, corev1.EventTypeWarning, EventPeersUnheard, "Announce", "%s", peersUnheardMessage(w.node, e, w.livenessPort))

@@ -205,7 +205,7 @@ func TestReportHeldBack(t *testing.T) {
 	if got := readReport(t, c).Spec.HeldBack; len(got) > 0 {
 		t.Errorf("still reported held back: %v", got)
 	}
-	if diff := cmp.Diff([]string{"Normal L2PeersHeard node node-2 hears its L2 peers on eth0 again and answers for its addresses as elected"}, drain(rec)); diff != "" {
+	if diff := cmp.Diff([]string{"Normal L2HoldBackEnded node node-2 holds back no address on eth0 any more: it hears an L2 peer, no other candidate is Ready, or it is not answering there at all"}, drain(rec)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

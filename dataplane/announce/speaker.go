@@ -460,10 +460,12 @@ func (s *Speaker) updateMetrics(ctx context.Context) {
 	metricOwned.Reset()
 	metricAddresses.Reset()
 	metricPeers.Reset()
+	metricHeldBack.Reset()
 	for iface, seg := range s.segments {
 		owned := seg.seg.Owned()
 		metricAddresses.WithLabelValues("l2", iface).Set(float64(len(owned)))
 		metricPeers.WithLabelValues(iface).Set(float64(seg.seg.Peers()))
+		metricHeldBack.WithLabelValues(iface).Set(float64(len(seg.seg.HeldBack())))
 		for _, a := range owned {
 			metricOwned.WithLabelValues(a.String(), "l2").Set(1)
 		}
