@@ -66,7 +66,7 @@ type view struct {
 // heartbeat heard again on the other path (frame and UDP), or an older
 // one overtaken on the way. Sequence numbers compare as serial numbers.
 func (p *peerState) stale(h *Heartbeat) bool {
-	return p.incarnation == h.Incarnation && int32(h.Seq-p.seq) <= 0 //nolint:gosec // serial arithmetic wraps on purpose
+	return p.incarnation == h.Incarnation && int32(h.Seq-p.seq) <= 0
 }
 
 // alive tells whether a peer was heard within the dead interval.

@@ -88,8 +88,10 @@ type Segment struct {
 	upSince    time.Time
 	leaving    bool
 	asm        assembler
-	// udpPeers are the peers' addresses on the segment, for the UDP path.
-	udpPeers []peerAddr
+	// udpPeers are the peers' addresses on the segment, for the UDP path,
+	// as of udpRefreshed.
+	udpPeers     []peerAddr
+	udpRefreshed time.Time
 }
 
 type wantsUpdate struct {
@@ -259,7 +261,9 @@ func (s *Segment) checkLink() {
 		a := l.Attrs()
 		up = a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown && a.OperState != netlink.OperLowerLayerDown && a.OperState != netlink.OperNotPresent
 	}
-	s.refreshUDPPeers()
+	if up && s.cfg.Clock.Since(s.udpRefreshed) >= udpRefreshInterval {
+		s.refreshUDPPeers()
+	}
 	if up == s.up {
 		return
 	}
@@ -306,12 +310,18 @@ func (s *Segment) decide() {
 	}
 }
 
+// udpRefreshInterval is how often the segment looks at its interface's
+// addresses again for the UDP path, besides at each change of its wants:
+// listing them takes a dump of the node's addresses.
+const udpRefreshInterval = 5 * time.Second
+
 // refreshUDPPeers recomputes where the UDP path sends: the wanted peers'
 // addresses in the interface's prefixes now.
 func (s *Segment) refreshUDPPeers() {
 	if s.udp == nil {
 		return
 	}
+	s.udpRefreshed = s.cfg.Clock.Now()
 	l, err := s.link.LinkByIndex(s.ifi.Index)
 	var onLink []netip.Prefix
 	if err == nil {

@@ -121,7 +121,7 @@ func (s *Segment) sendUDP(h *Heartbeat) {
 		return
 	}
 	for _, p := range s.udpPeers {
-		to := netip.AddrPortFrom(p.addr, uint16(s.cfg.LivenessPort)) //nolint:gosec // Validate keeps the port in range
+		to := netip.AddrPortFrom(p.addr, uint16(s.cfg.LivenessPort))
 		for _, g := range grams {
 			if _, err := s.udp.WriteToUDPAddrPort(g, to); err != nil {
 				s.cfg.Log.V(4).Info("Sending heartbeat by UDP failed", "interface", s.cfg.Interface, "peer", p.node, "to", to, "err", err)
