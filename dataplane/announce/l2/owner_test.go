@@ -98,6 +98,14 @@ func TestDecide(t *testing.T) {
 			self: second, selfReady: true,
 			wants: []Want{{Addr: addr, Announcement: "l2", Candidates: []string{second, third}, Ready: []string{first, second, third}}}, answer: true,
 		},
+		"hearing nobody, the higher Ready node's agent said it was leaving long ago: takes": {
+			self: second, selfReady: true, wants: readyWant(first, second),
+			peers: map[string]*peerState{first: {heard: now.Add(-time.Hour), leaving: true, announcements: map[string]bool{"l2": true}}}, answer: true,
+		},
+		"hearing nobody, the higher Ready node's agent fell silent without a word: holds back": {
+			self: second, selfReady: true, wants: readyWant(first, second),
+			peers: map[string]*peerState{first: {heard: now.Add(-time.Hour), ready: true, announcements: map[string]bool{"l2": true}}},
+		},
 		"hearing any peer, even one serving nothing here: no holding back": {
 			self: second, selfReady: true, wants: readyWant(first, second, third),
 			peers: map[string]*peerState{third: {heard: now, ready: true, announcements: map[string]bool{"other": true}}}, answer: true,
