@@ -160,6 +160,7 @@ const AnnotationBGPRouterID = "svcnet.io/bgp-router-id"
 // BGPPeer is one router the nodes peer with.
 // +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.keepaliveTime) <= duration(self.holdTime)",message="keepaliveTime must not exceed holdTime"
 // +kubebuilder:validation:XValidation:rule="!has(self.sourceAddress) || !isIP(self.sourceAddress) || !isIP(self.address) || ip(self.sourceAddress).family() == ip(self.address).family()",message="sourceAddress must be of the address's IP family"
+// +kubebuilder:validation:XValidation:rule="!has(self.bfd) || !has(self.ebgpMultiHop)",message="bfd is single-hop (RFC 5881) and cannot be used with ebgpMultiHop"
 type BGPPeer struct {
 	// address is the peer's IP address.
 	// +kubebuilder:validation:MaxLength=45
@@ -179,7 +180,7 @@ type BGPPeer struct {
 
 	// holdTime is how long a session may stay silent before it is
 	// declared down and the node's routes withdrawn: the failover time
-	// when a node dies (svcnet runs no BFD). At least 3s. Unset: 90s.
+	// when a node dies, unless bfd is set. At least 3s. Unset: 90s.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('3s')",message="holdTime must be at least 3s"
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
@@ -231,6 +232,44 @@ type BGPPeer struct {
 	// Unset: every node of the announcement.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// bfd runs Bidirectional Forwarding Detection (RFC 5880, single hop
+	// as RFC 5881) beside the session, so that a dead link, node or
+	// router is found in receiveInterval/transmitInterval times
+	// detectMultiplier (900ms by default) rather than the hold time: the
+	// router must run BFD with the nodes too (FRR: neighbor X bfd) to
+	// drop a dead node's routes that fast, and each node resets its BGP
+	// session when BFD declares the peer down. Asynchronous mode only;
+	// the peer must be on a connected network (no ebgpMultiHop). Unset:
+	// no BFD.
+	// +optional
+	BFD *BGPPeerBFD `json:"bfd,omitempty"`
+}
+
+// BGPPeerBFD is the BFD a node runs with a BGP peer. The defaults and
+// bounds are those of MetalLB's BFDProfile.
+type BGPPeerBFD struct {
+	// receiveInterval is the shortest interval between BFD packets the
+	// nodes accept from the peer (10ms-60s). Unset: 300ms.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",message="receiveInterval must be between 10ms and 60s"
+	ReceiveInterval *metav1.Duration `json:"receiveInterval,omitempty"`
+
+	// transmitInterval is the interval the nodes would like to send BFD
+	// packets at (10ms-60s); the peer's receive interval may make it
+	// longer. While the session is not up, packets go once a second.
+	// Unset: 300ms.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",message="transmitInterval must be between 10ms and 60s"
+	TransmitInterval *metav1.Duration `json:"transmitInterval,omitempty"`
+
+	// detectMultiplier is how many intervals may pass without a packet
+	// from a node before the peer declares the session down (2-255).
+	// Unset: 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=255
+	DetectMultiplier int32 `json:"detectMultiplier,omitempty"`
 }
 
 // The Accepted condition of a LoadBalancerAnnouncement and its reasons.

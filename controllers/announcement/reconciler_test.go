@@ -146,6 +146,18 @@ var _ = Describe("LoadBalancerAnnouncement status", func() {
 			"a community is ASN:value or a well-known name":    func(b *svcnetv1alpha1.BGPAnnouncement) { b.Communities = []string{"no-such-community"} },
 			"a large community is global:local1:local2":        func(b *svcnetv1alpha1.BGPAnnouncement) { b.LargeCommunities = []string{"1:2"} },
 			"spec.bgp.localPreference":                         func(b *svcnetv1alpha1.BGPAnnouncement) { b.LocalPreference = ptr.To[int64](-1) },
+			"bfd is single-hop (RFC 5881)": func(b *svcnetv1alpha1.BGPAnnouncement) {
+				b.Peers[0].EBGPMultiHop, b.Peers[0].BFD = 2, &svcnetv1alpha1.BGPPeerBFD{}
+			},
+			"receiveInterval must be between 10ms and 60s": func(b *svcnetv1alpha1.BGPAnnouncement) {
+				b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{ReceiveInterval: &metav1.Duration{Duration: time.Millisecond}}
+			},
+			"transmitInterval must be between 10ms and 60s": func(b *svcnetv1alpha1.BGPAnnouncement) {
+				b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{TransmitInterval: &metav1.Duration{Duration: 2 * time.Minute}}
+			},
+			"spec.bgp.peers[0].bfd.detectMultiplier": func(b *svcnetv1alpha1.BGPAnnouncement) {
+				b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{DetectMultiplier: 1}
+			},
 			"spec.bgp.peers[0].passwordSecretRef.name": func(b *svcnetv1alpha1.BGPAnnouncement) {
 				b.Peers[0].PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{}
 			},

@@ -60,7 +60,27 @@ type Peer struct {
 	// SourceAddress is the local address of the session; invalid for the
 	// kernel's choice.
 	SourceAddress netip.Addr
+	// BFD is the BFD session run beside the BGP one; zero for none.
+	BFD BFD
 }
+
+// BFD is a peer's BFD settings with defaults filled in; the zero value
+// is no BFD.
+type BFD struct {
+	ReceiveInterval, TransmitInterval time.Duration
+	DetectMultiplier                  uint8
+}
+
+// Enabled tells whether the peer runs BFD.
+func (b BFD) Enabled() bool { return b.DetectMultiplier != 0 }
+
+// The defaults of a peer's bfd, as MetalLB's BFDProfile's, and its bounds.
+const (
+	DefaultBFDInterval         = 300 * time.Millisecond
+	DefaultBFDDetectMultiplier = 3
+	MinBFDInterval             = 10 * time.Millisecond
+	MaxBFDInterval             = 60 * time.Second
+)
 
 // Announcement is a LoadBalancerAnnouncement with its selectors parsed.
 type Announcement struct {
@@ -225,6 +245,16 @@ func compileSession(p svcnetv1alpha1.BGPPeer, peer *Peer) error {
 		}
 		peer.EBGPMultiHop = uint8(p.EBGPMultiHop)
 	}
+	if p.BFD != nil {
+		b, err := compileBFD(p.BFD)
+		if err != nil {
+			return err
+		}
+		if peer.EBGPMultiHop != 0 {
+			return errors.New("bfd is single-hop (RFC 5881) and cannot be used with ebgpMultiHop")
+		}
+		peer.BFD = b
+	}
 	if p.SourceAddress != "" {
 		src, err := netip.ParseAddr(p.SourceAddress)
 		if err != nil {
@@ -236,6 +266,31 @@ func compileSession(p svcnetv1alpha1.BGPPeer, peer *Peer) error {
 		peer.SourceAddress = src
 	}
 	return nil
+}
+
+func compileBFD(b *svcnetv1alpha1.BGPPeerBFD) (BFD, error) {
+	out := BFD{ReceiveInterval: DefaultBFDInterval, TransmitInterval: DefaultBFDInterval, DetectMultiplier: DefaultBFDDetectMultiplier}
+	if b.ReceiveInterval != nil {
+		out.ReceiveInterval = b.ReceiveInterval.Duration
+	}
+	if b.TransmitInterval != nil {
+		out.TransmitInterval = b.TransmitInterval.Duration
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"receiveInterval", out.ReceiveInterval}, {"transmitInterval", out.TransmitInterval}} {
+		if d.d < MinBFDInterval || d.d > MaxBFDInterval {
+			return BFD{}, fmt.Errorf("bfd.%s %s is out of range %s-%s", d.name, d.d, MinBFDInterval, MaxBFDInterval)
+		}
+	}
+	if m := b.DetectMultiplier; m != 0 {
+		if m < 2 || m > 255 {
+			return BFD{}, fmt.Errorf("bfd.detectMultiplier %d is out of range 2-255", m)
+		}
+		out.DetectMultiplier = uint8(m)
+	}
+	return out, nil
 }
 
 // PeersOf are the peers a node the announcement selects opens sessions

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,35 @@ func TestCompileSessionSettings(t *testing.T) {
 		SourceAddress: netip.MustParseAddr("172.30.0.7")}
 	if diff := cmp.Diff(want, p, addrComparer); diff != "" {
 		t.Errorf("peer (-want +got):\n%s", diff)
+	}
+}
+
+func TestCompileBFD(t *testing.T) {
+	ms := func(n int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(n) * time.Millisecond} }
+	tests := map[string]struct {
+		bfd  *svcnetv1alpha1.BGPPeerBFD
+		want BFD
+	}{
+		"unset: no BFD":       {bfd: nil, want: BFD{}},
+		"empty: the defaults": {bfd: &svcnetv1alpha1.BGPPeerBFD{}, want: BFD{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3}},
+		"every field": {
+			bfd:  &svcnetv1alpha1.BGPPeerBFD{ReceiveInterval: ms(50), TransmitInterval: ms(100), DetectMultiplier: 5},
+			want: BFD{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 5},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a, err := Compile(bgpAnn(func(b *svcnetv1alpha1.BGPAnnouncement) { b.Peers[0].BFD = tc.bfd }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, a.Peers[0].BFD); diff != "" {
+				t.Errorf("bfd (-want +got):\n%s", diff)
+			}
+			if a.Peers[0].BFD.Enabled() != (tc.bfd != nil) {
+				t.Errorf("Enabled() = %v with bfd %v", a.Peers[0].BFD.Enabled(), tc.bfd)
+			}
+		})
 	}
 }
 
@@ -83,6 +113,19 @@ func TestCompileRejects(t *testing.T) {
 		"empty secret name": {func(b *svcnetv1alpha1.BGPAnnouncement) {
 			b.Peers[0].PasswordSecretRef = &svcnetv1alpha1.BGPPasswordSecretRef{}
 		}, "passwordSecretRef.name"},
+		"bfd receive interval under 10ms": {func(b *svcnetv1alpha1.BGPAnnouncement) {
+			b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{ReceiveInterval: &metav1.Duration{Duration: time.Millisecond}}
+		}, "bfd.receiveInterval 1ms is out of range"},
+		"bfd transmit interval over 60s": {func(b *svcnetv1alpha1.BGPAnnouncement) {
+			b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{TransmitInterval: &metav1.Duration{Duration: time.Minute + time.Second}}
+		}, "bfd.transmitInterval 1m1s is out of range"},
+		"bfd multiplier 1": {func(b *svcnetv1alpha1.BGPAnnouncement) {
+			b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{DetectMultiplier: 1}
+		}, "bfd.detectMultiplier 1 is out of range"},
+		"bfd with multihop": {func(b *svcnetv1alpha1.BGPAnnouncement) {
+			b.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{}
+			b.Peers[0].EBGPMultiHop = 2
+		}, "single-hop"},
 		"bad peer nodeSelector": {func(b *svcnetv1alpha1.BGPAnnouncement) {
 			b.Peers[0].NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Near"}}}
 		}, "bgp.peers[0]: nodeSelector"},
