@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce/bfd"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
 )
 
@@ -48,6 +49,14 @@ var (
 		Name: "svcnet_announce_bgp_session_up",
 		Help: "1 when the BGP session with the peer is established.",
 	}, []string{"peer"})
+	metricBFDSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "svcnet_announce_bfd_session_up",
+		Help: "1 when the BFD session with the BGP peer is Up, 0 otherwise; only peers with bfd set have one.",
+	}, []string{"peer"})
+	metricBFDTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svcnet_announce_bfd_session_transitions_total",
+		Help: "State changes of the BFD session with the BGP peer, by the state entered (AdminDown, Down, Init, Up).",
+	}, []string{"peer", "state"})
 	metricInterfaceMissing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "svcnet_announce_interface_missing",
 		Help: "1 when an L2 announcement names an interface this node lacks (it does not announce there).",
@@ -67,8 +76,31 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(metricAddresses, metricOwned, metricTakeovers, metricFailover, metricLastFailover,
-			metricPeers, metricHeldBack, metricSessionUp, metricInterfaceMissing)
+			metricPeers, metricHeldBack, metricSessionUp, metricBFDSessionUp, metricBFDTransitions, metricInterfaceMissing)
 	})
+}
+
+// observeBFDChange counts a BFD session's state change and sets its
+// gauge at once, without waiting for the next sync.
+func observeBFDChange(peer netip.Addr, _, to bfd.State, _ bfd.Diag) {
+	metricBFDTransitions.WithLabelValues(peer.String(), to.String()).Inc()
+	metricBFDSessionUp.WithLabelValues(peer.String()).Set(bfdUp(to))
+}
+
+func bfdUp(s bfd.State) float64 {
+	if s == bfd.StateUp {
+		return 1
+	}
+	return 0
+}
+
+// syncBFDSeries makes the BFD gauges those of the sessions: a peer
+// without BFD has none.
+func syncBFDSeries(sessions map[netip.Addr]bfd.State) {
+	metricBFDSessionUp.Reset()
+	for peer, st := range sessions {
+		metricBFDSessionUp.WithLabelValues(peer.String()).Set(bfdUp(st))
+	}
 }
 
 // failoverSeries are the addresses with failover series: each address

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce/bfd"
 	"github.com/svcnet-io/svcnet/dataplane/announce/l2"
 )
 
@@ -196,4 +197,43 @@ func failoverLines(a netip.Addr, r l2.MoveReason, v float64) string {
 	fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_sum{address=%q,reason=%q} %v\n", a, r, sum)
 	fmt.Fprintf(&sb, "svcnet_announce_failover_seconds_count{address=%q,reason=%q} %d\n", a, r, n)
 	return sb.String()
+}
+
+// TestBFDMetrics follows a session Down, Init, Up, Down and a sync that
+// no longer has it: the gauge says whether it is Up, the counter counts
+// each state entered, and a peer without BFD has no gauge.
+func TestBFDMetrics(t *testing.T) {
+	metricBFDSessionUp.Reset()
+	metricBFDTransitions.Reset()
+	t.Cleanup(func() { metricBFDSessionUp.Reset(); metricBFDTransitions.Reset() })
+	peer := netip.MustParseAddr("192.168.50.254")
+	for _, step := range [][2]bfd.State{{bfd.StateDown, bfd.StateInit}, {bfd.StateInit, bfd.StateUp}} {
+		observeBFDChange(peer, step[0], step[1], bfd.DiagNone)
+	}
+	const up = `
+# HELP svcnet_announce_bfd_session_up 1 when the BFD session with the BGP peer is Up, 0 otherwise; only peers with bfd set have one.
+# TYPE svcnet_announce_bfd_session_up gauge
+svcnet_announce_bfd_session_up{peer="192.168.50.254"} 1
+`
+	if err := testutil.CollectAndCompare(metricBFDSessionUp, strings.NewReader(up)); err != nil {
+		t.Error(err)
+	}
+	observeBFDChange(peer, bfd.StateUp, bfd.StateDown, bfd.DiagDetectionExpired)
+	const transitions = `
+# HELP svcnet_announce_bfd_session_transitions_total State changes of the BFD session with the BGP peer, by the state entered (AdminDown, Down, Init, Up).
+# TYPE svcnet_announce_bfd_session_transitions_total counter
+svcnet_announce_bfd_session_transitions_total{peer="192.168.50.254",state="Down"} 1
+svcnet_announce_bfd_session_transitions_total{peer="192.168.50.254",state="Init"} 1
+svcnet_announce_bfd_session_transitions_total{peer="192.168.50.254",state="Up"} 1
+`
+	if err := testutil.CollectAndCompare(metricBFDTransitions, strings.NewReader(transitions)); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(metricBFDSessionUp.WithLabelValues(peer.String())); got != 0 {
+		t.Errorf("svcnet_announce_bfd_session_up after Down = %v, want 0", got)
+	}
+	syncBFDSeries(map[netip.Addr]bfd.State{})
+	if n := testutil.CollectAndCount(metricBFDSessionUp); n != 0 {
+		t.Errorf("%d svcnet_announce_bfd_session_up series after the peer left, want 0", n)
+	}
 }

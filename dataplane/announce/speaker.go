@@ -155,7 +155,7 @@ func (s *Speaker) run(ctx context.Context, agentCache, nodeCache cache.Cache) er
 		return errors.New("the speaker's caches did not sync")
 	}
 	s.ifaceIPv4, _ = s.ifaces.firstIPv4()
-	s.bgp = bgp.New(bgp.Config{NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp")})
+	s.bgp = bgp.New(bgp.Config{NetNS: s.cfg.NetNS, Log: s.log.WithName("bgp"), OnBFDChange: observeBFDChange})
 	go s.report.run(ctx)
 	defer s.stopSegments()
 	tick := time.NewTicker(resyncPeriod)
@@ -487,6 +487,7 @@ func (s *Speaker) updateMetrics(ctx context.Context) {
 		}
 		metricSessionUp.WithLabelValues(peer.String()).Set(v)
 	}
+	syncBFDSeries(s.bgp.BFDSessions())
 }
 
 // owns tells whether some segment answers for a.

@@ -39,10 +39,10 @@ type Diag uint8
 
 // The diagnostics this implementation sets.
 const (
-	DiagNone              Diag = 0
-	DiagDetectionExpired  Diag = 1
-	DiagNeighborDown      Diag = 3
-	DiagAdminDown         Diag = 7
+	DiagNone             Diag = 0
+	DiagDetectionExpired Diag = 1
+	DiagNeighborDown     Diag = 3
+	DiagAdminDown        Diag = 7
 )
 
 // ControlPacket is a BFD Control packet without authentication.
@@ -55,8 +55,8 @@ type ControlPacket struct {
 	Multipoint bool
 	// AuthPresent is the A bit; such packets are discarded (no
 	// authentication here).
-	AuthPresent     bool
-	DetectMult      uint8
+	AuthPresent      bool
+	DetectMult       uint8
 	MyDisc, YourDisc uint32
 	// The intervals travel in microseconds.
 	DesiredMinTx, RequiredMinRx, RequiredMinEchoRx time.Duration
@@ -128,4 +128,18 @@ func Parse(b []byte) (ControlPacket, error) {
 		return ControlPacket{}, errors.New("bfd: both poll and final bits are set")
 	}
 	return p, nil
+}
+
+func (d Diag) String() string {
+	switch d {
+	case DiagNone:
+		return "None"
+	case DiagDetectionExpired:
+		return "ControlDetectionTimeExpired"
+	case DiagNeighborDown:
+		return "NeighborSignaledSessionDown"
+	case DiagAdminDown:
+		return "AdministrativelyDown"
+	}
+	return fmt.Sprintf("Diag(%d)", uint8(d))
 }

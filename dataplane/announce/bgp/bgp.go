@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/svcnet-io/svcnet/dataplane/announce/bfd"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 )
@@ -46,6 +47,9 @@ type Config struct {
 	// the agent inside the node's namespace for BGP.
 	NetNS string
 	Log   logr.Logger
+	// OnBFDChange, when set, hears of every state change of a peer's BFD
+	// session (for metrics); it must not block.
+	OnBFDChange bfd.ChangeFunc
 }
 
 // Speaker advertises a node's addresses to its peers.
@@ -58,6 +62,8 @@ type Speaker struct {
 	paths    map[netip.Addr]announcementpolicy.PathAttributes
 	started  bool
 	routerID netip.Addr
+	// bfd runs the BFD sessions of the peers that have BFD.
+	bfd *bfd.Manager
 }
 
 // Path is one address to advertise, with its announcement's attributes.
@@ -68,7 +74,9 @@ type Path struct {
 
 // New returns a speaker that starts GoBGP on its first Sync with peers.
 func New(cfg Config) *Speaker {
-	return &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]announcementpolicy.PathAttributes{}}
+	s := &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]announcementpolicy.PathAttributes{}}
+	s.bfd = bfd.NewManager(bfd.Options{NetNS: cfg.NetNS, Log: cfg.Log.WithName("bfd"), OnChange: s.bfdChanged})
+	return s
 }
 
 // Sync makes the speaker advertise exactly paths to exactly peers, as
@@ -150,7 +158,7 @@ func (s *Speaker) syncPeers(ctx context.Context, peers []announcementpolicy.Peer
 	}
 	var errs []error
 	for addr, have := range s.peers {
-		if w, ok := want[addr]; !ok || w != have {
+		if w, ok := want[addr]; !ok || withoutBFD(w) != withoutBFD(have) {
 			if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
 				errs = append(errs, fmt.Errorf("removing BGP peer %s: %w", addr, err))
 				continue
@@ -161,6 +169,8 @@ func (s *Speaker) syncPeers(ctx context.Context, peers []announcementpolicy.Peer
 	}
 	for addr, p := range want {
 		if _, ok := s.peers[addr]; ok {
+			// A change of BFD settings alone keeps the BGP session.
+			s.peers[addr] = p
 			continue
 		}
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
@@ -169,10 +179,64 @@ func (s *Speaker) syncPeers(ctx context.Context, peers []announcementpolicy.Peer
 		}
 		s.peers[addr] = p
 		s.cfg.Log.Info("Added BGP peer", "peer", addr, "asn", p.ASN, "localASN", p.LocalASN, "holdTime", p.HoldTime, "passive", p.Passive,
-			"password", p.PasswordSecret != "", "ebgpMultiHop", p.EBGPMultiHop, "sourceAddress", p.SourceAddress)
+			"password", p.PasswordSecret != "", "ebgpMultiHop", p.EBGPMultiHop, "sourceAddress", p.SourceAddress, "bfd", p.BFD.Enabled())
 	}
+	errs = append(errs, s.syncBFD())
 	return errors.Join(errs...)
 }
+
+// withoutBFD is p without its BFD settings, which GoBGP does not see.
+func withoutBFD(p announcementpolicy.Peer) announcementpolicy.Peer {
+	p.BFD = announcementpolicy.BFD{}
+	return p
+}
+
+// syncBFD runs a BFD session to each peer that asks for one, from the
+// session's source address.
+func (s *Speaker) syncBFD() error {
+	var peers []bfd.Peer
+	for _, p := range s.peers {
+		if !p.BFD.Enabled() {
+			continue
+		}
+		peers = append(peers, bfd.Peer{Addr: p.Address, Source: p.SourceAddress, Config: bfd.Config{
+			DesiredMinTx: p.BFD.TransmitInterval, RequiredMinRx: p.BFD.ReceiveInterval, DetectMult: p.BFD.DetectMultiplier,
+		}})
+	}
+	return s.bfd.Sync(peers)
+}
+
+// bfdChanged resets the BGP session of a peer whose BFD session went
+// Down from Up, so that it drops the peer's routes at once rather than
+// after the hold time; the router, running BFD too, drops this node's.
+func (s *Speaker) bfdChanged(peer netip.Addr, from, to bfd.State, diag bfd.Diag) {
+	if s.cfg.OnBFDChange != nil {
+		s.cfg.OnBFDChange(peer, from, to, diag)
+	}
+	if from != bfd.StateUp || to != bfd.StateDown {
+		return
+	}
+	// Not on the BFD session's goroutine: Sync may hold the lock while
+	// it stops sessions.
+	go s.resetPeer(peer, diag)
+}
+
+func (s *Speaker) resetPeer(peer netip.Addr, diag bfd.Diag) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.peers[peer]; !ok || !s.started {
+		return
+	}
+	err := s.srv.ResetPeer(context.Background(), &api.ResetPeerRequest{Address: peer.String(), Communication: "BFD session down: " + diag.String()})
+	if err != nil {
+		s.cfg.Log.Error(err, "Resetting the BGP session after BFD declared the peer down", "peer", peer)
+		return
+	}
+	s.cfg.Log.Info("Reset the BGP session: BFD declared the peer down", "peer", peer, "diag", diag.String())
+}
+
+// BFDSessions tells, per peer with BFD, the state of its BFD session.
+func (s *Speaker) BFDSessions() map[netip.Addr]bfd.State { return s.bfd.States() }
 
 // apiPeer is GoBGP's configuration of a peer: the family of its address,
 // graceful restart with the restart and forwarding bits set, its TCP-MD5
@@ -324,6 +388,7 @@ func (s *Speaker) stop(ctx context.Context) {
 		s.started = false
 		clear(s.peers)
 		clear(s.paths)
+		_ = s.bfd.Sync(nil)
 	}
 }
 

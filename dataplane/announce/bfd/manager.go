@@ -1,0 +1,348 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package bfd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+
+	"github.com/svcnet-io/svcnet/internal/platform/netns"
+)
+
+// Port is the destination port of single-hop BFD Control packets (RFC
+// 5881 §4).
+const Port = 3784
+
+// ttl is the TTL (hop limit) sent and required: a packet that crossed
+// a router has less (RFC 5881 §5).
+const ttl = 255
+
+// Source ports are taken from this range (RFC 5881 §4).
+const (
+	minSourcePort = 49152
+	maxSourcePort = 65535
+)
+
+// Peer is the remote end of a session.
+type Peer struct {
+	Addr netip.Addr
+	// Source is the local address to send from; invalid for the
+	// kernel's choice by route.
+	Source netip.Addr
+	Config Config
+}
+
+// ChangeFunc hears of every state change of a session. It runs on the
+// session's goroutine: it must not block for long.
+type ChangeFunc func(peer netip.Addr, from, to State, diag Diag)
+
+// Options are what a Manager needs.
+type Options struct {
+	// NetNS is the network namespace the sockets are made in; empty for
+	// the caller's own.
+	NetNS    string
+	Log      logr.Logger
+	OnChange ChangeFunc
+}
+
+// Manager runs one session per peer: a goroutine each with its own
+// sending socket, and one listener on port 3784 per IP family that hands
+// each received packet to its session.
+type Manager struct {
+	opts Options
+
+	mu        sync.Mutex
+	sessions  map[netip.Addr]*runner
+	byDisc    map[uint32]*runner
+	listeners map[bool]net.PacketConn // by IPv4
+}
+
+// NewManager returns a manager with no sessions.
+func NewManager(opts Options) *Manager {
+	return &Manager{opts: opts, sessions: map[netip.Addr]*runner{}, byDisc: map[uint32]*runner{}, listeners: map[bool]net.PacketConn{}}
+}
+
+// runner is one session and what drives it.
+type runner struct {
+	peer   Peer
+	disc   uint32
+	cancel context.CancelFunc
+	rx     chan ControlPacket
+	// state is the session's state for States, under Manager.mu.
+	state State
+}
+
+// Sync runs a session to each peer, stops those to peers no longer
+// there and restarts those whose peer changed. A peer whose sockets
+// cannot be opened is left out and returned in the error; Sync tries
+// again on its next call.
+func (m *Manager) Sync(peers []Peer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	want := map[netip.Addr]Peer{}
+	for _, p := range peers {
+		want[p.Addr] = p
+	}
+	for addr, r := range m.sessions {
+		if w, ok := want[addr]; !ok || w != r.peer {
+			m.stopLocked(r)
+		}
+	}
+	var errs []error
+	for addr, p := range want {
+		if _, ok := m.sessions[addr]; ok {
+			continue
+		}
+		if err := m.startLocked(p); err != nil {
+			errs = append(errs, fmt.Errorf("BFD session to %s: %w", addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// States are the sessions' states by peer.
+func (m *Manager) States() map[netip.Addr]State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[netip.Addr]State, len(m.sessions))
+	for a, r := range m.sessions {
+		out[a] = r.state
+	}
+	return out
+}
+
+// Close stops every session (each says AdminDown to its peer) and the
+// listeners.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.sessions {
+		m.stopLocked(r)
+	}
+	for v4, l := range m.listeners {
+		_ = l.Close()
+		delete(m.listeners, v4)
+	}
+}
+
+func (m *Manager) stopLocked(r *runner) {
+	r.cancel()
+	delete(m.sessions, r.peer.Addr)
+	delete(m.byDisc, r.disc)
+}
+
+func (m *Manager) startLocked(p Peer) error {
+	if err := m.listenLocked(p.Addr.Is4()); err != nil {
+		return err
+	}
+	conn, err := m.sender(p)
+	if err != nil {
+		return err
+	}
+	disc := rand.Uint32()
+	for disc == 0 || m.byDisc[disc] != nil {
+		disc = rand.Uint32()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{peer: p, disc: disc, cancel: cancel, rx: make(chan ControlPacket, 16), state: StateDown}
+	m.sessions[p.Addr], m.byDisc[disc] = r, r
+	go m.run(ctx, r, conn)
+	return nil
+}
+
+// sender is a session's socket: bound to the source address and a port
+// of 49152-65535, sending with TTL 255, inside the namespace.
+func (m *Manager) sender(p Peer) (*net.UDPConn, error) {
+	src := p.Source
+	if !src.IsValid() {
+		src = netip.IPv4Unspecified()
+		if p.Addr.Is6() {
+			src = netip.IPv6Unspecified()
+		}
+	}
+	network := "udp4"
+	if p.Addr.Is6() {
+		network = "udp6"
+	}
+	var conn *net.UDPConn
+	err := netns.Do(m.opts.NetNS, func() error {
+		var err error
+		for range 100 {
+			port := uint16(minSourcePort + rand.IntN(maxSourcePort-minSourcePort+1))
+			conn, err = net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, port)))
+			if err == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("binding a source port: %w", err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.Addr.Is4() {
+		err = ipv4.NewConn(conn).SetTTL(ttl)
+	} else {
+		err = ipv6.NewConn(conn).SetHopLimit(ttl)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("setting TTL %d: %w", ttl, err)
+	}
+	return conn, nil
+}
+
+// listenLocked opens the family's listener on port 3784 if it is not
+// open yet, asking the kernel for each packet's TTL (hop limit).
+func (m *Manager) listenLocked(v4 bool) error {
+	if m.listeners[v4] != nil {
+		return nil
+	}
+	network, addr := "udp6", fmt.Sprintf("[::]:%d", Port)
+	if v4 {
+		network, addr = "udp4", fmt.Sprintf("0.0.0.0:%d", Port)
+	}
+	var pc net.PacketConn
+	err := netns.Do(m.opts.NetNS, func() error {
+		var err error
+		pc, err = net.ListenPacket(network, addr)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	if v4 {
+		err = ipv4.NewPacketConn(pc).SetControlMessage(ipv4.FlagTTL, true)
+	} else {
+		err = ipv6.NewPacketConn(pc).SetControlMessage(ipv6.FlagHopLimit, true)
+	}
+	if err != nil {
+		_ = pc.Close()
+		return fmt.Errorf("asking for the TTL of packets on %s: %w", addr, err)
+	}
+	m.listeners[v4] = pc
+	go m.receive(pc, v4)
+	return nil
+}
+
+// receive reads a listener until it is closed, dropping packets whose
+// TTL is not 255 or that fail Parse's checks, and hands the others to
+// their session: by Your Discriminator, or by source address while it is
+// zero (RFC 5880 §6.8.6, RFC 5881 §3).
+func (m *Manager) receive(pc net.PacketConn, v4 bool) {
+	buf := make([]byte, 1500)
+	for {
+		n, hops, src, err := readPacket(pc, v4, buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if hops != ttl {
+			m.opts.Log.V(4).Info("Dropping BFD packet with a TTL under 255", "from", src, "ttl", hops)
+			continue
+		}
+		p, err := Parse(buf[:n])
+		if err != nil {
+			m.opts.Log.V(4).Info("Dropping BFD packet", "from", src, "reason", err.Error())
+			continue
+		}
+		m.mu.Lock()
+		r := m.byDisc[p.YourDisc]
+		if p.YourDisc == 0 {
+			r = m.sessions[src]
+		}
+		if r != nil && r.peer.Addr != src {
+			r = nil
+		}
+		m.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		select {
+		case r.rx <- p:
+		default:
+		}
+	}
+}
+
+func readPacket(pc net.PacketConn, v4 bool, buf []byte) (n, hops int, src netip.Addr, err error) {
+	var from net.Addr
+	if v4 {
+		var cm *ipv4.ControlMessage
+		n, cm, from, err = ipv4.NewPacketConn(pc).ReadFrom(buf)
+		if cm != nil {
+			hops = cm.TTL
+		}
+	} else {
+		var cm *ipv6.ControlMessage
+		n, cm, from, err = ipv6.NewPacketConn(pc).ReadFrom(buf)
+		if cm != nil {
+			hops = cm.HopLimit
+		}
+	}
+	if err != nil {
+		return 0, 0, netip.Addr{}, err
+	}
+	if u, ok := from.(*net.UDPAddr); ok {
+		src = u.AddrPort().Addr().Unmap()
+	}
+	return n, hops, src, nil
+}
+
+// run drives one session until ctx ends, then sends AdminDown once so
+// the peer does not count the stop as a failure.
+func (m *Manager) run(ctx context.Context, r *runner, conn *net.UDPConn) {
+	defer conn.Close()
+	log := m.opts.Log.WithValues("peer", r.peer.Addr)
+	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.peer.Addr, Port))
+	s := NewSession(r.peer.Config, r.disc, time.Now())
+	send := func(now time.Time) {
+		if p, ok := s.Transmit(now); ok {
+			if _, err := conn.WriteTo(p.Marshal(), dst); err != nil {
+				log.V(4).Info("Sending BFD packet failed", "err", err.Error())
+			}
+		}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		from := s.State()
+		select {
+		case <-ctx.Done():
+			s.Shutdown()
+			send(time.Now())
+			return
+		case p := <-r.rx:
+			s.Receive(time.Now(), p)
+		case <-timer.C:
+		}
+		now := time.Now()
+		s.Expire(now)
+		send(now)
+		if to := s.State(); to != from {
+			m.changed(r, from, to, s.Diag())
+		}
+		timer.Reset(time.Until(s.Next()))
+	}
+}
+
+func (m *Manager) changed(r *runner, from, to State, diag Diag) {
+	m.mu.Lock()
+	r.state = to
+	m.mu.Unlock()
+	m.opts.Log.Info("BFD session changed state", "peer", r.peer.Addr, "from", from.String(), "to", to.String(), "diag", diag.String())
+	if m.opts.OnChange != nil {
+		m.opts.OnChange(r.peer.Addr, from, to, diag)
+	}
+}
