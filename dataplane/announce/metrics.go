@@ -82,9 +82,9 @@ func registerMetrics() {
 
 // observeBFDChange counts a BFD session's state change and sets its
 // gauge at once, without waiting for the next sync.
-func observeBFDChange(peer netip.Addr, _, to bfd.State, _ bfd.Diag) {
-	metricBFDTransitions.WithLabelValues(peer.String(), to.String()).Inc()
-	metricBFDSessionUp.WithLabelValues(peer.String()).Set(bfdUp(to))
+func observeBFDChange(c bfd.Change) {
+	metricBFDTransitions.WithLabelValues(c.Peer.String(), c.To.String()).Inc()
+	metricBFDSessionUp.WithLabelValues(c.Peer.String()).Set(bfdUp(c.To))
 }
 
 func bfdUp(s bfd.State) float64 {

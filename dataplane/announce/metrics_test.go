@@ -208,7 +208,7 @@ func TestBFDMetrics(t *testing.T) {
 	t.Cleanup(func() { metricBFDSessionUp.Reset(); metricBFDTransitions.Reset() })
 	peer := netip.MustParseAddr("192.168.50.254")
 	for _, step := range [][2]bfd.State{{bfd.StateDown, bfd.StateInit}, {bfd.StateInit, bfd.StateUp}} {
-		observeBFDChange(peer, step[0], step[1], bfd.DiagNone)
+		observeBFDChange(bfd.Change{Peer: peer, From: step[0], To: step[1]})
 	}
 	const up = `
 # HELP svcnet_announce_bfd_session_up 1 when the BFD session with the BGP peer is Up, 0 otherwise; only peers with bfd set have one.
@@ -218,7 +218,7 @@ svcnet_announce_bfd_session_up{peer="192.168.50.254"} 1
 	if err := testutil.CollectAndCompare(metricBFDSessionUp, strings.NewReader(up)); err != nil {
 		t.Error(err)
 	}
-	observeBFDChange(peer, bfd.StateUp, bfd.StateDown, bfd.DiagDetectionExpired)
+	observeBFDChange(bfd.Change{Peer: peer, From: bfd.StateUp, To: bfd.StateDown, Diag: bfd.DiagDetectionExpired})
 	const transitions = `
 # HELP svcnet_announce_bfd_session_transitions_total State changes of the BFD session with the BGP peer, by the state entered (AdminDown, Down, Init, Up).
 # TYPE svcnet_announce_bfd_session_transitions_total counter

@@ -2,7 +2,8 @@
 
 // Package frr runs a real router, FRR from Debian's packages (unpacked
 // into bin/frr by hack/frr/build.sh, never installed), inside a network
-// namespace that `svcnet up` or a test made: zebra and bgpd with every
+// namespace that `svcnet up` or a test made: zebra, bgpd and, when a
+// neighbor has BFD, bfdd, with every
 // file (configuration, sockets, pid files, logs) in a state folder of
 // their own and no vty listening on TCP, peering with the simulated nodes
 // and installing the ECMP routes they advertise. It never starts anything
@@ -33,6 +34,20 @@ type Neighbor struct {
 	// packets whose TTL is under 256 minus it (GTSM, RFC 5082): a
 	// neighbor that sends with TTL 1 never gets a session.
 	TTLSecurityHops int
+	// BFD, when set, runs a BFD session with the neighbor (bfdd) that
+	// takes the BGP session down when it fails.
+	BFD *BFD
+}
+
+// BFD is a BFD profile of the router.
+type BFD struct {
+	ReceiveInterval, TransmitInterval time.Duration
+	DetectMultiplier                  int
+}
+
+// name is the profile's name in bfdd's configuration.
+func (b BFD) name() string {
+	return fmt.Sprintf("svcnet-%d-%d-%d", b.ReceiveInterval.Milliseconds(), b.TransmitInterval.Milliseconds(), b.DetectMultiplier)
 }
 
 // Config is one router.
@@ -59,7 +74,7 @@ type Router struct {
 
 // Available tells whether FRR is unpacked at root, and what to run if not.
 func Available(root string) error {
-	for _, p := range []string{"usr/lib/frr/zebra", "usr/lib/frr/bgpd", "usr/bin/vtysh"} {
+	for _, p := range []string{"usr/lib/frr/zebra", "usr/lib/frr/bgpd", "usr/lib/frr/bfdd", "usr/bin/vtysh"} {
 		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 			return fmt.Errorf("FRR is not unpacked in %s (run make frr): %w", root, err)
 		}
@@ -108,11 +123,48 @@ func Start(cfg Config) (*Router, error) {
 			return nil, fmt.Errorf("frr: zebra did not start (see %s)", filepath.Join(cfg.StateDir, "zebra.log"))
 		}
 	}
+	if cfg.hasBFD() {
+		if err := os.WriteFile(filepath.Join(cfg.StateDir, "bfdd.conf"), []byte(bfddConf(cfg)), 0o644); err != nil {
+			r.Stop()
+			return nil, err
+		}
+		if err := r.daemon("bfdd"); err != nil {
+			r.Stop()
+			return nil, err
+		}
+	}
 	if err := r.daemon("bgpd"); err != nil {
 		r.Stop()
 		return nil, err
 	}
 	return r, nil
+}
+
+func (cfg Config) hasBFD() bool {
+	for _, n := range cfg.Neighbors {
+		if n.BFD != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// bfddConf is bfdd's configuration: one profile per distinct setting of
+// the neighbors; bgpd asks bfdd for the sessions themselves.
+func bfddConf(cfg Config) string {
+	var b strings.Builder
+	b.WriteString("hostname svcnet-router\n!\nbfd\n")
+	seen := map[string]bool{}
+	for _, n := range cfg.Neighbors {
+		if n.BFD == nil || seen[n.BFD.name()] {
+			continue
+		}
+		seen[n.BFD.name()] = true
+		fmt.Fprintf(&b, " profile %s\n  receive-interval %d\n  transmit-interval %d\n  detect-multiplier %d\n exit\n",
+			n.BFD.name(), n.BFD.ReceiveInterval.Milliseconds(), n.BFD.TransmitInterval.Milliseconds(), n.BFD.DetectMultiplier)
+	}
+	b.WriteString("exit\n!\n")
+	return b.String()
 }
 
 func (r *Router) groupFile() string { return filepath.Join(r.cfg.StateDir, "group") }
@@ -147,8 +199,11 @@ func (r *Router) daemon(name string) error {
 		"-z", filepath.Join(d, "zserv.api"), "--vty_socket", d, "-P", "0",
 		"-u", "root", "-g", "root", "--log", "file:" + filepath.Join(d, name+".log"),
 	}
-	if name == "bgpd" {
+	switch name {
+	case "bgpd":
 		args = append(args, "-p", "179")
+	case "bfdd":
+		args = append(args, "--bfdctl", filepath.Join(d, "bfdd.sock"))
 	}
 	log, err := os.OpenFile(filepath.Join(d, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -201,6 +256,9 @@ func bgpdConf(cfg Config) string {
 		}
 		if n.TTLSecurityHops > 0 {
 			fmt.Fprintf(&b, " neighbor %s ttl-security hops %d\n", n.Addr, n.TTLSecurityHops)
+		}
+		if n.BFD != nil {
+			fmt.Fprintf(&b, " neighbor %s bfd\n neighbor %s bfd profile %s\n", n.Addr, n.Addr, n.BFD.name())
 		}
 	}
 	for _, af := range []string{"ipv4", "ipv6"} {

@@ -42,9 +42,30 @@ type Peer struct {
 	Config Config
 }
 
+// Change is a session's change of state.
+type Change struct {
+	Peer     netip.Addr
+	From, To State
+	// Diag is this end's diagnostic; RemoteDiag the one in the remote's
+	// last packet.
+	Diag, RemoteDiag Diag
+}
+
+// Failure tells whether the change is a failure of the path to the
+// peer, which should take down what BFD watches: an Up session Down
+// because no packet came for the detection time. A remote that says
+// Down is not taken for one: FRR's bfdd restarts a session (Down,
+// diagnostic "neighbor signaled session down") when bgpd hands it the
+// session's local address, which says nothing of the path, and a
+// remote that really lost this end resets its BGP session itself;
+// AdminDown is never a failure (RFC 5882 §3.2).
+func (c Change) Failure() bool {
+	return c.From == StateUp && c.To == StateDown && c.Diag == DiagDetectionExpired
+}
+
 // ChangeFunc hears of every state change of a session. It runs on the
 // session's goroutine: it must not block for long.
-type ChangeFunc func(peer netip.Addr, from, to State, diag Diag)
+type ChangeFunc func(Change)
 
 // Options are what a Manager needs.
 type Options struct {
@@ -220,28 +241,54 @@ func (m *Manager) listenLocked(v4 bool) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
+	// The wrapper remembers which control messages it asked for: reads
+	// go through the same one.
+	var read readFunc
 	if v4 {
-		err = ipv4.NewPacketConn(pc).SetControlMessage(ipv4.FlagTTL, true)
+		c := ipv4.NewPacketConn(pc)
+		err = c.SetControlMessage(ipv4.FlagTTL, true)
+		read = func(b []byte) (int, int, net.Addr, error) {
+			n, cm, from, err := c.ReadFrom(b)
+			if cm == nil {
+				return n, 0, from, err
+			}
+			return n, cm.TTL, from, err
+		}
 	} else {
-		err = ipv6.NewPacketConn(pc).SetControlMessage(ipv6.FlagHopLimit, true)
+		c := ipv6.NewPacketConn(pc)
+		err = c.SetControlMessage(ipv6.FlagHopLimit, true)
+		read = func(b []byte) (int, int, net.Addr, error) {
+			n, cm, from, err := c.ReadFrom(b)
+			if cm == nil {
+				return n, 0, from, err
+			}
+			return n, cm.HopLimit, from, err
+		}
 	}
 	if err != nil {
 		_ = pc.Close()
 		return fmt.Errorf("asking for the TTL of packets on %s: %w", addr, err)
 	}
 	m.listeners[v4] = pc
-	go m.receive(pc, v4)
+	go m.receive(read)
 	return nil
 }
+
+// readFunc reads one packet with its TTL (hop limit) and source.
+type readFunc func(b []byte) (n, hops int, from net.Addr, err error)
 
 // receive reads a listener until it is closed, dropping packets whose
 // TTL is not 255 or that fail Parse's checks, and hands the others to
 // their session: by Your Discriminator, or by source address while it is
 // zero (RFC 5880 §6.8.6, RFC 5881 §3).
-func (m *Manager) receive(pc net.PacketConn, v4 bool) {
+func (m *Manager) receive(read readFunc) {
 	buf := make([]byte, 1500)
 	for {
-		n, hops, src, err := readPacket(pc, v4, buf)
+		n, hops, from, err := read(buf)
+		var src netip.Addr
+		if u, ok := from.(*net.UDPAddr); ok {
+			src = u.AddrPort().Addr().Unmap()
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -276,30 +323,6 @@ func (m *Manager) receive(pc net.PacketConn, v4 bool) {
 	}
 }
 
-func readPacket(pc net.PacketConn, v4 bool, buf []byte) (n, hops int, src netip.Addr, err error) {
-	var from net.Addr
-	if v4 {
-		var cm *ipv4.ControlMessage
-		n, cm, from, err = ipv4.NewPacketConn(pc).ReadFrom(buf)
-		if cm != nil {
-			hops = cm.TTL
-		}
-	} else {
-		var cm *ipv6.ControlMessage
-		n, cm, from, err = ipv6.NewPacketConn(pc).ReadFrom(buf)
-		if cm != nil {
-			hops = cm.HopLimit
-		}
-	}
-	if err != nil {
-		return 0, 0, netip.Addr{}, err
-	}
-	if u, ok := from.(*net.UDPAddr); ok {
-		src = u.AddrPort().Addr().Unmap()
-	}
-	return n, hops, src, nil
-}
-
 // run drives one session until ctx ends, then sends AdminDown once so
 // the peer does not count the stop as a failure.
 func (m *Manager) run(ctx context.Context, r *runner, conn *net.UDPConn) {
@@ -331,18 +354,19 @@ func (m *Manager) run(ctx context.Context, r *runner, conn *net.UDPConn) {
 		s.Expire(now)
 		send(now)
 		if to := s.State(); to != from {
-			m.changed(r, from, to, s.Diag())
+			m.changed(r, Change{Peer: r.peer.Addr, From: from, To: to, Diag: s.Diag(), RemoteDiag: s.RemoteDiag()})
 		}
 		timer.Reset(time.Until(s.Next()))
 	}
 }
 
-func (m *Manager) changed(r *runner, from, to State, diag Diag) {
+func (m *Manager) changed(r *runner, c Change) {
 	m.mu.Lock()
-	r.state = to
+	r.state = c.To
 	m.mu.Unlock()
-	m.opts.Log.Info("BFD session changed state", "peer", r.peer.Addr, "from", from.String(), "to", to.String(), "diag", diag.String())
+	m.opts.Log.Info("BFD session changed state", "peer", c.Peer, "from", c.From.String(), "to", c.To.String(),
+		"diag", c.Diag.String(), "remoteDiag", c.RemoteDiag.String())
 	if m.opts.OnChange != nil {
-		m.opts.OnChange(r.peer.Addr, from, to, diag)
+		m.opts.OnChange(c)
 	}
 }

@@ -37,6 +37,7 @@ type Session struct {
 
 	remoteDisc       uint32
 	remoteState      State
+	remoteDiag       Diag
 	remoteMinRx      time.Duration
 	remoteDesiredTx  time.Duration
 	remoteDetectMult uint8
@@ -82,6 +83,10 @@ func (s *Session) State() State { return s.state }
 // Diag is why the session last went Down.
 func (s *Session) Diag() Diag { return s.diag }
 
+// RemoteDiag is the diagnostic of the remote's last packet: why it says
+// it went Down.
+func (s *Session) RemoteDiag() Diag { return s.remoteDiag }
+
 // LocalDisc is the session's own discriminator.
 func (s *Session) LocalDisc() uint32 { return s.localDisc }
 
@@ -106,7 +111,7 @@ func (s *Session) Receive(now time.Time, p ControlPacket) (sendNow bool) {
 	if p.AuthPresent || p.YourDisc != 0 && p.YourDisc != s.localDisc {
 		return false
 	}
-	s.remoteDisc, s.remoteState = p.MyDisc, p.State
+	s.remoteDisc, s.remoteState, s.remoteDiag = p.MyDisc, p.State, p.Diag
 	s.remoteMinRx, s.remoteDesiredTx, s.remoteDetectMult = p.RequiredMinRx, p.DesiredMinTx, p.DetectMult
 	if p.Final && s.polling {
 		s.polling, s.txInUse = false, s.desiredTx

@@ -224,3 +224,26 @@ func TestSessionTiming(t *testing.T) {
 		t.Error("Transmit() sent while the remote asks for no packets")
 	}
 }
+
+func TestChangeFailure(t *testing.T) {
+	cases := map[string]struct {
+		change Change
+		want   bool
+	}{
+		"detection time passed":          {Change{From: StateUp, To: StateDown, Diag: DiagDetectionExpired}, true},
+		"remote's detection time passed": {Change{From: StateUp, To: StateDown, Diag: DiagNeighborDown, RemoteDiag: DiagDetectionExpired}, false},
+		"remote restarted, FRR's way":    {Change{From: StateUp, To: StateDown, Diag: DiagNeighborDown, RemoteDiag: DiagNeighborDown}, false},
+		"remote restarted its session":   {Change{From: StateUp, To: StateDown, Diag: DiagNeighborDown, RemoteDiag: DiagNone}, false},
+		"remote AdminDown":               {Change{From: StateUp, To: StateDown, Diag: DiagNeighborDown, RemoteDiag: DiagAdminDown}, false},
+		"Init expired, never Up":         {Change{From: StateInit, To: StateDown, Diag: DiagDetectionExpired}, false},
+		"coming Up":                      {Change{From: StateInit, To: StateUp}, false},
+		"shut down here":                 {Change{From: StateUp, To: StateAdminDown, Diag: DiagAdminDown}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.change.Failure(); got != tc.want {
+				t.Errorf("Failure() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -206,19 +206,20 @@ func (s *Speaker) syncBFD() error {
 	return s.bfd.Sync(peers)
 }
 
-// bfdChanged resets the BGP session of a peer whose BFD session went
-// Down from Up, so that it drops the peer's routes at once rather than
-// after the hold time; the router, running BFD too, drops this node's.
-func (s *Speaker) bfdChanged(peer netip.Addr, from, to bfd.State, diag bfd.Diag) {
+// bfdChanged resets the BGP session of a peer whose BFD session failed
+// (bfd.Change.Failure), so that it drops the peer's routes at once
+// rather than after the hold time; the router, running BFD too, drops
+// this node's.
+func (s *Speaker) bfdChanged(c bfd.Change) {
 	if s.cfg.OnBFDChange != nil {
-		s.cfg.OnBFDChange(peer, from, to, diag)
+		s.cfg.OnBFDChange(c)
 	}
-	if from != bfd.StateUp || to != bfd.StateDown {
+	if !c.Failure() {
 		return
 	}
 	// Not on the BFD session's goroutine: Sync may hold the lock while
 	// it stops sessions.
-	go s.resetPeer(peer, diag)
+	go s.resetPeer(c.Peer, c.Diag)
 }
 
 func (s *Speaker) resetPeer(peer netip.Addr, diag bfd.Diag) {
@@ -251,6 +252,9 @@ func apiPeer(p announcementpolicy.Peer) *api.Peer {
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, LocalAsn: p.LocalASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{
 			HoldTime: uint64(p.HoldTime.Seconds()), KeepaliveInterval: uint64(max(1, p.KeepaliveTime.Seconds())), ConnectRetry: 1,
+			// After a reset (BFD found the peer dead), try again at once
+			// rather than after GoBGP's 30s.
+			IdleHoldTimeAfterReset: 1,
 		}},
 		Transport: &api.Transport{PassiveMode: p.Passive, RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{{
