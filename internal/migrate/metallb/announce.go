@@ -134,15 +134,16 @@ type peer struct {
 }
 
 // convertBGP makes BGP announcements of the BGPAdvertisements and the
-// BGPPeers they advertise to. svcnet has one local AS per announcement,
+// BGPPeers they advertise to, with the BFD of the BFDProfiles (by name)
+// the peers name. svcnet has one local AS per announcement,
 // where MetalLB has one per peer: an advertisement whose peers differ in
 // it becomes one announcement for each. aliases are the Community
 // objects' names of community values.
-func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], aliases map[string]string, pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
+func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSpec], profiles map[string]bfdProfileSpec, aliases map[string]string, pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) []svcnetv1alpha1.LoadBalancerAnnouncement {
 	peers := map[string]peer{}
 	var allPeers []string
 	for _, s := range peerSrcs {
-		if p, ok := convertPeer(s, warnings); ok {
+		if p, ok := convertPeer(s, profiles, warnings); ok {
 			peers[s.name] = p
 			allPeers = append(allPeers, s.name)
 		}
@@ -251,7 +252,7 @@ func warnAdvertisement(adv source[bgpAdvertisementSpec], warnings *[]Warning) {
 }
 
 // convertPeer turns a BGPPeer into svcnet's peer; false when it cannot be.
-func convertPeer(s source[bgpPeerSpec], warnings *[]Warning) (peer, bool) {
+func convertPeer(s source[bgpPeerSpec], profiles map[string]bfdProfileSpec, warnings *[]Warning) (peer, bool) {
 	w := func(field, reason string) {
 		*warnings = append(*warnings, Warning{Object: s.ref, Field: field, Reason: reason})
 	}
@@ -283,6 +284,7 @@ func convertPeer(s source[bgpPeerSpec], warnings *[]Warning) (peer, bool) {
 	convertTimers(spec, &p.spec, w)
 	convertPassword(s, &p.spec, w)
 	convertTransport(spec, p.localASN, addr, &p.spec, w)
+	convertBFD(spec, profiles, &p.spec, w)
 	p.spec.NodeSelector = single(s.ref, "spec.nodeSelectors", spec.NodeSelectors, "node", warnings)
 	warnPeer(spec, w)
 	return p, true
@@ -387,7 +389,6 @@ func warnPeer(spec bgpPeerSpec, w func(field, reason string)) {
 	}{
 		{spec.RouterID != "", "spec.routerID", "svcnet's router ID is per node, not per peer: the Node annotation " + svcnetv1alpha1.AnnotationBGPRouterID + ", else the node's IPv4 address; annotate the nodes that need this one"},
 		{spec.ConnectTime != nil, "spec.connectTime", "svcnet retries connecting every second"},
-		{spec.BFDProfile != "", "spec.bfdProfile", "svcnet runs no BFD: the peer notices a dead node after holdTime"},
 		{spec.VRF != "", "spec.vrf", "svcnet peers from the node's default VRF"},
 		{spec.DisableMP, "spec.disableMP", "svcnet has no such setting: each session carries its peer address's family only"},
 		{spec.DualStackAddressFamily, "spec.dualStackAddressFamily", "svcnet's sessions carry the peer address's family only: announce IPv6 addresses to an IPv6 peer"},

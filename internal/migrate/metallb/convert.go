@@ -77,6 +77,8 @@ type input struct {
 	// communities are the Community objects, whose aliases the
 	// BGPAdvertisements use.
 	communities []source[communitySpec]
+	// bfdProfiles are the BFDProfiles the BGPPeers name.
+	bfdProfiles []source[bfdProfileSpec]
 }
 
 // Convert turns MetalLB's objects into svcnet's. Objects of other groups
@@ -91,7 +93,12 @@ func Convert(objs []*unstructured.Unstructured) (Result, error) {
 	res.Pools = convertPools(in.pools, &res.Warnings)
 	anns := convertL2(in.l2, res.Pools, &res.Warnings)
 	aliases := communityAliases(in.communities, &res.Warnings)
-	anns = append(anns, convertBGP(in.bgp, in.peers, aliases, res.Pools, &res.Warnings)...)
+	warnBFDProfiles(in.bfdProfiles, &res.Warnings)
+	profiles := map[string]bfdProfileSpec{}
+	for _, p := range in.bfdProfiles {
+		profiles[p.name] = p.spec
+	}
+	anns = append(anns, convertBGP(in.bgp, in.peers, profiles, aliases, res.Pools, &res.Warnings)...)
 	anns = merge(anns, &res.Warnings)
 	limitPeers(anns, &res.Warnings)
 	nameUniquely(anns)
@@ -135,7 +142,7 @@ func decode(objs []*unstructured.Unstructured, warnings *[]Warning) (input, erro
 		case "BGPPeer":
 			in.peers, err = appendSource(in.peers, o, ref, warnings)
 		case "BFDProfile":
-			*warnings = append(*warnings, Warning{Object: ref, Reason: "svcnet runs no BFD: a peer notices a dead node after the peer's holdTime"})
+			in.bfdProfiles, err = appendSource(in.bfdProfiles, o, ref, warnings)
 		case "Community":
 			in.communities, err = appendSource(in.communities, o, ref, warnings)
 		case "ServiceL2Status", "ServiceBGPStatus", "ConfigurationState":
@@ -153,6 +160,7 @@ func decode(objs []*unstructured.Unstructured, warnings *[]Warning) (input, erro
 	slices.SortFunc(in.bgp, func(a, b source[bgpAdvertisementSpec]) int { return byName(a.name, b.name) })
 	slices.SortFunc(in.peers, func(a, b source[bgpPeerSpec]) int { return byName(a.name, b.name) })
 	slices.SortFunc(in.communities, func(a, b source[communitySpec]) int { return byName(a.name, b.name) })
+	slices.SortFunc(in.bfdProfiles, func(a, b source[bfdProfileSpec]) int { return byName(a.name, b.name) })
 	return in, nil
 }
 

@@ -390,13 +390,11 @@ spec:
     matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [either]}]
   bgp:
     localASN: 64600
-    peers: [{address: 10.0.0.1, asn: 64501, gracefulRestartTime: 0s}]
+    peers: [{address: 10.0.0.1, asn: 64501, gracefulRestartTime: 0s, bfd: {receiveInterval: 50ms}}]
 `,
 		warnings: []string{
-			"BFDProfile metallb-system/fast ",
 			"BGPAdvertisement metallb-system/either spec.peers",
 			"BGPPeer metallb-system/dynamic spec.dynamicASN",
-			"BGPPeer metallb-system/secure spec.bfdProfile",
 			"BGPPeer metallb-system/secure spec.connectTime",
 			"BGPPeer metallb-system/secure spec.localASN",
 			"BGPPeer metallb-system/secure spec.routerID",
@@ -405,6 +403,92 @@ spec:
 			"IPAddressPool metallb-system/either spec.addresses[2]",
 			"IPAddressPool metallb-system/either spec.serviceAllocation.serviceSelectors",
 			"L2Advertisement metallb-system/either spec.nodeSelectors",
+		},
+	},
+	"BGP peers' BFD profiles": {
+		metallb: `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: pool, namespace: metallb-system}
+spec: {addresses: [192.0.2.0/28]}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: a-full, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1, enableGracefulRestart: true, bfdProfile: full}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: b-defaults, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.2, enableGracefulRestart: true, bfdProfile: defaults}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: c-missing, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.3, enableGracefulRestart: true, bfdProfile: no-such}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: d-multihop, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.4, enableGracefulRestart: true, ebgpMultiHop: true, bfdProfile: full}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: e-out-of-range, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.5, enableGracefulRestart: true, bfdProfile: odd}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp, namespace: metallb-system}
+spec: {ipAddressPools: [pool]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: full, namespace: metallb-system}
+spec: {receiveInterval: 100, transmitInterval: 150, detectMultiplier: 4, echoMode: true, echoInterval: 50, passiveMode: true, minimumTtl: 250}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: defaults, namespace: metallb-system}
+spec: {minimumTtl: 254, echoMode: false, passiveMode: false}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: odd, namespace: metallb-system}
+spec: {receiveInterval: 5, transmitInterval: 70000, detectMultiplier: 1}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: pool, labels: {migrate.svcnet.io/metallb-pool: pool}}
+spec: {cidrs: [192.0.2.0/28]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: bgp}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [pool]}]
+  bgp:
+    localASN: 64500
+    peers:
+    - {address: 10.0.0.1, asn: 64501, bfd: {receiveInterval: 100ms, transmitInterval: 150ms, detectMultiplier: 4}}
+    - {address: 10.0.0.2, asn: 64501, bfd: {}}
+    - {address: 10.0.0.3, asn: 64501}
+    - {address: 10.0.0.4, asn: 64501, ebgpMultiHop: 255}
+    - {address: 10.0.0.5, asn: 64501, bfd: {}}
+`,
+		warnings: []string{
+			"BFDProfile metallb-system/full spec.echoInterval",
+			"BFDProfile metallb-system/full spec.echoMode",
+			"BFDProfile metallb-system/full spec.minimumTtl",
+			"BFDProfile metallb-system/full spec.passiveMode",
+			"BGPPeer metallb-system/c-missing spec.bfdProfile",
+			"BGPPeer metallb-system/d-multihop spec.bfdProfile",
+			"BGPPeer metallb-system/e-out-of-range spec.bfdProfile (BFDProfile odd)",
+			"BGPPeer metallb-system/e-out-of-range spec.bfdProfile (BFDProfile odd)",
+			"BGPPeer metallb-system/e-out-of-range spec.bfdProfile (BFDProfile odd)",
 		},
 	},
 	"BGP peers' passwords, multihop, source addresses and nodes": {

@@ -13,9 +13,9 @@ import (
 )
 
 // kinds are the kinds read from the cluster, each in the versions
-// MetalLB v0.16 serves, preferred first. BFDProfiles are read only to
-// say that they are not converted; Communities for the names they give
-// community values.
+// MetalLB v0.16 serves, preferred first. BFDProfiles are read for the
+// peers that name them; Communities for the names they give community
+// values.
 var kinds = [][]schema.GroupVersionKind{
 	{{Group: Group, Version: "v1beta1", Kind: "IPAddressPool"}},
 	{{Group: Group, Version: "v1beta1", Kind: "L2Advertisement"}},

@@ -86,3 +86,14 @@ type communityAlias struct {
 	Name  string `json:"name,omitempty"`
 	Value string `json:"value,omitempty"`
 }
+
+// bfdProfileSpec is a BFDProfile's: intervals in milliseconds.
+type bfdProfileSpec struct {
+	ReceiveInterval  *uint32 `json:"receiveInterval,omitempty"`
+	TransmitInterval *uint32 `json:"transmitInterval,omitempty"`
+	DetectMultiplier *uint32 `json:"detectMultiplier,omitempty"`
+	EchoInterval     *uint32 `json:"echoInterval,omitempty"`
+	EchoMode         *bool   `json:"echoMode,omitempty"`
+	PassiveMode      *bool   `json:"passiveMode,omitempty"`
+	MinimumTTL       *uint32 `json:"minimumTtl,omitempty"`
+}
