@@ -52,31 +52,71 @@ const (
 	annPoolCIDR  = "192.168.78.0/28"
 	annHoldTime  = 3 * time.Second
 	annKeepalive = annHoldTime / 3 // MetalLB's native BGP keeps this ratio, unsettable
+	// annBFDInterval and annBFDMultiplier are both ends' BFD in the
+	// "with BFD" rows: MetalLB's BFDProfile defaults.
+	annBFDInterval   = 300 * time.Millisecond
+	annBFDMultiplier = 3
 )
+
+// annSetup is one configuration of the failover benchmark, run on a
+// cluster of its own.
+type annSetup struct {
+	mode svcnetv1alpha1.AnnouncementMode
+	impl annImpl
+	// bfd runs BFD beside each BGP session: on the peer, and bfdd with
+	// neighbor X bfd on the router.
+	bfd bool
+	// framesDropped makes the fabric drop the L2 heartbeat frames.
+	framesDropped bool
+	// faults are the ways the carrier is killed: "kill" (its announcer
+	// SIGKILLed) and "link" (its link cut).
+	faults []string
+}
+
+func (s annSetup) name() string {
+	n := fmt.Sprintf("%s, %s", s.impl, s.mode)
+	if s.bfd {
+		n += " with BFD"
+	}
+	if s.framesDropped {
+		n += ", heartbeat frames dropped (UDP path)"
+	}
+	return n
+}
+
+// annSetups are the failover benchmark's configurations, svcnet's and
+// MetalLB's of a mode one after the other.
+var annSetups = []annSetup{
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annByMetalLB, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, framesDropped: true, faults: []string{"link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, bfd: true, faults: []string{"kill", "link"}},
+}
 
 type annCluster struct {
 	root, dir, kubeconfig string
-	mode                  svcnetv1alpha1.AnnouncementMode
-	impl                  annImpl
-	env                   *testenv.Env
-	lab                   *netlab.Lab
-	nodes                 []*netlab.Node
-	macs                  map[string]string
-	client, router        string
-	frr                   *frr.Router
-	agents                map[string]*proc
-	speakers              map[string]*proc // MetalLB's, by node
-	svc                   *corev1.Service
-	vip                   netip.Addr
-	neigh                 *netlink.Handle
+	annSetup
+	env            *testenv.Env
+	lab            *netlab.Lab
+	nodes          []*netlab.Node
+	macs           map[string]string
+	client, router string
+	frr            *frr.Router
+	agents         map[string]*proc
+	speakers       map[string]*proc // MetalLB's, by node
+	svc            *corev1.Service
+	vip            netip.Addr
+	neigh          *netlink.Handle
 }
 
-func startAnnCluster(ctx context.Context, root string, mode svcnetv1alpha1.AnnouncementMode, impl annImpl) (*annCluster, error) {
+func startAnnCluster(ctx context.Context, root string, setup annSetup) (*annCluster, error) {
 	dir, err := os.MkdirTemp("", "svcnet-bench-ann")
 	if err != nil {
 		return nil, err
 	}
-	c := &annCluster{root: root, dir: dir, mode: mode, impl: impl, macs: map[string]string{}, agents: map[string]*proc{}, speakers: map[string]*proc{}}
+	c := &annCluster{root: root, dir: dir, annSetup: setup, macs: map[string]string{}, agents: map[string]*proc{}, speakers: map[string]*proc{}}
 	if c.env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16"}); err != nil {
 		return nil, err
 	}
@@ -104,7 +144,7 @@ func startAnnCluster(ctx context.Context, root string, mode svcnetv1alpha1.Annou
 			return c, err
 		}
 	}
-	if impl == annByMetalLB {
+	if c.impl == annByMetalLB {
 		if err := c.installMetalLB(ctx); err != nil {
 			return c, err
 		}
@@ -184,7 +224,11 @@ func (c *annCluster) addClient() error {
 	}
 	var neighbors []frr.Neighbor
 	for _, n := range c.nodes {
-		neighbors = append(neighbors, frr.Neighbor{Addr: n.IP, ASN: 64512})
+		nb := frr.Neighbor{Addr: n.IP, ASN: 64512}
+		if c.bfd {
+			nb.BFD = &frr.BFD{ReceiveInterval: annBFDInterval, TransmitInterval: annBFDInterval, DetectMultiplier: annBFDMultiplier}
+		}
+		neighbors = append(neighbors, nb)
 	}
 	if c.frr, err = frr.Start(frr.Config{Root: filepath.Join(c.root, "bin/frr/root"), StateDir: filepath.Join(c.dir, "frr"),
 		NetNS: netlab.Path(c.router), RouterID: netip.MustParseAddr(annRouterIP), ASN: 64500, Neighbors: neighbors,
@@ -254,6 +298,10 @@ func (c *annCluster) announcement() *svcnetv1alpha1.LoadBalancerAnnouncement {
 	if c.mode == svcnetv1alpha1.AnnouncementModeBGP {
 		a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: annRouterIP, ASN: 64500,
 			HoldTime: &metav1.Duration{Duration: annHoldTime}, KeepaliveTime: &metav1.Duration{Duration: annKeepalive}}}}
+		if c.bfd {
+			a.Spec.BGP.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{ReceiveInterval: &metav1.Duration{Duration: annBFDInterval},
+				TransmitInterval: &metav1.Duration{Duration: annBFDInterval}, DetectMultiplier: annBFDMultiplier}
+		}
 	}
 	return a
 }
@@ -531,7 +579,7 @@ type annResult struct {
 
 func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
 	fault := map[string]string{"kill": "announcer SIGKILL", "link": "link cut"}[how]
-	res := annResult{name: fmt.Sprintf("%s, %s, %s", c.impl, c.mode, fault)}
+	res := annResult{name: c.name() + ", " + fault}
 	deadline := time.Now().Add(time.Minute)
 	for !c.steady(ctx) {
 		if time.Now().After(deadline) {
@@ -563,19 +611,6 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 	return res, nil
 }
 
-// annSetups are the failover benchmark's configurations, each run on a
-// cluster of its own, svcnet's and MetalLB's of a mode one after the
-// other.
-var annSetups = []struct {
-	mode svcnetv1alpha1.AnnouncementMode
-	impl annImpl
-}{
-	{svcnetv1alpha1.AnnouncementModeL2, annBySvcnet},
-	{svcnetv1alpha1.AnnouncementModeL2, annByMetalLB},
-	{svcnetv1alpha1.AnnouncementModeBGP, annBySvcnet},
-	{svcnetv1alpha1.AnnouncementModeBGP, annByMetalLB},
-}
-
 func announceReport(ctx context.Context, root string, scale int, skip string) (string, error) {
 	var b strings.Builder
 	tries := max(1, annTries/scale)
@@ -585,13 +620,15 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"The announcer is svcnet's agent, or MetalLB's speaker (%s, built from its Go module) on every node beside an agent that then only forwards; "+
 		"the address comes from svcnet's pool in both. The speakers run as MetalLB's manifests run them: memberlist on (its LAN defaults), "+
 		"native BGP (MetalLB has BFD only in its FRR modes). "+
+		"\"heartbeat frames dropped\": the fabric's bridge drops EtherType 0x88B5, so svcnet's agents hear each other by UDP alone. "+
 		"The node carrying the client's traffic (L2: the one whose MAC the client's neighbour entry holds; BGP: the next hop FRR picks "+
 		"for the client's flow) is killed, its announcer by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+
 		"successful connection carried by another node (L2: the client's neighbour entry names another node's MAC; BGP: the router's route "+
 		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection. svcnet L2: heartbeats every 100 ms, "+
-		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s; svcnet: no BFD, graceful restart 120 s. A listener on the segment asks who has "+
+		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s; svcnet: graceful restart 120 s, and BFD (%s x %d both ends, FRR's bfdd "+
+		"on the router) in the rows that say so. A listener on the segment asks who has "+
 		"the address every 10 ms and counts questions answered by two nodes. %d tries each; figures are the median and the range (smallest to largest) "+
-		"of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, tries)
+		"of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, tries)
 	if skip != "" {
 		fmt.Fprintf(&b, "Not run: %s.\n", skip)
 		return b.String(), nil
@@ -601,14 +638,17 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 	}
 	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | two nodes answering |\n|---|---|---|---|---|---|\n")
 	for _, s := range annSetups {
-		c, err := startAnnCluster(ctx, root, s.mode, s.impl)
+		c, err := startAnnCluster(ctx, root, s)
+		if err == nil && s.framesDropped {
+			err = c.dropHeartbeatFrames()
+		}
 		if err != nil {
 			if c != nil {
 				c.stop()
 			}
-			return "", fmt.Errorf("(o) %s %s: %w", s.impl, s.mode, err)
+			return "", fmt.Errorf("(o) %s: %w", s.name(), err)
 		}
-		for _, how := range []string{"kill", "link"} {
+		for _, how := range s.faults {
 			res, err := runAnnScenario(ctx, c, how, tries)
 			if err != nil {
 				c.stop()
@@ -617,9 +657,6 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			writeAnnRow(&b, res)
 		}
 		c.stop()
-	}
-	if err := annFramesDroppedRow(ctx, root, tries, &b); err != nil {
-		return "", err
 	}
 	b.WriteString(annNote)
 	return b.String(), nil
@@ -669,6 +706,8 @@ How to read it: svcnet's L2 "moved" is its dead interval plus up to one heartbea
 MetalLB's is memberlist's detection of a dead member (probes, then suspicion) and then its new owner's gratuitous ARP. A SIGKILLed
 announcer's node keeps its forwarding rules, so the client's connections keep working through it until its neighbour entry moves. BGP
 without BFD moves when the router's hold timer expires after a cut, the last keepalive having arrived up to one keepalive interval
-before it. A SIGKILLed svcnet agent under graceful restart moves nothing: the router keeps its routes and its node keeps forwarding.
+before it; with BFD, when the router has missed the node's BFD packets for the detection time (multiplier times interval). A
+SIGKILLed svcnet agent under graceful restart moves nothing, with BFD or without (its TCP session closes as it dies, which starts
+graceful restart before BFD notices): the router keeps its routes and its node keeps forwarding.
 A SIGKILLed MetalLB speaker closes its BGP sessions as the process dies (no graceful restart), so the router withdraws its routes at once.
 `
