@@ -40,7 +40,9 @@ const (
 var Announces = []Announce{AnnounceL2, AnnounceBGP, AnnounceRoutes}
 
 // The router of --lb-announce=bgp: on the fabric, its own AS, the nodes'
-// AS, and BGP timers fast enough for a short failover without BFD.
+// AS, BGP timers fast enough for a short failover without BFD, and BFD
+// (MetalLB's BFDProfile defaults) with every node, which comes up once
+// the svcnet-up announcement's peer has bfd.
 var routerAddr = netip.MustParsePrefix("172.30.0.254/24")
 
 const (
@@ -50,6 +52,8 @@ const (
 	bgpHoldTime  = 3 * time.Second
 	announcement = "svcnet-up"
 )
+
+var routerBFD = frr.BFD{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3}
 
 // routeLoadBalancers makes the client reach the LoadBalancer range as
 // --lb-announce says.
@@ -91,7 +95,9 @@ func (cl *cluster) routeLoadBalancers(c Config) error {
 	return nil
 }
 
-// startRouter runs FRR in the router namespace, peering with every node.
+// startRouter runs FRR in the router namespace, peering with every node
+// and ready for BFD with each: a node whose peer has no bfd keeps its BGP
+// session, its BFD session staying down.
 func (cl *cluster) startRouter(s *session) error {
 	root := filepath.Join(filepath.Dir(s.binDir), "frr", "root")
 	if env := os.Getenv("SVCNET_FRR_ROOT"); env != "" {
@@ -99,7 +105,7 @@ func (cl *cluster) startRouter(s *session) error {
 	}
 	var neighbors []frr.Neighbor
 	for _, n := range cl.nodes {
-		neighbors = append(neighbors, frr.Neighbor{Addr: n.Net.IP, ASN: nodesASN})
+		neighbors = append(neighbors, frr.Neighbor{Addr: n.Net.IP, ASN: nodesASN, BFD: &routerBFD})
 	}
 	r, err := frr.Start(frr.Config{
 		Root: root, StateDir: filepath.Join(os.TempDir(), cl.prefix+"-frr"), NetNS: netlab.Path(cl.router),
