@@ -82,15 +82,17 @@ type Options struct {
 type Manager struct {
 	opts Options
 
-	mu        sync.Mutex
-	sessions  map[netip.Addr]*runner
-	byDisc    map[uint32]*runner
-	listeners map[bool]net.PacketConn // by IPv4
+	mu       sync.Mutex
+	sessions map[netip.Addr]*runner
+	byDisc   map[uint32]*runner
+	// listen4 and listen6 are the listeners on port 3784, once a peer
+	// of their family needs them.
+	listen4, listen6 net.PacketConn
 }
 
 // NewManager returns a manager with no sessions.
 func NewManager(opts Options) *Manager {
-	return &Manager{opts: opts, sessions: map[netip.Addr]*runner{}, byDisc: map[uint32]*runner{}, listeners: map[bool]net.PacketConn{}}
+	return &Manager{opts: opts, sessions: map[netip.Addr]*runner{}, byDisc: map[uint32]*runner{}}
 }
 
 // runner is one session and what drives it.
@@ -150,9 +152,11 @@ func (m *Manager) Close() {
 	for _, r := range m.sessions {
 		m.stopLocked(r)
 	}
-	for v4, l := range m.listeners {
-		_ = l.Close()
-		delete(m.listeners, v4)
+	for _, l := range []*net.PacketConn{&m.listen4, &m.listen6} {
+		if *l != nil {
+			_ = (*l).Close()
+			*l = nil
+		}
 	}
 }
 
@@ -163,7 +167,7 @@ func (m *Manager) stopLocked(r *runner) {
 }
 
 func (m *Manager) startLocked(p Peer) error {
-	if err := m.listenLocked(p.Addr.Is4()); err != nil {
+	if err := m.listenLocked(p.Addr); err != nil {
 		return err
 	}
 	conn, err := m.sender(p)
@@ -222,10 +226,15 @@ func (m *Manager) sender(p Peer) (*net.UDPConn, error) {
 	return conn, nil
 }
 
-// listenLocked opens the family's listener on port 3784 if it is not
-// open yet, asking the kernel for each packet's TTL (hop limit).
-func (m *Manager) listenLocked(v4 bool) error {
-	if m.listeners[v4] != nil {
+// listenLocked opens the listener on port 3784 of peer's family if it
+// is not open yet, asking the kernel for each packet's TTL (hop limit).
+func (m *Manager) listenLocked(peer netip.Addr) error {
+	v4 := peer.Is4()
+	slot := &m.listen6
+	if v4 {
+		slot = &m.listen4
+	}
+	if *slot != nil {
 		return nil
 	}
 	network, addr := "udp6", fmt.Sprintf("[::]:%d", Port)
@@ -269,7 +278,7 @@ func (m *Manager) listenLocked(v4 bool) error {
 		_ = pc.Close()
 		return fmt.Errorf("asking for the TTL of packets on %s: %w", addr, err)
 	}
-	m.listeners[v4] = pc
+	*slot = pc
 	go m.receive(read)
 	return nil
 }
