@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/localcluster/frr"
@@ -48,11 +49,13 @@ func bfdPeers(g Gomega, r *frr.Router) map[string]bfdPeer {
 // has, and its BGP session works all the same. When node 1's link is
 // cut, the router's BFD takes its BGP session down (not its hold timer)
 // and withdraws its routes, and node 1 resets its own session; when the
-// link comes back, BFD and the routes do too.
+// link comes back, BFD and the routes do too. New bfd settings reach the
+// router. A killed agent's routes stay (graceful restart) although its
+// BFD dies with it.
 func TestAnnounceBGPBFD(t *testing.T) {
 	requireKernel(t)
 	root := frrRoot(t)
-	c, _ := startAnnounceCluster(t, true)
+	c, procs := startAnnounceCluster(t, true)
 	ctx := context.Background()
 	g := NewWithT(t)
 	n0, n1, n2 := c.nodes[0], c.nodes[1], c.nodes[2]
@@ -153,5 +156,37 @@ func TestAnnounceBGPBFD(t *testing.T) {
 			WithTimeout(converge).WithPolling(poll).Should(Succeed())
 		g.Eventually(func() []string { return routerNexthops(c, router, webAddr) }).
 			WithTimeout(converge).WithPolling(poll).Should(Equal(nodeIPs(c)))
+	})
+
+	t.Run("new bfd settings reach the router", func(t *testing.T) {
+		g := NewWithT(t)
+		var a svcnetv1alpha1.LoadBalancerAnnouncement
+		g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(ann), &a)).To(Succeed())
+		a.Spec.BGP.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{DetectMultiplier: 5, TransmitInterval: &metav1.Duration{Duration: 200 * time.Millisecond}}
+		g.Expect(c.env.Client.Update(ctx, &a)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			p := bfdPeers(g, r)[n0.IP.String()]
+			g.Expect(p.Status).To(Equal("up"))
+			g.Expect(p.RemoteDetectMultiplier).To(Equal(5))
+			g.Expect(p.RemoteTransmitInterval).To(Equal(200))
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+		g.Eventually(func() []string { return routerNexthops(c, router, webAddr) }).
+			WithTimeout(converge).WithPolling(poll).Should(Equal(nodeIPs(c)))
+	})
+
+	t.Run("an agent killed: its routes stay (graceful restart), BFD comes back with it", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(procs[n0.Name].Process.Kill()).To(Succeed())
+		// Longer than BFD's detection time and the hold time.
+		g.Consistently(func() []string { return routerNexthops(c, router, webAddr) }).
+			WithTimeout(4 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(nodeIPs(c)))
+		g.Expect(bfdPeers(g, r)[n0.IP.String()].Status).To(Equal("down"))
+		procs[n0.Name] = c.startAgentProcess(t, n0, filepath.Join(c.logDir, "kubeconfig"))
+		g.Eventually(func(g Gomega) {
+			g.Expect(bfdPeers(g, r)[n0.IP.String()].Status).To(Equal("up"))
+			g.Expect(established(r, n0.IP.String())).To(BeTrue())
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+		g.Consistently(func() []string { return routerNexthops(c, router, webAddr) }).
+			WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(nodeIPs(c)))
 	})
 }
