@@ -13,6 +13,10 @@
 // Every path is added before the first neighbor, so that End-of-RIB lists
 // them all. The notification bit (RFC 8538) is off: a hold-timer expiry
 // (a dead node) withdraws the node's routes at once.
+//
+// A peer with BFD gets a BFD session (package bfd) beside its BGP one,
+// from the same source address; when that session misses its detection
+// time the neighbor is reset at once, rather than after the hold time.
 package bgp
 
 import (
