@@ -85,6 +85,60 @@ func Available(root string) error {
 // Start writes the configuration and starts zebra, then bgpd, inside the
 // namespace.
 func Start(cfg Config) (*Router, error) {
+	r, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "bgpd.conf"), []byte(bgpdConf(cfg)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "zebra.conf"), []byte("hostname svcnet-router\n"), 0o644); err != nil {
+		return nil, err
+	}
+	if cfg.hasBFD() {
+		if err := os.WriteFile(filepath.Join(cfg.StateDir, "bfdd.conf"), []byte(bfddConf(cfg)), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.startDaemons(cfg.hasBFD()); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// StartIntegrated runs zebra, bfdd and bgpd in netns with conf, an
+// integrated configuration (frr.conf) that another program wrote, as
+// FRR's init script boots one: the daemons start with none of their own
+// and `vtysh -b` gives each its part. MetalLB's speaker writes one in its
+// FRR mode.
+func StartIntegrated(root, stateDir, netns, conf string) (*Router, error) {
+	r, err := prepare(Config{Root: root, StateDir: stateDir, NetNS: netns})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"zebra", "bfdd", "bgpd"} {
+		if err := os.WriteFile(filepath.Join(stateDir, name+".conf"), nil, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, "frr.conf"), []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	if err := r.startDaemons(true); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	if out, err := r.vtysh("-b"); err != nil {
+		r.Stop()
+		return nil, fmt.Errorf("frr: applying %s: %w: %s", filepath.Join(stateDir, "frr.conf"), err, out)
+	}
+	return r, nil
+}
+
+// prepare checks cfg and writes what every daemon and vtysh need in the
+// state folder.
+func prepare(cfg Config) (*Router, error) {
 	if cfg.NetNS == "" {
 		return nil, errors.New("frr: a network namespace is required")
 	}
@@ -94,50 +148,54 @@ func Start(cfg Config) (*Router, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, err
 	}
-	conf := filepath.Join(cfg.StateDir, "bgpd.conf")
-	if err := os.WriteFile(conf, []byte(bgpdConf(cfg)), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, "zebra.conf"), []byte("hostname svcnet-router\n"), 0o644); err != nil {
-		return nil, err
-	}
 	// vtysh (--config_dir here) lets root in without PAM.
 	if err := os.WriteFile(filepath.Join(cfg.StateDir, "vtysh.conf"), []byte("username root nopassword\n"), 0o644); err != nil {
 		return nil, err
 	}
 	r := &Router{cfg: cfg}
-	if err := r.writeGroupFile(); err != nil {
-		return nil, err
+	return r, r.writeGroupFile()
+}
+
+// startDaemons starts zebra, then bfdd (when withBFD) and bgpd, each
+// with the configuration file of its name, and waits until each listens
+// on its vty socket: bgpd connects to zebra's, and vtysh skips a daemon
+// whose socket is not there yet.
+func (r *Router) startDaemons(withBFD bool) error {
+	names := []string{"zebra", "bgpd"}
+	if withBFD {
+		names = []string{"zebra", "bfdd", "bgpd"}
 	}
-	if err := r.daemon("zebra"); err != nil {
-		return nil, err
-	}
-	// bgpd connects to zebra's socket: wait for it.
-	zserv := filepath.Join(cfg.StateDir, "zserv.api")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(zserv); err == nil {
-			break
+	for _, name := range names {
+		if err := r.daemon(name); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			r.Stop()
-			return nil, fmt.Errorf("frr: zebra did not start (see %s)", filepath.Join(cfg.StateDir, "zebra.log"))
-		}
-	}
-	if cfg.hasBFD() {
-		if err := os.WriteFile(filepath.Join(cfg.StateDir, "bfdd.conf"), []byte(bfddConf(cfg)), 0o644); err != nil {
-			r.Stop()
-			return nil, err
-		}
-		if err := r.daemon("bfdd"); err != nil {
-			r.Stop()
-			return nil, err
+		if err := r.waitListening(name); err != nil {
+			return err
 		}
 	}
-	if err := r.daemon("bgpd"); err != nil {
-		r.Stop()
-		return nil, err
+	return nil
+}
+
+// waitListening waits for a daemon's vty socket (zebra: also its zserv
+// socket, which the other daemons connect to).
+func (r *Router) waitListening(name string) error {
+	socks := []string{name + ".vty"}
+	if name == "zebra" {
+		socks = append(socks, "zserv.api")
 	}
-	return r, nil
+	deadline := time.Now().Add(10 * time.Second)
+	for _, sock := range socks {
+		for {
+			if _, err := os.Stat(filepath.Join(r.cfg.StateDir, sock)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("frr: %s did not start (see %s)", name, filepath.Join(r.cfg.StateDir, name+".log"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func (cfg Config) hasBFD() bool {
@@ -277,7 +335,16 @@ func bgpdConf(cfg Config) string {
 
 // Vtysh runs one vtysh command against the router, e.g. "show ip bgp".
 func (r *Router) Vtysh(command string) (string, error) {
-	cmd := exec.Command(filepath.Join(r.cfg.Root, "usr/bin/vtysh"), "--vty_socket", r.cfg.StateDir, "--config_dir", r.cfg.StateDir, "-c", command)
+	out, err := r.vtysh("-c", command)
+	if err != nil {
+		return out, fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
+	}
+	return out, nil
+}
+
+// vtysh runs vtysh with args against the router's daemons.
+func (r *Router) vtysh(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(r.cfg.Root, "usr/bin/vtysh"), append([]string{"--vty_socket", r.cfg.StateDir, "--config_dir", r.cfg.StateDir}, args...)...)
 	cmd.Env = r.env()
 	var out []byte
 	err := netns.Do(r.cfg.NetNS, func() error {
@@ -285,10 +352,7 @@ func (r *Router) Vtysh(command string) (string, error) {
 		out, err = cmd.CombinedOutput()
 		return err
 	})
-	if err != nil {
-		return string(out), fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
-	}
-	return string(out), nil
+	return string(out), err
 }
 
 // VtyshCommand is the command line that runs vtysh against this router

@@ -93,6 +93,7 @@ var annSetups = []annSetup{
 	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, faults: []string{"kill", "link"}},
 	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, faults: []string{"kill", "link"}},
 	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, bfd: true, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, bfd: true, faults: []string{"kill", "link"}},
 }
 
 type annCluster struct {
@@ -106,6 +107,7 @@ type annCluster struct {
 	frr            *frr.Router
 	agents         map[string]*proc
 	speakers       map[string]*proc // MetalLB's, by node
+	reloader       *frrReloader     // MetalLB's FRR mode (with BFD)
 	svc            *corev1.Service
 	vip            netip.Addr
 	neigh          *netlink.Handle
@@ -147,6 +149,11 @@ func startAnnCluster(ctx context.Context, root string, setup annSetup) (*annClus
 	if c.impl == annByMetalLB {
 		if err := c.installMetalLB(ctx); err != nil {
 			return c, err
+		}
+		if c.bfd {
+			if c.reloader, err = startFRRReloader(root, dir, c.nodes); err != nil {
+				return c, err
+			}
 		}
 		for _, n := range c.nodes {
 			if err := c.startSpeaker(ctx, n); err != nil {
@@ -361,6 +368,9 @@ func (c *annCluster) stop() {
 	for _, p := range c.speakers {
 		p.stop()
 	}
+	if c.reloader != nil {
+		c.reloader.stop()
+	}
 	for _, p := range c.agents {
 		p.stop()
 	}
@@ -408,15 +418,22 @@ func (c *annCluster) failover(ctx context.Context, how string) (took, outage tim
 			if moved := c.movedFrom(ctx, victim); moved {
 				return now.Sub(start), outage, victim, nil
 			}
-			if how == "kill" && c.impl == annBySvcnet && c.mode == svcnetv1alpha1.AnnouncementModeBGP && now.Sub(start) > 2*annHoldTime {
-				// Graceful restart: the router keeps the killed agent's
-				// routes and its node keeps forwarding: nothing moves.
+			if how == "kill" && c.keepsRoutesOnKill() && now.Sub(start) > 2*annHoldTime {
+				// The router keeps the killed announcer's routes and its
+				// node keeps forwarding: nothing moves.
 				return 0, outage, victim, nil
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return 0, outage, victim, fmt.Errorf("traffic never left %s", victim)
+}
+
+// keepsRoutesOnKill tells whether a SIGKILLed announcer leaves its BGP
+// sessions' routes in place: svcnet's agent by graceful restart, MetalLB's
+// FRR mode because the sessions are FRR's, not the speaker's.
+func (c *annCluster) keepsRoutesOnKill() bool {
+	return c.mode == svcnetv1alpha1.AnnouncementModeBGP && (c.impl == annBySvcnet || c.bfd)
 }
 
 // announcer is the process that announces for node: svcnet's agent, or
@@ -619,7 +636,8 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every 10 ms with a 100 ms timeout. "+
 		"The announcer is svcnet's agent, or MetalLB's speaker (%s, built from its Go module) on every node beside an agent that then only forwards; "+
 		"the address comes from svcnet's pool in both. The speakers run as MetalLB's manifests run them: memberlist on (its LAN defaults), "+
-		"native BGP (MetalLB has BFD only in its FRR modes). "+
+		"native BGP, and with BFD its FRR mode (MetalLB has BFD there only): FRR in each node's namespace, its configuration written by the speaker "+
+		"and applied by the benchmark's reloader, which restarts the node's FRR on a new file where MetalLB's runs frr-reload.py. "+
 		"\"heartbeat frames dropped\": the fabric's bridge drops EtherType 0x88B5, so svcnet's agents hear each other by UDP alone. "+
 		"The node carrying the client's traffic (L2: the one whose MAC the client's neighbour entry holds; BGP: the next hop FRR picks "+
 		"for the client's flow) is killed, its announcer by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+

@@ -6,7 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +21,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/migrate/metallb"
+	"github.com/svcnet-io/svcnet/localcluster/frr"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
@@ -28,8 +33,10 @@ import (
 // holds: the speaker announces any address of its pools that a Service's
 // status holds, whoever gave it. The speakers run as MetalLB's manifests
 // run them: with memberlist (its LAN defaults) for fast dead-node
-// detection in L2, its native BGP implementation in BGP (no BFD there:
-// MetalLB has BFD only in its FRR modes).
+// detection in L2, its native BGP implementation in BGP, and for BFD
+// its FRR mode (MetalLB has BFD there only): FRR (zebra, bgpd, bfdd) in
+// each node's namespace, its configuration written by the speaker and
+// applied by a reloader (frrReloader).
 const (
 	annMetalLBNamespace = "metallb-system"
 	annMetalLBLabels    = "app=metallb,component=speaker"
@@ -85,9 +92,15 @@ func (c *annCluster) metallbObjects() []client.Object {
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		return append(objs, obj("v1beta1", "L2Advertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
 	}
-	return append(objs,
-		obj("v1beta2", "BGPPeer", map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": annRouterIP,
-			"holdTime": annHoldTime.String()}),
+	peer := map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": annRouterIP, "holdTime": annHoldTime.String()}
+	if c.bfd {
+		// FRR mode takes a keepaliveTime, and BFD from a BFDProfile
+		// (intervals in milliseconds).
+		peer["keepaliveTime"], peer["bfdProfile"] = annKeepalive.String(), "bench"
+		objs = append(objs, obj("v1beta1", "BFDProfile", map[string]any{"receiveInterval": annBFDInterval.Milliseconds(),
+			"transmitInterval": annBFDInterval.Milliseconds(), "detectMultiplier": int64(annBFDMultiplier)}))
+	}
+	return append(objs, obj("v1beta2", "BGPPeer", peer),
 		obj("v1beta1", "BGPAdvertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
 }
 
@@ -109,12 +122,16 @@ func (c *annCluster) startSpeaker(ctx context.Context, n *netlab.Node) error {
 			return err
 		}
 	}
-	p, err := startProc(filepath.Join(c.dir, n.Name+"-speaker.log"), "ip", "netns", "exec", n.NetNS,
-		"env", "KUBECONFIG="+c.kubeconfig, filepath.Join(c.root, "bin/metallb/speaker"),
+	env := []string{"KUBECONFIG=" + c.kubeconfig}
+	if c.bfd {
+		env = append(env, "METALLB_BGP_TYPE=frr", "FRR_CONFIG_FILE="+c.reloader.confFile(n.Name), "FRR_RELOADER_PID_FILE="+c.reloader.pidFile)
+	}
+	argv := append(append([]string{"ip", "netns", "exec", n.NetNS, "env"}, env...), filepath.Join(c.root, "bin/metallb/speaker"),
 		"--node-name="+n.Name, "--namespace="+annMetalLBNamespace, "--pod-name="+pod.Name,
 		"--ml-bindaddr="+n.IP.String(), "--ml-bindport="+annMetalLBMLPort, "--ml-labels="+annMetalLBLabels,
 		"--ml-secret-key-path="+filepath.Join(c.dir, "memberlist"),
 		"--port=19120", "--health-probe-port=19121", "--log-level=info")
+	p, err := startProc(filepath.Join(c.dir, n.Name+"-speaker.log"), argv...)
 	if err != nil {
 		return err
 	}
@@ -126,3 +143,85 @@ func (c *annCluster) startSpeaker(ctx context.Context, n *netlab.Node) error {
 // came back, is given to rejoin memberlist before the next try: a node
 // the others declared dead announces alone until it is refuted alive.
 const metallbSettle = 5 * time.Second
+
+// frrReloader is the reloader of MetalLB's FRR mode for every node of a
+// cluster: the speaker writes FRR's integrated configuration to
+// FRR_CONFIG_FILE and sends SIGHUP to the pid in FRR_RELOADER_PID_FILE,
+// here this process's. MetalLB's own reloader applies the file with
+// frr-reload.py, which Debian's frr package lacks; this one starts the
+// node's FRR on the file, and again whenever the file changes (the
+// configuration only changes while the cluster is set up, not during the
+// tries: a restarted speaker writes the same file again).
+type frrReloader struct {
+	root, dir string
+	pidFile   string
+	nodes     map[string]*netlab.Node
+	sigs      chan os.Signal
+	done      chan struct{}
+
+	mu      sync.Mutex
+	applied map[string]string // by node: the configuration its FRR runs
+	routers map[string]*frr.Router
+	err     error
+}
+
+func startFRRReloader(root, dir string, nodes []*netlab.Node) (*frrReloader, error) {
+	r := &frrReloader{root: root, dir: dir, pidFile: filepath.Join(dir, "frr-reloader.pid"), nodes: map[string]*netlab.Node{},
+		sigs: make(chan os.Signal, 16), done: make(chan struct{}), applied: map[string]string{}, routers: map[string]*frr.Router{}}
+	for _, n := range nodes {
+		r.nodes[n.Name] = n
+	}
+	if err := os.WriteFile(r.pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, err
+	}
+	signal.Notify(r.sigs, syscall.SIGHUP)
+	go r.run()
+	return r, nil
+}
+
+func (r *frrReloader) confFile(node string) string {
+	return filepath.Join(r.dir, "metallb-frr-"+node+".conf")
+}
+
+func (r *frrReloader) run() {
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-r.sigs:
+			r.reload()
+		}
+	}
+}
+
+// reload (re)starts the FRR of each node whose file changed.
+func (r *frrReloader) reload() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, n := range r.nodes {
+		b, err := os.ReadFile(r.confFile(name))
+		if err != nil || string(b) == r.applied[name] {
+			continue
+		}
+		if old := r.routers[name]; old != nil {
+			old.Stop()
+		}
+		rt, err := frr.StartIntegrated(filepath.Join(r.root, "bin/frr/root"), filepath.Join(r.dir, "frr-"+name), netlab.Path(n.NetNS), string(b))
+		if err != nil {
+			r.err = fmt.Errorf("%s: %w", name, err)
+			progress("(o) MetalLB FRR mode: %v\n", r.err)
+			continue
+		}
+		r.routers[name], r.applied[name] = rt, string(b)
+	}
+}
+
+func (r *frrReloader) stop() {
+	signal.Stop(r.sigs)
+	close(r.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rt := range r.routers {
+		rt.Stop()
+	}
+}
