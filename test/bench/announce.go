@@ -46,7 +46,8 @@ import (
 // link cut on the fabric), and the time to the first connection carried
 // by another node is measured, 20 times each.
 const (
-	annTries     = 50
+	annTries     = 50 // a link cut's; a SIGKILL's are annKillTries
+	annKillTries = 20
 	annRouterIP  = "192.168.50.254"
 	annClientIP  = "192.168.50.100"
 	annPoolCIDR  = "192.168.78.0/28"
@@ -630,7 +631,7 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 
 func announceReport(ctx context.Context, root string, scale int, skip string) (string, error) {
 	var b strings.Builder
-	tries := max(1, annTries/scale)
+	tries, killTries := max(1, annTries/scale), max(1, annKillTries/scale)
 	b.WriteString("## LoadBalancer announcements: failover, svcnet vs MetalLB\n\n")
 	fmt.Fprintf(&b, "Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
 		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every 10 ms with a 100 ms timeout. "+
@@ -643,10 +644,10 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"for the client's flow) is killed, its announcer by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+
 		"successful connection carried by another node (L2: the client's neighbour entry names another node's MAC; BGP: the router's route "+
 		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection. svcnet L2: heartbeats every 100 ms, "+
-		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s; svcnet: graceful restart 120 s, and BFD (%s x %d both ends, FRR's bfdd "+
-		"on the router) in the rows that say so. A listener on the segment asks who has "+
-		"the address every 10 ms and counts questions answered by two nodes. %d tries each; figures are the median and the range (smallest to largest) "+
-		"of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, tries)
+		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s, and BFD (%s x %d both ends; FRR's bfdd on the router) in the rows "+
+		"that say so; svcnet: graceful restart 120 s. A listener on the segment asks who has "+
+		"the address every 10 ms and counts questions answered by two nodes. %d tries of a link cut, %d of a SIGKILL; figures are the median "+
+		"and the range (smallest to largest) of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, tries, killTries)
 	if skip != "" {
 		fmt.Fprintf(&b, "Not run: %s.\n", skip)
 		return b.String(), nil
@@ -667,7 +668,11 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			return "", fmt.Errorf("(o) %s: %w", s.name(), err)
 		}
 		for _, how := range s.faults {
-			res, err := runAnnScenario(ctx, c, how, tries)
+			n := tries
+			if how == "kill" {
+				n = killTries
+			}
+			res, err := runAnnScenario(ctx, c, how, n)
 			if err != nil {
 				c.stop()
 				return "", fmt.Errorf("(o) %s: %w", res.name, err)
