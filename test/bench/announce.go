@@ -632,7 +632,8 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 func announceReport(ctx context.Context, root string, scale int, skip string) (string, error) {
 	var b strings.Builder
 	tries, killTries := max(1, annTries/scale), max(1, annKillTries/scale)
-	b.WriteString("## LoadBalancer announcements: failover, svcnet vs MetalLB\n\n")
+	b.WriteString("## LoadBalancer announcements: failover\n\n")
+	fmt.Fprintf(&b, "svcnet vs MetalLB, recorded on %s (`go run ./test/bench -only o`).\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
 		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every 10 ms with a 100 ms timeout. "+
 		"The announcer is svcnet's agent, or MetalLB's speaker (%s, built from its Go module) on every node beside an agent that then only forwards; "+
@@ -655,6 +656,7 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 	if err := frr.Available(filepath.Join(root, "bin/frr/root")); err != nil {
 		return "", err
 	}
+	load := newLoadSampler()
 	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | two nodes answering |\n|---|---|---|---|---|---|\n")
 	for _, s := range annSetups {
 		c, err := startAnnCluster(ctx, root, s)
@@ -680,6 +682,9 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			writeAnnRow(&b, res)
 		}
 		c.stop()
+	}
+	if l := load.stop(); l != "" {
+		b.WriteString("\n" + l + "\n")
 	}
 	b.WriteString(annNote)
 	return b.String(), nil
