@@ -432,7 +432,11 @@ func (s *Speaker) syncBGP(ctx context.Context, p plan, self *corev1.Node) error 
 	paths := make([]bgp.Path, 0, len(p.bgp))
 	want := map[netip.Addr]bool{}
 	for _, ap := range p.bgp {
-		paths = append(paths, bgp.Path{Addr: ap.addr, Attributes: ap.announcement.Attributes})
+		var peers []netip.Addr
+		for _, peer := range ap.announcement.PeersOf(self) {
+			peers = append(peers, peer.Address)
+		}
+		paths = append(paths, bgp.Path{Addr: ap.addr, Attributes: ap.announcement.Attributes, Peers: peers})
 		want[ap.addr] = true
 	}
 	if err := s.bgp.Sync(ctx, s.routerID(self), s.withPasswords(ctx, p), paths); err != nil {

@@ -89,7 +89,8 @@ func onlyNodes(value string) *metav1.LabelSelector {
 // with a TTL of 255 that the router's GTSM insists on (multihop and
 // source address), node 2 over iBGP only once its label matches the
 // peer's nodeSelector; the routes carry their announcement's
-// communities, large communities and, on iBGP, LOCAL_PREF.
+// communities, large communities and, on iBGP, LOCAL_PREF; and a node
+// sends each peer only the addresses of the announcements that list it.
 func TestAnnounceBGPPeerSettings(t *testing.T) {
 	requireKernel(t)
 	root := frrRoot(t)
@@ -252,5 +253,16 @@ func TestAnnounceBGPPeerSettings(t *testing.T) {
 			// Its own announcement's attributes, not ebgp's.
 			g.Expect(paths[0].Community.String).To(Equal("64500:9"))
 		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+	})
+
+	t.Run("each address goes only to its announcement's peers", func(t *testing.T) {
+		// Node 2 advertises web's address too (ebgp selects every node),
+		// but ebgp has no peer for node 2: its one session, the ibgp
+		// router's, must not carry it.
+		g := NewWithT(t)
+		g.Consistently(func(g Gomega) {
+			g.Expect(ribPaths(g, r, webAddr)).NotTo(ContainElement(HaveField("Peer.PeerID", n2.IP.String())))
+		}).WithTimeout(3 * time.Second).WithPolling(poll).Should(Succeed())
+		g.Expect(ribPaths(g, r, webAddr)).To(HaveLen(2), "nodes 0 and 1 still advertise it to their peers")
 	})
 }

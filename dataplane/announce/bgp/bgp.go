@@ -68,12 +68,17 @@ type Speaker struct {
 	routerID netip.Addr
 	// bfd runs the BFD sessions of the peers that have BFD.
 	bfd *bfd.Manager
+	// export is the export policy in force (nil before the first).
+	export exportPolicy
 }
 
-// Path is one address to advertise, with its announcement's attributes.
+// Path is one address to advertise, with its announcement's attributes,
+// to its announcement's peers.
 type Path struct {
 	Addr       netip.Addr
 	Attributes announcementpolicy.PathAttributes
+	// Peers are the peers that may hear it; others do not.
+	Peers []netip.Addr
 }
 
 // New returns a speaker that starts GoBGP on its first Sync with peers.
@@ -106,6 +111,15 @@ func (s *Speaker) Sync(ctx context.Context, routerID netip.Addr, peers []announc
 	for _, p := range paths {
 		want[p.Addr] = p.Attributes
 	}
+	peerAddrs := make([]netip.Addr, 0, len(peers))
+	for _, p := range peers {
+		peerAddrs = append(peerAddrs, p.Address)
+	}
+	// The policy first, so that no path reaches a peer it is not for.
+	policyChanged, err := s.syncExportPolicy(ctx, exportPolicyOf(paths, peerAddrs))
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for _, a := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
 		// Adding a path again replaces it, attributes and all.
@@ -118,6 +132,9 @@ func (s *Speaker) Sync(ctx context.Context, routerID netip.Addr, peers []announc
 		if _, ok := want[a]; !ok {
 			errs = append(errs, s.deletePath(ctx, a))
 		}
+	}
+	if policyChanged {
+		s.resendAll(ctx)
 	}
 	return errors.Join(errs...)
 }
@@ -396,6 +413,7 @@ func (s *Speaker) stop(ctx context.Context) {
 		s.started = false
 		clear(s.peers)
 		clear(s.paths)
+		s.export = nil
 		_ = s.bfd.Sync(nil)
 	}
 }
