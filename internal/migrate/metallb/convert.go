@@ -104,7 +104,6 @@ func Convert(objs []*unstructured.Unstructured) (Result, error) {
 	nameUniquely(anns)
 	slices.SortFunc(anns, func(a, b svcnetv1alpha1.LoadBalancerAnnouncement) int { return cmp.Compare(a.Name, b.Name) })
 	warnOverlaps(anns, res.Pools, &res.Warnings)
-	warnPeerLeaks(anns, res.Pools, &res.Warnings)
 	res.Announcements = anns
 	slices.SortStableFunc(res.Warnings, func(a, b Warning) int {
 		return cmp.Or(cmp.Compare(a.Object, b.Object), cmp.Compare(a.Field, b.Field))

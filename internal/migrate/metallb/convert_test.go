@@ -238,7 +238,6 @@ spec:
     - {address: 10.0.0.2, asn: 64502, port: 1179, gracefulRestartTime: 0s}
 `,
 		warnings: []string{
-			"BGPAdvertisement metallb-system/internal-to-tor-1 spec.peers",
 			"BGPAdvertisement metallb-system/public-summary spec.aggregationLength",
 		},
 	},
@@ -637,9 +636,6 @@ spec:
       passwordSecretRef: {name: tor-md5, key: password}
 `,
 		warnings: []string{
-			"BGPAdvertisement metallb-system/gateways spec.peers",
-			"BGPAdvertisement metallb-system/gateways spec.peers",
-			"BGPAdvertisement metallb-system/routers spec.peers",
 			"BGPPeer metallb-system/metallb-secret spec.nodeSelectors",
 			"BGPPeer metallb-system/metallb-secret spec.passwordSecret",
 			"BGPPeer metallb-system/metallb-secret spec.sourceAddress",
@@ -924,10 +920,11 @@ spec: {nodeSelectors: [{matchLabels: {rack: a}}]}
 	}
 }
 
-// TestConvertWarnsOfPeerLeaks: svcnet sends a node's addresses to all
-// its peers, so an advertisement's peers filter holds only where no other
-// announcement gives its nodes other peers of its addresses' family.
-func TestConvertWarnsOfPeerLeaks(t *testing.T) {
+// TestConvertKeepsAdvertisementPeers: an advertisement's peers become
+// its announcement's, and svcnet's agents send each address only to the
+// peers of its announcement, as MetalLB's peers filter does: no warning,
+// whichever nodes the announcements share.
+func TestConvertKeepsAdvertisementPeers(t *testing.T) {
 	const peers = `
 apiVersion: metallb.io/v1beta2
 kind: BGPPeer
@@ -961,16 +958,10 @@ spec: {ipAddressPools: [public], peers: [outside], nodeSelectors: [{matchLabels:
 `
 	for name, tc := range map[string]struct {
 		outside, zone string
-		want          []string
 	}{
-		"same nodes": {outside: "192.0.2.1", zone: "edge", want: []string{
-			"BGPAdvertisement metallb-system/private: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of private also reach 192.0.2.1 (of public) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
-			"BGPAdvertisement metallb-system/public: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of public also reach 10.0.0.1 (of private) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
-		}},
+		"same nodes":     {outside: "192.0.2.1", zone: "edge"},
 		"disjoint nodes": {outside: "192.0.2.1", zone: "core"},
-		"an IPv6 outside peer, private IPv4 only": {outside: "2001:db8::1", zone: "edge", want: []string{
-			"BGPAdvertisement metallb-system/public: spec.peers: svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of public also reach 10.0.0.1 (of private) on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
-		}},
+		"an IPv6 outside peer, private IPv4 only": {outside: "2001:db8::1", zone: "edge"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := convert(t, fmt.Sprintf(peers, tc.outside, tc.zone))
@@ -978,8 +969,17 @@ spec: {ipAddressPools: [public], peers: [outside], nodeSelectors: [{matchLabels:
 			for _, w := range got.Warnings {
 				warnings = append(warnings, w.String())
 			}
-			if diff := cmp.Diff(tc.want, warnings); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
+			if len(warnings) != 0 {
+				t.Errorf("warnings: %q", warnings)
+			}
+			peersOf := map[string][]string{}
+			for _, a := range got.Announcements {
+				for _, p := range a.Spec.BGP.Peers {
+					peersOf[a.Name] = append(peersOf[a.Name], p.Address)
+				}
+			}
+			if diff := cmp.Diff(map[string][]string{"private": {"10.0.0.1"}, "public": {tc.outside}}, peersOf); diff != "" {
+				t.Errorf("peers by announcement (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -4,8 +4,6 @@ package metallb
 
 import (
 	"fmt"
-	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -124,83 +122,6 @@ func warnOverlaps(anns []svcnetv1alpha1.LoadBalancerAnnouncement, pools []svcnet
 			break
 		}
 	}
-}
-
-// warnPeerLeaks warns about BGP announcements whose addresses reach
-// peers they do not list: a node sends every address it advertises to
-// all its peers (svcnet has no per-peer filter), so an announcement
-// made of an advertisement whose peers left some out also reaches, on
-// the nodes it shares with another announcement, that one's peers of
-// the families of its pools.
-func warnPeerLeaks(anns []svcnetv1alpha1.LoadBalancerAnnouncement, pools []svcnetv1alpha1.LoadBalancerIPPool, warnings *[]Warning) {
-	for i := range anns {
-		a := &anns[i]
-		if a.Spec.BGP == nil {
-			continue
-		}
-		v4, v6 := poolFamilies(a, pools)
-		leaks := map[string][]string{} // peer address: announcements
-		for j := range anns {
-			b := &anns[j]
-			// An advertisement split in two reaches both's peers in
-			// MetalLB too.
-			if i == j || b.Spec.BGP == nil || shareSource(a, b) {
-				continue
-			}
-			for _, q := range b.Spec.BGP.Peers {
-				listed := slices.ContainsFunc(a.Spec.BGP.Peers, func(p svcnetv1alpha1.BGPPeer) bool { return p.Address == q.Address })
-				addr, err := netip.ParseAddr(q.Address)
-				family := err == nil && (addr.Unmap().Is4() && v4 || !addr.Unmap().Is4() && v6)
-				if !listed && family && !disjoint(a.Spec.NodeSelector, and(b.Spec.NodeSelector, q.NodeSelector)) {
-					leaks[q.Address] = append(leaks[q.Address], b.Name)
-				}
-			}
-		}
-		if len(leaks) == 0 {
-			continue
-		}
-		var reached []string
-		for _, addr := range slices.Sorted(maps.Keys(leaks)) {
-			reached = append(reached, fmt.Sprintf("%s (of %s)", addr, strings.Join(leaks[addr], ", ")))
-		}
-		*warnings = append(*warnings, Warning{Object: a.Annotations[SourceAnnotation], Field: "spec.peers",
-			Reason: fmt.Sprintf("svcnet has no per-peer filter: a node sends every address it advertises to all its peers, so the addresses of %s also reach %s on the nodes both may select, where MetalLB did not send them; make the announcements' nodeSelectors disjoint to keep them apart",
-				a.Name, strings.Join(reached, ", "))})
-	}
-}
-
-// shareSource tells whether two announcements were made of a common
-// MetalLB object.
-func shareSource(a, b *svcnetv1alpha1.LoadBalancerAnnouncement) bool {
-	from := strings.Split(a.Annotations[SourceAnnotation], ", ")
-	return slices.ContainsFunc(strings.Split(b.Annotations[SourceAnnotation], ", "), func(s string) bool { return slices.Contains(from, s) })
-}
-
-// poolFamilies tells whether the pools an announcement selects hold IPv4
-// and IPv6 addresses.
-func poolFamilies(a *svcnetv1alpha1.LoadBalancerAnnouncement, pools []svcnetv1alpha1.LoadBalancerIPPool) (v4, v6 bool) {
-	sel, err := selectorOf(a.Spec.PoolSelector)
-	if err != nil {
-		return true, true
-	}
-	for _, p := range pools {
-		if !sel.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		starts := slices.Clone(p.Spec.CIDRs)
-		for _, r := range p.Spec.Ranges {
-			starts = append(starts, r.Start)
-		}
-		for _, s := range starts {
-			s, _, _ = strings.Cut(s, "/")
-			if addr, err := netip.ParseAddr(s); err == nil && addr.Unmap().Is4() {
-				v4 = true
-			} else if err == nil {
-				v6 = true
-			}
-		}
-	}
-	return v4, v6
 }
 
 // commonPool finds a converted pool both announcements select.
