@@ -133,6 +133,25 @@ type BGPAnnouncement struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4294967295
 	LocalPreference *int64 `json:"localPreference,omitempty"`
+
+	// aggregationLength is the prefix length of the routes to the IPv4
+	// addresses this announcement covers: each is advertised as the prefix
+	// of this length that holds it, so that the routers learn one route
+	// for many addresses (MetalLB's aggregationLength). The prefix must
+	// lie within the pool: the announcement is refused (Invalid) if a
+	// pool it covers has a CIDR shorter than this, or a range that does
+	// not begin and end on such prefixes. Unset: 32, a route per address.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	AggregationLength *int32 `json:"aggregationLength,omitempty"`
+
+	// aggregationLengthV6 is aggregationLength for IPv6 addresses.
+	// Unset: 128.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	AggregationLengthV6 *int32 `json:"aggregationLengthV6,omitempty"`
 }
 
 // BGPPasswordSecretRef names the Secret holding a peer's TCP-MD5

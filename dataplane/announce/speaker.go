@@ -436,7 +436,7 @@ func (s *Speaker) syncBGP(ctx context.Context, p plan, self *corev1.Node) error 
 		for _, peer := range ap.announcement.PeersOf(self) {
 			peers = append(peers, peer.Address)
 		}
-		paths = append(paths, bgp.Path{Addr: ap.addr, Attributes: ap.announcement.Attributes, Peers: peers})
+		paths = append(paths, bgp.Path{Prefix: ap.announcement.RoutePrefix(ap.addr), Attributes: ap.announcement.Attributes, Peers: peers})
 		want[ap.addr] = true
 	}
 	if err := s.bgp.Sync(ctx, s.routerID(self), s.withPasswords(ctx, p), paths); err != nil {

@@ -94,6 +94,9 @@ type Announcement struct {
 	// Attributes are the path attributes of the routes to the addresses
 	// a BGP announcement covers.
 	Attributes PathAttributes
+	// AggregationLength and AggregationLengthV6 are the prefix lengths of
+	// those routes (RoutePrefix); 32 and 128 unless aggregated.
+	AggregationLength, AggregationLengthV6 int
 	// Created orders announcements by seniority.
 	Created metav1.Time
 
@@ -105,7 +108,8 @@ type Announcement struct {
 // Compile parses an announcement's selectors and fills its defaults; the
 // error says what is wrong with it.
 func Compile(a *svcnetv1alpha1.LoadBalancerAnnouncement) (*Announcement, error) {
-	out := &Announcement{Name: a.Name, Mode: a.Spec.Mode, Interfaces: a.Spec.Interfaces, Election: a.Spec.NodeElection, Created: a.CreationTimestamp}
+	out := &Announcement{Name: a.Name, Mode: a.Spec.Mode, Interfaces: a.Spec.Interfaces, Election: a.Spec.NodeElection, Created: a.CreationTimestamp,
+		AggregationLength: 32, AggregationLengthV6: 128}
 	if out.Election == "" {
 		out.Election = svcnetv1alpha1.L2NodeElectionRendezvous
 	}
@@ -133,6 +137,9 @@ func Compile(a *svcnetv1alpha1.LoadBalancerAnnouncement) (*Announcement, error) 
 		out.Peers, out.peerNodes = peers, peerNodes
 		if a.Spec.BGP != nil {
 			if out.Attributes, err = compileAttributes(a.Spec.BGP); err != nil {
+				errs = append(errs, err)
+			}
+			if out.AggregationLength, out.AggregationLengthV6, err = compileAggregation(a.Spec.BGP); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -49,6 +49,10 @@ func Judge(anns []*svcnetv1alpha1.LoadBalancerAnnouncement, pools []*svcnetv1alp
 			out[raw.Name] = Verdict{Reason: svcnetv1alpha1.ReasonAnnouncementInvalid, Message: err.Error()}
 			continue
 		}
+		if msg := aggregationMisfit(a, pools); msg != "" {
+			out[raw.Name] = Verdict{Reason: svcnetv1alpha1.ReasonAnnouncementInvalid, Message: msg}
+			continue
+		}
 		if msg := firstOverlap(a, accepted, pools, nodes); msg != "" {
 			out[raw.Name] = Verdict{Reason: svcnetv1alpha1.ReasonAnnouncementOverlap, Message: msg}
 			continue

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,7 +52,12 @@ type ribPath struct {
 
 // ribPaths are the router's BGP paths to addr/32.
 func ribPaths(g Gomega, r *frr.Router, addr netip.Addr) []ribPath {
-	out, err := r.Vtysh("show bgp ipv4 unicast " + addr.String() + "/32 json")
+	return ribPrefixPaths(g, r, netip.PrefixFrom(addr, 32))
+}
+
+// ribPrefixPaths are the router's BGP paths to exactly prefix.
+func ribPrefixPaths(g Gomega, r *frr.Router, prefix netip.Prefix) []ribPath {
+	out, err := r.Vtysh("show bgp ipv4 unicast " + prefix.String() + " json")
 	g.Expect(err).NotTo(HaveOccurred())
 	var rib struct {
 		Paths []ribPath `json:"paths"`
@@ -264,5 +270,32 @@ func TestAnnounceBGPPeerSettings(t *testing.T) {
 			g.Expect(ribPaths(g, r, webAddr)).NotTo(ContainElement(HaveField("Peer.PeerID", n2.IP.String())))
 		}).WithTimeout(3 * time.Second).WithPolling(poll).Should(Succeed())
 		g.Expect(ribPaths(g, r, webAddr)).To(HaveLen(2), "nodes 0 and 1 still advertise it to their peers")
+	})
+
+	t.Run("aggregationLength: one route for the pool, refused where it would reach beyond it", func(t *testing.T) {
+		g := NewWithT(t)
+		pool := netip.MustParsePrefix(ibgpPool.Spec.CIDRs[0])
+		setAggregation := func(l int32) {
+			g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(ibgp), ibgp)).To(Succeed())
+			ibgp.Spec.BGP.AggregationLength = ptr.To(l)
+			g.Expect(c.env.Client.Update(ctx, ibgp)).To(Succeed())
+		}
+		setAggregation(int32(pool.Bits()))
+		g.Eventually(func(g Gomega) {
+			paths := ribPrefixPaths(g, r, pool)
+			g.Expect(paths).To(HaveLen(1))
+			g.Expect(paths[0].Peer.PeerID).To(Equal(n2.IP.String()))
+			g.Expect(paths[0].LocPrf).To(HaveValue(BeEquivalentTo(250)))
+			g.Expect(ribPaths(g, r, innerAddr)).To(BeEmpty(), "the /32 is withdrawn")
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
+
+		setAggregation(int32(pool.Bits() - 1))
+		g.Eventually(func(g Gomega) {
+			g.Expect(c.env.Client.Get(ctx, client.ObjectKeyFromObject(ibgp), ibgp)).To(Succeed())
+			cond := meta.FindStatusCondition(ibgp.Status.Conditions, svcnetv1alpha1.AnnouncementConditionAccepted)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(svcnetv1alpha1.ReasonAnnouncementInvalid))
+			g.Expect(cond.Message).To(ContainSubstring("beyond pool ibgp"))
+		}).WithTimeout(converge).WithPolling(poll).Should(Succeed())
 	})
 }

@@ -63,7 +63,7 @@ type Speaker struct {
 	mu       sync.Mutex
 	srv      *server.BgpServer
 	peers    map[netip.Addr]announcementpolicy.Peer
-	paths    map[netip.Addr]announcementpolicy.PathAttributes
+	paths    map[netip.Prefix]announcementpolicy.PathAttributes
 	started  bool
 	routerID netip.Addr
 	// bfd runs the BFD sessions of the peers that have BFD.
@@ -72,10 +72,11 @@ type Speaker struct {
 	export exportPolicy
 }
 
-// Path is one address to advertise, with its announcement's attributes,
-// to its announcement's peers.
+// Path is one route to advertise (an address, or the aggregate that
+// holds it), with its announcement's attributes, to its announcement's
+// peers.
 type Path struct {
-	Addr       netip.Addr
+	Prefix     netip.Prefix
 	Attributes announcementpolicy.PathAttributes
 	// Peers are the peers that may hear it; others do not.
 	Peers []netip.Addr
@@ -83,7 +84,7 @@ type Path struct {
 
 // New returns a speaker that starts GoBGP on its first Sync with peers.
 func New(cfg Config) *Speaker {
-	s := &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Addr]announcementpolicy.PathAttributes{}}
+	s := &Speaker{cfg: cfg, peers: map[netip.Addr]announcementpolicy.Peer{}, paths: map[netip.Prefix]announcementpolicy.PathAttributes{}}
 	s.bfd = bfd.NewManager(bfd.Options{NetNS: cfg.NetNS, Log: cfg.Log.WithName("bfd"), OnChange: s.bfdChanged})
 	return s
 }
@@ -107,9 +108,9 @@ func (s *Speaker) Sync(ctx context.Context, routerID netip.Addr, peers []announc
 			return err
 		}
 	}
-	want := map[netip.Addr]announcementpolicy.PathAttributes{}
+	want := map[netip.Prefix]announcementpolicy.PathAttributes{}
 	for _, p := range paths {
-		want[p.Addr] = p.Attributes
+		want[p.Prefix] = p.Attributes
 	}
 	peerAddrs := make([]netip.Addr, 0, len(peers))
 	for _, p := range peers {
@@ -121,14 +122,14 @@ func (s *Speaker) Sync(ctx context.Context, routerID netip.Addr, peers []announc
 		return err
 	}
 	var errs []error
-	for _, a := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
+	for _, a := range slices.SortedFunc(maps.Keys(want), netip.Prefix.Compare) {
 		// Adding a path again replaces it, attributes and all.
 		if have, ok := s.paths[a]; !ok || !have.Equal(want[a]) {
 			errs = append(errs, s.addPath(ctx, a, want[a]))
 		}
 	}
 	errs = append(errs, s.syncPeers(ctx, peers))
-	for _, a := range slices.SortedFunc(maps.Keys(s.paths), netip.Addr.Compare) {
+	for _, a := range slices.SortedFunc(maps.Keys(s.paths), netip.Prefix.Compare) {
 		if _, ok := want[a]; !ok {
 			errs = append(errs, s.deletePath(ctx, a))
 		}
@@ -300,13 +301,13 @@ func apiPeer(p announcementpolicy.Peer) *api.Peer {
 }
 
 // pathOf is the route to a, with the node as next hop and attrs.
-func pathOf(a netip.Addr, attrs announcementpolicy.PathAttributes) (*api.Path, error) {
+func pathOf(a netip.Prefix, attrs announcementpolicy.PathAttributes) (*api.Path, error) {
 	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	nexthop := "0.0.0.0"
-	if a.Is6() {
+	if a.Addr().Is6() {
 		family.Afi, nexthop = api.Family_AFI_IP6, "::"
 	}
-	nlri, err := anypb.New(&api.IPAddressPrefix{Prefix: a.String(), PrefixLen: uint32(a.BitLen())})
+	nlri, err := anypb.New(&api.IPAddressPrefix{Prefix: a.Addr().String(), PrefixLen: uint32(a.Bits())})
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +358,7 @@ func attributesOf(attrs announcementpolicy.PathAttributes) ([]*anypb.Any, error)
 	return out, nil
 }
 
-func (s *Speaker) addPath(ctx context.Context, a netip.Addr, attrs announcementpolicy.PathAttributes) error {
+func (s *Speaker) addPath(ctx context.Context, a netip.Prefix, attrs announcementpolicy.PathAttributes) error {
 	p, err := pathOf(a, attrs)
 	if err == nil {
 		_, err = s.srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: p})
@@ -369,7 +370,7 @@ func (s *Speaker) addPath(ctx context.Context, a netip.Addr, attrs announcementp
 	return nil
 }
 
-func (s *Speaker) deletePath(ctx context.Context, a netip.Addr) error {
+func (s *Speaker) deletePath(ctx context.Context, a netip.Prefix) error {
 	p, err := pathOf(a, s.paths[a])
 	if err == nil {
 		err = s.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p})

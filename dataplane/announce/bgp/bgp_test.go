@@ -43,8 +43,9 @@ func TestAPIPeerGracefulRestart(t *testing.T) {
 }
 
 func TestPathOf(t *testing.T) {
-	for _, a := range []string{"192.168.240.1", "2001:db8::7"} {
-		p, err := pathOf(netip.MustParseAddr(a), announcementpolicy.PathAttributes{})
+	for _, a := range []string{"192.168.240.1/32", "2001:db8::7/128", "192.168.240.0/24", "2001:db8::/64"} {
+		pfx := netip.MustParsePrefix(a)
+		p, err := pathOf(pfx, announcementpolicy.PathAttributes{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,8 +53,11 @@ func TestPathOf(t *testing.T) {
 		if err := p.GetNlri().UnmarshalTo(&nlri); err != nil {
 			t.Fatal(err)
 		}
-		if nlri.GetPrefix() != a || int(nlri.GetPrefixLen()) != netip.MustParseAddr(a).BitLen() {
+		if nlri.GetPrefix() != pfx.Addr().String() || int(nlri.GetPrefixLen()) != pfx.Bits() {
 			t.Errorf("%s advertised as %s/%d", a, nlri.GetPrefix(), nlri.GetPrefixLen())
+		}
+		if want := map[bool]api.Family_Afi{true: api.Family_AFI_IP, false: api.Family_AFI_IP6}[pfx.Addr().Is4()]; p.GetFamily().GetAfi() != want {
+			t.Errorf("%s in family %v", a, p.GetFamily())
 		}
 		if len(p.GetPattrs()) != 2 {
 			t.Errorf("%s has %d attributes, want ORIGIN and NEXT_HOP only", a, len(p.GetPattrs()))
@@ -67,7 +71,7 @@ func TestPathOfAttributes(t *testing.T) {
 		LargeCommunities: []announcementpolicy.LargeCommunity{{Global: 4200000000, Local1: 1, Local2: 2}},
 		LocalPreference:  250, HasLocalPreference: true,
 	}
-	p, err := pathOf(netip.MustParseAddr("192.168.240.1"), attrs)
+	p, err := pathOf(netip.MustParsePrefix("192.168.240.1/32"), attrs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ import (
 // to the peers of its announcement.
 const exportPolicyName = "svcnet-peers"
 
-// exportPolicy is which addresses each peer may hear: those whose
-// announcement lists the peer. GoBGP sends every path of its global RIB
+// exportPolicy is which routes each peer may hear: those of the
+// addresses whose announcement lists the peer. GoBGP sends every path of its global RIB
 // to every neighbor, and per-neighbor export policies only apply to
 // route-server clients; a global export policy whose statements match the
 // neighbor a path is sent to does it instead: for each peer, accept its
 // addresses of each family, reject the rest.
-type exportPolicy map[netip.Addr][]netip.Addr // by peer, addresses sorted
+type exportPolicy map[netip.Addr][]netip.Prefix // by peer, routes sorted
 
 // exportPolicyOf is the policy for paths and peers. A peer no path names
 // hears nothing.
@@ -34,12 +34,12 @@ func exportPolicyOf(paths []Path, peers []netip.Addr) exportPolicy {
 	for _, path := range paths {
 		for _, p := range path.Peers {
 			if _, ok := e[p]; ok {
-				e[p] = append(e[p], path.Addr)
+				e[p] = append(e[p], path.Prefix)
 			}
 		}
 	}
 	for p, addrs := range e {
-		slices.SortFunc(addrs, netip.Addr.Compare)
+		slices.SortFunc(addrs, netip.Prefix.Compare)
 		e[p] = slices.Compact(addrs)
 	}
 	return e
@@ -62,9 +62,8 @@ func (e exportPolicy) request() *api.SetPoliciesRequest {
 		for _, v4 := range []bool{true, false} {
 			var prefixes []*api.Prefix
 			for _, a := range e[peer] {
-				if a.Is4() == v4 {
-					prefixes = append(prefixes, &api.Prefix{IpPrefix: netip.PrefixFrom(a, a.BitLen()).String(),
-						MaskLengthMin: uint32(a.BitLen()), MaskLengthMax: uint32(a.BitLen())})
+				if a.Addr().Is4() == v4 {
+					prefixes = append(prefixes, &api.Prefix{IpPrefix: a.String(), MaskLengthMin: uint32(a.Bits()), MaskLengthMax: uint32(a.Bits())})
 				}
 			}
 			if len(prefixes) == 0 {

@@ -12,34 +12,39 @@ import (
 
 func TestExportPolicyOf(t *testing.T) {
 	r1, r2, r3 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::3")
-	a, b, c6 := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8:1::1")
+	a, b, c6 := netip.MustParsePrefix("198.51.100.1/32"), netip.MustParsePrefix("198.51.100.0/28"), netip.MustParsePrefix("2001:db8:1::1/128")
 	tests := map[string]struct {
 		paths []Path
 		peers []netip.Addr
 		want  exportPolicy
 	}{
 		"each address to its announcement's peers": {
-			paths: []Path{{Addr: a, Peers: []netip.Addr{r1}}, {Addr: b, Peers: []netip.Addr{r2}}},
+			paths: []Path{{Prefix: a, Peers: []netip.Addr{r1}}, {Prefix: b, Peers: []netip.Addr{r2}}},
 			peers: []netip.Addr{r1, r2},
 			want:  exportPolicy{r1: {a}, r2: {b}},
 		},
+		"addresses of one aggregate are one route": {
+			paths: []Path{{Prefix: b, Peers: []netip.Addr{r1}}, {Prefix: b, Peers: []netip.Addr{r1}}},
+			peers: []netip.Addr{r1},
+			want:  exportPolicy{r1: {b}},
+		},
 		"a peer of two announcements hears both": {
-			paths: []Path{{Addr: b, Peers: []netip.Addr{r1, r2}}, {Addr: a, Peers: []netip.Addr{r1}}},
+			paths: []Path{{Prefix: b, Peers: []netip.Addr{r1, r2}}, {Prefix: a, Peers: []netip.Addr{r1}}},
 			peers: []netip.Addr{r1, r2},
-			want:  exportPolicy{r1: {a, b}, r2: {b}},
+			want:  exportPolicy{r1: {b, a}, r2: {b}}, // by netip.Prefix.Compare: shorter first
 		},
 		"a peer no path names hears nothing": {
-			paths: []Path{{Addr: a, Peers: []netip.Addr{r1}}},
+			paths: []Path{{Prefix: a, Peers: []netip.Addr{r1}}},
 			peers: []netip.Addr{r1, r3},
 			want:  exportPolicy{r1: {a}, r3: nil},
 		},
 		"a path's peer this node does not peer with is left out": {
-			paths: []Path{{Addr: a, Peers: []netip.Addr{r1, r2}}},
+			paths: []Path{{Prefix: a, Peers: []netip.Addr{r1, r2}}},
 			peers: []netip.Addr{r1},
 			want:  exportPolicy{r1: {a}},
 		},
 		"both families to one peer": {
-			paths: []Path{{Addr: c6, Peers: []netip.Addr{r3}}, {Addr: a, Peers: []netip.Addr{r3}}},
+			paths: []Path{{Prefix: c6, Peers: []netip.Addr{r3}}, {Prefix: a, Peers: []netip.Addr{r3}}},
 			peers: []netip.Addr{r3},
 			want:  exportPolicy{r3: {a, c6}},
 		},
@@ -47,7 +52,7 @@ func TestExportPolicyOf(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := exportPolicyOf(tc.paths, tc.peers)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
 				t.Errorf("policy (-want +got):\n%s", diff)
 			}
 			if !got.equal(tc.want) {
@@ -62,7 +67,7 @@ func TestExportPolicyOf(t *testing.T) {
 func TestExportPolicyRequest(t *testing.T) {
 	r1, r2 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::2")
 	e := exportPolicy{
-		r1: {netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8:1::1")},
+		r1: {netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:1::1/128")},
 		r2: nil,
 	}
 	req := e.request()
@@ -92,7 +97,7 @@ func TestExportPolicyRequest(t *testing.T) {
 	}
 	wantSets := map[string][]string{
 		"svcnet-peer-192.0.2.1":    {"192.0.2.1/32"},
-		"svcnet-to-192.0.2.1-ipv4": {"198.51.100.1/32"},
+		"svcnet-to-192.0.2.1-ipv4": {"198.51.100.0/24"},
 		"svcnet-to-192.0.2.1-ipv6": {"2001:db8:1::1/128"},
 		"svcnet-peer-2001:db8::2":  {"2001:db8::2/128"},
 	}

@@ -150,7 +150,6 @@ func convertBGP(advs []source[bgpAdvertisementSpec], peerSrcs []source[bgpPeerSp
 	}
 	var out []svcnetv1alpha1.LoadBalancerAnnouncement
 	for _, adv := range advs {
-		warnAdvertisement(adv, warnings)
 		names := allPeers
 		if len(adv.spec.Peers) > 0 {
 			names = nil
@@ -235,20 +234,6 @@ func groupPeers(names []string, peers map[string]peer) []peerGroup {
 		groups[i].peers = append(groups[i].peers, p)
 	}
 	return groups
-}
-
-// warnAdvertisement warns about a BGPAdvertisement's fields that svcnet
-// has no counterpart for.
-func warnAdvertisement(adv source[bgpAdvertisementSpec], warnings *[]Warning) {
-	w := func(field, reason string) {
-		*warnings = append(*warnings, Warning{Object: adv.ref, Field: field, Reason: reason})
-	}
-	if l := adv.spec.AggregationLength; l != nil && *l != metallbAggregationLength {
-		w("spec.aggregationLength", fmt.Sprintf("svcnet advertises each address as a /32, not aggregated to /%d", *l))
-	}
-	if l := adv.spec.AggregationLengthV6; l != nil && *l != metallbAggregationLengthV6 {
-		w("spec.aggregationLengthV6", fmt.Sprintf("svcnet advertises each address as a /128, not aggregated to /%d", *l))
-	}
 }
 
 // convertPeer turns a BGPPeer into svcnet's peer; false when it cannot be.

@@ -10,6 +10,7 @@ import (
 
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
+	"k8s.io/utils/ptr"
 )
 
 // maxCommunities is the CRD's limit on an announcement's communities and
@@ -68,6 +69,12 @@ func pathAttributes(adv source[bgpAdvertisementSpec], aliases map[string]string,
 		lp := int64(adv.spec.LocalPref)
 		out.LocalPreference = &lp
 	}
+	if l := adv.spec.AggregationLength; l != nil && *l != metallbAggregationLength {
+		out.AggregationLength = ptr.To(*l)
+	}
+	if l := adv.spec.AggregationLengthV6; l != nil && *l != metallbAggregationLengthV6 {
+		out.AggregationLengthV6 = ptr.To(*l)
+	}
 	return out
 }
 
@@ -113,6 +120,7 @@ func limitCommunities(ref, field, what string, cs []string, warnings *[]Warning)
 // attributes too.
 func joinAttributes(into *svcnetv1alpha1.LoadBalancerAnnouncement, a svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) {
 	x, y := into.Spec.BGP, a.Spec.BGP
+	joinAggregation(into, a, warnings)
 	same := slices.Equal(x.Communities, y.Communities) && slices.Equal(x.LargeCommunities, y.LargeCommunities) &&
 		equalPref(x.LocalPreference, y.LocalPreference)
 	if same {
@@ -161,4 +169,33 @@ func samePeers(a, b []svcnetv1alpha1.BGPPeer) bool {
 		return out
 	}
 	return slices.Equal(addrs(a), addrs(b))
+}
+
+// joinAggregation gives into the longer of both's aggregation lengths of
+// each family: svcnet advertises one route per address and announcement,
+// where MetalLB may send a /32 to some peers and an aggregate to others
+// (two advertisements of one pool); the peers that got the aggregate get
+// the more specific routes instead, which reach the same nodes.
+func joinAggregation(into *svcnetv1alpha1.LoadBalancerAnnouncement, a svcnetv1alpha1.LoadBalancerAnnouncement, warnings *[]Warning) {
+	for _, f := range []struct {
+		field, yaml string
+		x, y        **int32
+		full        int32
+	}{
+		{"aggregationLength", "spec.aggregationLength", &into.Spec.BGP.AggregationLength, &a.Spec.BGP.AggregationLength, metallbAggregationLength},
+		{"aggregationLengthV6", "spec.aggregationLengthV6", &into.Spec.BGP.AggregationLengthV6, &a.Spec.BGP.AggregationLengthV6, metallbAggregationLengthV6},
+	} {
+		x, y := ptr.Deref(*f.x, f.full), ptr.Deref(*f.y, f.full)
+		if x == y {
+			continue
+		}
+		keep := max(x, y)
+		*warnings = append(*warnings, Warning{Object: a.Annotations[SourceAnnotation], Field: f.yaml,
+			Reason: fmt.Sprintf("joined with %s (same pools and nodes, which svcnet announces once), whose %s is %d where this one's is %d: svcnet advertises /%d routes to the peers of both",
+				into.Name, f.field, x, y, keep)})
+		*f.x = nil
+		if keep != f.full {
+			*f.x = ptr.To(keep)
+		}
+	}
 }

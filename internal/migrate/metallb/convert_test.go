@@ -241,6 +241,44 @@ spec:
 			"BGPAdvertisement metallb-system/public-summary spec.aggregationLength",
 		},
 	},
+	"aggregated routes": {
+		metallb: `
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor, namespace: metallb-system}
+spec: {myASN: 64500, peerASN: 64501, peerAddress: 10.0.0.1}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: public, namespace: metallb-system}
+spec: {addresses: [203.0.113.0/24, "2001:db8:1::/64"]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: summary, namespace: metallb-system}
+spec: {ipAddressPools: [public], aggregationLength: 24, aggregationLengthV6: 64}
+`,
+		want: `
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerIPPool
+metadata: {name: public, labels: {migrate.svcnet.io/metallb-pool: public}}
+spec: {cidrs: [203.0.113.0/24, "2001:db8:1::/64"]}
+---
+apiVersion: networking.svcnet.io/v1alpha1
+kind: LoadBalancerAnnouncement
+metadata: {name: summary}
+spec:
+  mode: BGP
+  poolSelector:
+    matchExpressions: [{key: migrate.svcnet.io/metallb-pool, operator: In, values: [public]}]
+  bgp:
+    localASN: 64500
+    aggregationLength: 24
+    aggregationLengthV6: 64
+    peers:
+    - {address: 10.0.0.1, asn: 64501, gracefulRestartTime: 0s}
+`,
+	},
 	"peers on different nodes and an old BGPPeer": {
 		metallb: `
 apiVersion: metallb.io/v1beta1
