@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
-	"k8s.io/utils/ptr"
 )
 
 // maxCommunities is the CRD's limit on an announcement's communities and
