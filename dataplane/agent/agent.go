@@ -718,7 +718,7 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	}
 	rendered := a.clock.Now()
 	res, err := a.apply(ctx, nodePortIPs, serviceCIDRs, rendered.Sub(start))
-	a.health.update(a.healthEntries())
+	a.health.update(a.healthEntries(), healthAddrs(a.cfg.NodePortAddresses, nodePortIPs))
 	if err != nil {
 		// The rendered state is kept in the backends, whose next sync is
 		// full and applies it: only the wait and the triggers go back.
@@ -879,6 +879,25 @@ func (a *Agent) healthEntries() map[int32]healthEntry {
 		}
 	}
 	return health
+}
+
+// healthAddrs are the addresses that health check node ports listen on,
+// by IP family, for the families that --nodeport-addresses restricts: as
+// kube-proxy's per-family health check servers, those of its addresses
+// that are the node's, and every address of a family it has no range of.
+func healthAddrs(prefixes []netip.Prefix, nodePortIPs []netip.Addr) map[corev1.IPFamily][]netip.Addr {
+	out := map[corev1.IPFamily][]netip.Addr{}
+	for _, p := range prefixes {
+		if f := ipfamily.OfPrefix(p); out[f] == nil {
+			out[f] = []netip.Addr{}
+		}
+	}
+	for _, ip := range nodePortIPs {
+		if f := ipfamily.Of(ip); out[f] != nil {
+			out[f] = append(out[f], ip)
+		}
+	}
+	return out
 }
 
 // setMember puts key into the keys sorted by compareKeys, or takes it

@@ -3,11 +3,16 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,22 +28,66 @@ type healthEntry struct {
 	namespace, name string
 	// local counts this node's ready endpoints by IP family: distinct
 	// addresses, over every port of the Service. A family is present when
-	// the Service has rules in it, with 0 when no local endpoint is ready.
+	// the Service has rules in it, with 0 when no local endpoint is ready;
+	// the port is served in the families present and only in those.
 	local map[corev1.IPFamily]int
 }
 
-// localFor is the count a request that arrived over family f reads, as
-// from kube-proxy's health server of that family; a single-stack Service
-// answers with its one family's count on both.
-func (e healthEntry) localFor(f corev1.IPFamily) int {
-	if n, ok := e.local[f]; ok {
-		return n
+// healthListener is one socket of a health check node port: kube-proxy
+// runs one health check server per IP family, each listening in its own
+// family only, on every address of the family or on each of the node's
+// --nodeport-addresses of the family.
+type healthListener struct {
+	port   int32
+	family corev1.IPFamily
+	// addr is the address listened on; invalid (the zero Addr) for every
+	// address of the family.
+	addr netip.Addr
+}
+
+// network and address are the arguments of net.Listen for l: "tcp4" or
+// "tcp6", so that an IPv6 socket does not take IPv4 connections too.
+func (l healthListener) network() string {
+	if l.family == corev1.IPv6Protocol {
+		return "tcp6"
 	}
-	total := 0
-	for _, n := range e.local {
-		total += n
+	return "tcp4"
+}
+
+func (l healthListener) address() string {
+	host := ""
+	switch {
+	case l.addr.IsValid():
+		host = l.addr.String()
+	case l.family == corev1.IPv6Protocol:
+		host = "::"
+	default:
+		host = "0.0.0.0"
 	}
-	return total
+	return net.JoinHostPort(host, strconv.Itoa(int(l.port)))
+}
+
+// healthListeners are the sockets that serve entries: for each port, one
+// per family the Service has rules in, on every address of the family
+// when addrs does not hold the family (no --nodeport-addresses of the
+// family), else one per address it lists, none when it lists none, as
+// kube-proxy's. The families absent from an entry have no socket, so a
+// probe over them is refused, as kube-proxy's.
+func healthListeners(entries map[int32]healthEntry, addrs map[corev1.IPFamily][]netip.Addr) map[healthListener]bool {
+	out := map[healthListener]bool{}
+	for port, e := range entries {
+		for f := range e.local {
+			ips, restricted := addrs[f]
+			if !restricted {
+				out[healthListener{port: port, family: f}] = true
+				continue
+			}
+			for _, ip := range ips {
+				out[healthListener{port: port, family: f, addr: ip}] = true
+			}
+		}
+	}
+	return out
 }
 
 // serviceHealth is the body of a health check node port's answer, with
@@ -72,7 +121,7 @@ type healthServers struct {
 
 	mu      sync.Mutex
 	entries map[int32]healthEntry
-	servers map[int32]*http.Server
+	servers map[healthListener]*http.Server
 	// failed is each port's last listen error already reported, so that a
 	// port that stays taken is reported once, not at every sync.
 	failed map[int32]string
@@ -84,19 +133,22 @@ const EventFailedHealthcheck = "FailedToStartServiceHealthcheck"
 
 func newHealthServers(ns, node string, log logr.Logger, proxyHealthy func() bool) *healthServers {
 	return &healthServers{netns: ns, node: node, log: log, proxyHealthy: proxyHealthy,
-		entries: map[int32]healthEntry{}, servers: map[int32]*http.Server{}, failed: map[int32]string{}}
+		entries: map[int32]healthEntry{}, servers: map[healthListener]*http.Server{}, failed: map[int32]string{}}
 }
 
-// update opens listeners for new ports, closes the ones no longer used,
-// and makes every server answer with the new counts.
-func (h *healthServers) update(entries map[int32]healthEntry) {
+// update opens the sockets that new ports and families need, closes the
+// ones no longer needed, and makes every server answer with the new
+// counts. addrs are the node's --nodeport-addresses by family, for the
+// families it restricts (healthListeners).
+func (h *healthServers) update(entries map[int32]healthEntry, addrs map[corev1.IPFamily][]netip.Addr) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.entries = entries
-	for port, srv := range h.servers {
-		if _, ok := entries[port]; !ok {
+	want := healthListeners(entries, addrs)
+	for l, srv := range h.servers {
+		if !want[l] {
 			_ = srv.Close()
-			delete(h.servers, port)
+			delete(h.servers, l)
 		}
 	}
 	for port := range h.failed {
@@ -104,20 +156,36 @@ func (h *healthServers) update(entries map[int32]healthEntry) {
 			delete(h.failed, port)
 		}
 	}
-	for port, e := range entries {
-		if _, ok := h.servers[port]; ok {
+	failed := map[int32]bool{}
+	for _, l := range slices.SortedFunc(maps.Keys(want), compareHealthListeners) {
+		if _, ok := h.servers[l]; ok {
 			continue
 		}
-		l, err := netns.Listen(h.netns, net.JoinHostPort("", strconv.Itoa(int(port))))
+		var sock net.Listener
+		err := netns.Do(h.netns, func() error {
+			var err error
+			sock, err = net.Listen(l.network(), l.address())
+			return err
+		})
 		if err != nil {
-			h.reportListenFailure(port, e, err)
+			failed[l.port] = true
+			h.reportListenFailure(l.port, entries[l.port], err)
 			continue
 		}
-		delete(h.failed, port)
-		srv := &http.Server{Handler: h.handler(port), ReadHeaderTimeout: 10 * time.Second}
-		h.servers[port] = srv
-		go func() { _ = srv.Serve(l) }()
+		srv := &http.Server{Handler: h.handler(l.port, l.family), ReadHeaderTimeout: 10 * time.Second}
+		h.servers[l] = srv
+		go func() { _ = srv.Serve(sock) }()
 	}
+	for port := range entries {
+		if !failed[port] {
+			delete(h.failed, port)
+		}
+	}
+}
+
+// compareHealthListeners orders sockets by port, family, address.
+func compareHealthListeners(a, b healthListener) int {
+	return cmp.Or(cmp.Compare(a.port, b.port), strings.Compare(string(a.family), string(b.family)), a.addr.Compare(b.addr))
 }
 
 // reportListenFailure logs a health check node port that cannot be
@@ -137,7 +205,9 @@ func (h *healthServers) reportListenFailure(port int32, e healthEntry, err error
 	}
 }
 
-func (h *healthServers) handler(port int32) http.Handler {
+// handler answers on the sockets of one port in one family, with that
+// family's count, as kube-proxy's server of that family.
+func (h *healthServers) handler(port int32, family corev1.IPFamily) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		e, ok := h.entries[port]
@@ -148,7 +218,7 @@ func (h *healthServers) handler(port int32) http.Handler {
 		}
 		var body serviceHealth
 		body.Service.Namespace, body.Service.Name = e.namespace, e.name
-		body.LocalEndpoints = e.localFor(requestFamily(r))
+		body.LocalEndpoints = e.local[family]
 		body.ServiceProxyHealthy = h.proxyHealthy()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -166,14 +236,6 @@ func (h *healthServers) handler(port int32) http.Handler {
 			h.log.V(4).Info("Writing health check answer", "err", err.Error())
 		}
 	})
-}
-
-// requestFamily is the IP family of the address a request arrived on.
-func requestFamily(r *http.Request) corev1.IPFamily {
-	if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && a.IP.To4() == nil {
-		return corev1.IPv6Protocol
-	}
-	return corev1.IPv4Protocol
 }
 
 func (h *healthServers) closeAll() {

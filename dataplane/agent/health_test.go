@@ -7,18 +7,25 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
 )
 
 // localLB is a LoadBalancer Service with externalTrafficPolicy Local and
@@ -117,9 +124,7 @@ func TestHealthCheckNodePortAnswersAsKubeProxy(t *testing.T) {
 				w.clock.Step(w.agent.cfg.HealthTimeout + time.Second)
 			}
 			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(http.MethodGet, "/", nil)
-			req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("192.168.50.11"), Port: 30100}))
-			w.agent.health.handler(30100).ServeHTTP(rec, req)
+			w.agent.health.handler(30100, corev1.IPv4Protocol).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 			if rec.Code != tc.code {
 				t.Errorf("status %d, want %d", rec.Code, tc.code)
 			}
@@ -147,8 +152,8 @@ func TestHealthCheckNodePortTakenIsReported(t *testing.T) {
 	defer h.closeAll()
 	entries := map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: map[corev1.IPFamily]int{corev1.IPv4Protocol: 1}}}
 
-	h.update(entries)
-	h.update(entries)
+	h.update(entries, nil)
+	h.update(entries, nil)
 	select {
 	case e := <-rec.Events:
 		if want := "Warning " + EventFailedHealthcheck + " node node-a failed to start healthcheck \"ns/lb\" on port " + strconv.Itoa(int(port)); !strings.HasPrefix(e, want) {
@@ -164,11 +169,220 @@ func TestHealthCheckNodePortTakenIsReported(t *testing.T) {
 	}
 
 	must(t, held.Close())
-	h.update(entries)
+	h.update(entries, nil)
 	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(port)) + "/")
 	must(t, err)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("health check node port once free: HTTP %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestHealthCheckNodePortListenersPerFamily checks where the health
+// check node port of a Service listens, as kube-proxy's one server per
+// IP family: in each family the Service has rules in and only there, on
+// every address of the family unless --nodeport-addresses has ranges of
+// the family, then on the node's addresses in them, and on none when no
+// address of the node is in them.
+func TestHealthCheckNodePortListenersPerFamily(t *testing.T) {
+	dual := map[corev1.IPFamily]int{corev1.IPv4Protocol: 2, corev1.IPv6Protocol: 0}
+	v4only := map[corev1.IPFamily]int{corev1.IPv4Protocol: 1}
+	v6only := map[corev1.IPFamily]int{corev1.IPv6Protocol: 1}
+	nodeIPs := []netip.Addr{netip.MustParseAddr("192.168.50.11"), netip.MustParseAddr("fd00:50::11")}
+	cases := map[string]struct {
+		local             map[corev1.IPFamily]int
+		nodePortAddresses []string
+		nodePortIPs       []netip.Addr
+		want              []string
+	}{
+		"dual-stack Service, every address": {
+			local: dual,
+			want:  []string{"tcp4 0.0.0.0:30100", "tcp6 [::]:30100"},
+		},
+		"IPv4 Service on a dual-stack node: no IPv6 socket": {
+			local: v4only,
+			want:  []string{"tcp4 0.0.0.0:30100"},
+		},
+		"IPv6 Service on a dual-stack node: no IPv4 socket": {
+			local: v6only,
+			want:  []string{"tcp6 [::]:30100"},
+		},
+		"--nodeport-addresses of both families": {
+			local:             dual,
+			nodePortAddresses: []string{"192.168.50.0/24", "fd00:50::/64"},
+			nodePortIPs:       nodeIPs,
+			want:              []string{"tcp4 192.168.50.11:30100", "tcp6 [fd00:50::11]:30100"},
+		},
+		"--nodeport-addresses of IPv4 only: every IPv6 address": {
+			local:             dual,
+			nodePortAddresses: []string{"192.168.50.0/24"},
+			nodePortIPs:       nodeIPs[:1],
+			want:              []string{"tcp4 192.168.50.11:30100", "tcp6 [::]:30100"},
+		},
+		"--nodeport-addresses of IPv4 that no address of the node is in": {
+			local:             dual,
+			nodePortAddresses: []string{"10.99.0.0/16"},
+			want:              []string{"tcp6 [::]:30100"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var prefixes []netip.Prefix
+			for _, p := range tc.nodePortAddresses {
+				prefixes = append(prefixes, netip.MustParsePrefix(p))
+			}
+			entries := map[int32]healthEntry{30100: {namespace: "ns", name: "lb", local: tc.local}}
+			var got []string
+			for l := range healthListeners(entries, healthAddrs(prefixes, tc.nodePortIPs)) {
+				got = append(got, l.network()+" "+l.address())
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("listeners (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHealthCheckNodePortAnswersPerFamily probes real sockets over IPv4
+// and IPv6 loopback: a dual-stack Service answers each family with that
+// family's count (200 over IPv4 with its two endpoints, 503 over IPv6
+// with none), and a probe over the family a single-stack Service lacks
+// is refused, as by kube-proxy, whose server of that family does not
+// serve the Service.
+func TestHealthCheckNodePortAnswersPerFamily(t *testing.T) {
+	port := freePort(t)
+	dual := map[corev1.IPFamily]int{corev1.IPv4Protocol: 2, corev1.IPv6Protocol: 0}
+	v4only := map[corev1.IPFamily]int{corev1.IPv4Protocol: 2}
+	type probe struct {
+		code  int // 0: refused
+		local string
+	}
+	cases := map[string]struct {
+		local      map[corev1.IPFamily]int
+		ipv4, ipv6 probe
+	}{
+		"dual-stack Service": {
+			local: dual,
+			ipv4:  probe{code: http.StatusOK, local: "2"},
+			ipv6:  probe{code: http.StatusServiceUnavailable, local: "0"},
+		},
+		"IPv4 Service": {
+			local: v4only,
+			ipv4:  probe{code: http.StatusOK, local: "2"},
+		},
+	}
+	get := func(host string) probe {
+		c := http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get("http://" + net.JoinHostPort(host, strconv.Itoa(int(port))) + "/")
+		if err != nil {
+			return probe{}
+		}
+		_ = resp.Body.Close()
+		return probe{code: resp.StatusCode, local: resp.Header.Get("X-Load-Balancing-Endpoint-Weight")}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHealthServers("", "node-a", logr.Discard(), func() bool { return true })
+			defer h.closeAll()
+			h.update(map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: tc.local}}, nil)
+			if got := get("127.0.0.1"); got != tc.ipv4 {
+				t.Errorf("over IPv4: %+v, want %+v", got, tc.ipv4)
+			}
+			if got := get("::1"); got != tc.ipv6 {
+				t.Errorf("over IPv6: %+v, want %+v", got, tc.ipv6)
+			}
+		})
+	}
+}
+
+// freePort is a TCP port free in both families now.
+func freePort(t *testing.T) int32 {
+	t.Helper()
+	for range 20 {
+		l4, err := net.Listen("tcp4", "0.0.0.0:0")
+		must(t, err)
+		port := l4.Addr().(*net.TCPAddr).Port
+		l6, err := net.Listen("tcp6", net.JoinHostPort("::", strconv.Itoa(port)))
+		_ = l4.Close()
+		if err == nil {
+			_ = l6.Close()
+			return int32(port)
+		}
+	}
+	t.Fatal("no TCP port free in both families")
+	return 0
+}
+
+// TestHealthEntriesCountEachFamily checks the counts behind a health
+// check node port on a dual-stack node: each family's distinct local
+// ready addresses, as each of kube-proxy's proxiers counts its own
+// family's, never their sum; a family the Service has rules in counts 0
+// until it has a local ready endpoint, and a family the Service lacks is
+// absent.
+func TestHealthEntriesCountEachFamily(t *testing.T) {
+	ready := func(ip, node string) endpoint { return endpoint{ip: ip, node: node, ready: true, serving: true} }
+	v4 := lbSlice(ready("10.244.1.3", "node-a"), ready("10.244.1.4", "node-a"), ready("10.244.2.3", "node-b"))
+	v6 := lbSlice(ready("fd00:244:1::3", "node-a"), endpoint{ip: "fd00:244:1::4", node: "node-a", serving: true, terminating: true})
+	v6.Name, v6.AddressType = "lb-2", discoveryv1.AddressTypeIPv6
+	families := func(fs ...corev1.IPFamily) func(*corev1.Service) {
+		return func(s *corev1.Service) {
+			s.Spec.IPFamilies, s.Spec.ClusterIPs = fs, nil
+			for _, f := range fs {
+				s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, map[corev1.IPFamily]string{corev1.IPv4Protocol: "10.96.0.20", corev1.IPv6Protocol: "fd00:96::20"}[f])
+			}
+			s.Spec.ClusterIP = s.Spec.ClusterIPs[0]
+		}
+	}
+	cases := map[string]struct {
+		families []corev1.IPFamily
+		slices   []*discoveryv1.EndpointSlice
+		want     map[corev1.IPFamily]int
+	}{
+		"dual-stack Service": {
+			families: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			slices:   []*discoveryv1.EndpointSlice{v4, v6},
+			want:     map[corev1.IPFamily]int{corev1.IPv4Protocol: 2, corev1.IPv6Protocol: 1},
+		},
+		"dual-stack Service without IPv6 endpoints": {
+			families: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			slices:   []*discoveryv1.EndpointSlice{v4},
+			want:     map[corev1.IPFamily]int{corev1.IPv4Protocol: 2, corev1.IPv6Protocol: 0},
+		},
+		"IPv4 Service": {
+			families: []corev1.IPFamily{corev1.IPv4Protocol},
+			slices:   []*discoveryv1.EndpointSlice{v4},
+			want:     map[corev1.IPFamily]int{corev1.IPv4Protocol: 2},
+		},
+		"IPv6 Service": {
+			families: []corev1.IPFamily{corev1.IPv6Protocol},
+			slices:   []*discoveryv1.EndpointSlice{v6},
+			want:     map[corev1.IPFamily]int{corev1.IPv6Protocol: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newFakeClient()
+			must(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}))
+			lb := localLB()
+			lb.Spec.HealthCheckNodePort = freePort(t)
+			families(tc.families...)(lb)
+			must(t, c.Create(ctx, lb))
+			for _, s := range tc.slices {
+				must(t, c.Create(ctx, s.DeepCopy()))
+			}
+			backends := []dataplane.Backend{
+				iptables.NewBackend(corev1.IPv4Protocol, iptables.NewFake(), iptables.Config{}),
+				iptables.NewBackend(corev1.IPv6Protocol, iptables.NewFake(), iptables.Config{}),
+			}
+			a := newAgent(c, testConfig(t), logr.Discard(), clock.RealClock{}, backends)
+			defer a.health.closeAll()
+			must(t, a.SyncOnce(ctx))
+			want := map[int32]healthEntry{lb.Spec.HealthCheckNodePort: {namespace: "ns", name: "lb", local: tc.want}}
+			if diff := cmp.Diff(want, a.healthEntries(), cmp.AllowUnexported(healthEntry{})); diff != "" {
+				t.Errorf("health check node ports (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
