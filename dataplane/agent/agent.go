@@ -89,6 +89,13 @@ type Agent struct {
 	// queued, syncingQueuedAt that of the changes the running sync took;
 	// zero when there are none. Health is judged by the older.
 	queuedAt, syncingQueuedAt time.Time
+	// familyUpdated is when each IP family's backend last applied a sync
+	// (at start, the agent's start, as kube-proxy marks each proxier
+	// updated when its loop starts); familyBehind is when the oldest
+	// change a family's backend refused was queued, zero once it applies
+	// one. A family whose backend refused a sync that the other family's
+	// applied is alone behind, as one of kube-proxy's two proxiers.
+	familyUpdated, familyBehind map[corev1.IPFamily]time.Time
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []changeTrigger
@@ -400,6 +407,11 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		// kube-proxy's trackers start with the proxier.
 		startedAt:      clk.Now(),
 		serviceChanges: map[types.NamespacedName]bool{},
+		familyUpdated:  map[corev1.IPFamily]time.Time{},
+		familyBehind:   map[corev1.IPFamily]time.Time{},
+	}
+	for _, b := range backends {
+		a.familyUpdated[b.Family()] = a.startedAt
 	}
 	a.health = newHealthServers(cfg.NetNS, cfg.NodeName, log, func() bool { return a.Health().Healthy })
 	return a
@@ -717,16 +729,14 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 		return a.failed(work, ReasonRender, err)
 	}
 	rendered := a.clock.Now()
-	res, err := a.apply(ctx, nodePortIPs, serviceCIDRs, rendered.Sub(start))
+	res, refused, err := a.apply(ctx, nodePortIPs, serviceCIDRs, rendered.Sub(start))
 	a.health.update(a.healthEntries(), healthAddrs(a.cfg.NodePortAddresses, nodePortIPs))
 	if err != nil {
-		// The rendered state is kept in the backends, whose next sync is
-		// full and applies it: only the wait and the triggers go back.
 		reason := ReasonApply
 		if errors.Is(err, dataplane.ErrListRules) {
 			reason = ReasonList
 		}
-		return a.failed(pending{triggers: work.triggers, queuedAt: work.queuedAt}, reason, err)
+		return a.failedApply(work, refused, reason, err)
 	}
 	a.recordSuccess(start, rendered, res, work.triggers)
 	a.clearStaleUDP()
@@ -830,9 +840,9 @@ func (a *Agent) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
 
 // apply syncs every backend; a failed one does not keep the others from
 // applying their rules. Each family's sync is observed as taking the
-// render's time, renderTook, and its own.
-func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDRs []netip.Prefix, renderTook time.Duration) (dataplane.SyncResult, error) {
-	var total dataplane.SyncResult
+// render's time, renderTook, and its own. refused are the families whose
+// backend failed.
+func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDRs []netip.Prefix, renderTook time.Duration) (total dataplane.SyncResult, refused []corev1.IPFamily, _ error) {
 	var errs []error
 	for _, b := range a.backends {
 		node := dataplane.Node{}
@@ -853,12 +863,57 @@ func (a *Agent) apply(ctx context.Context, nodePortIPs []netip.Addr, serviceCIDR
 		total.Full = total.Full || res.Full
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s rules: %w", b.Mode(), b.Family(), err))
+			refused = append(refused, b.Family())
 			continue
 		}
 		metricRulesWritten.Add(float64(res.Rules))
 		total.Rules += res.Rules
 	}
-	return total, errors.Join(errs...)
+	return total, refused, errors.Join(errs...)
+}
+
+// failedApply records a sync that some families' backends applied and
+// the refused ones' did not. Those that applied it are up to date, as a
+// kube-proxy proxier whose own sync succeeded: their health, trigger
+// times and no-local-endpoints counts are settled now. The refused ones
+// keep the changes' wait and trigger times; their backends keep the
+// rendered state and apply it in their next, full, sync.
+func (a *Agent) failedApply(work pending, refused []corev1.IPFamily, reason string, err error) error {
+	now := a.clock.Now()
+	var applied []corev1.IPFamily
+	for _, f := range a.families() {
+		if !slices.Contains(refused, f) {
+			applied = append(applied, f)
+		}
+	}
+	var waiting []changeTrigger
+	wall := time.Now() // trigger times come from the API server's clock
+	for _, t := range work.triggers {
+		if slices.Contains(refused, t.family) {
+			waiting = append(waiting, t)
+			continue
+		}
+		metricNetworkProgrammingDuration.WithLabelValues(string(t.family)).Observe(wall.Sub(t.at).Seconds())
+	}
+	setNoLocalEndpoints(a.noLocal, applied)
+	a.mu.Lock()
+	a.markUpdatedLocked(now, applied)
+	for _, f := range refused {
+		if behind := a.familyBehind[f]; !work.queuedAt.IsZero() && (behind.IsZero() || work.queuedAt.Before(behind)) {
+			a.familyBehind[f] = work.queuedAt
+		}
+	}
+	a.mu.Unlock()
+	return a.failed(pending{triggers: waiting}, reason, err)
+}
+
+// markUpdatedLocked records that the backends of families applied every
+// change that a sync took.
+func (a *Agent) markUpdatedLocked(now time.Time, families []corev1.IPFamily) {
+	for _, f := range families {
+		a.familyUpdated[f] = now
+		delete(a.familyBehind, f)
+	}
 }
 
 // healthEntries sums the local endpoints behind each health check node
@@ -929,6 +984,7 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 		a.lastFull = now
 	}
 	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
+	a.markUpdatedLocked(now, a.families())
 	a.mu.Unlock()
 	setNoLocalEndpoints(a.noLocal, a.families())
 	a.log.V(2).Info("Synced rules", "kind", kind, "services", len(a.order), "rulesWritten", res.Rules,

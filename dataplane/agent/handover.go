@@ -83,6 +83,7 @@ func (a *Agent) standBy(ctx context.Context) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
+	a.markUpdatedLocked(now, a.families())
 	a.mu.Unlock()
 }
 

@@ -41,27 +41,28 @@ type syncFailure struct {
 // Health is the agent's health as kube-proxy's health server judges it:
 // by how long the oldest change not yet in the rules has waited, whatever
 // kept it waiting (a failed step, or a sync still running), not by
-// whether the last apply failed.
+// whether the last apply failed; and, as there, per IP family.
 type Health struct {
-	// Healthy is false once a change has waited longer than the health
-	// timeout (twice --sync-period).
+	// Healthy is false once a change has waited the health timeout
+	// (twice --sync-period) in any family.
 	Healthy bool `json:"healthy"`
 	// Ready is true once a sync has applied everything and the agent is
 	// healthy.
 	Ready bool `json:"ready"`
-	// LastUpdated is when a sync last applied everything.
+	// LastUpdated is kube-proxy's: the latest of the families'.
 	LastUpdated time.Time `json:"lastUpdated"`
 	CurrentTime time.Time `json:"currentTime"`
-	// OldestQueuedChange is when the oldest change still waiting was
-	// queued; absent when none waits.
+	// OldestQueuedChange is when the oldest change still waiting in any
+	// family was queued; absent when none waits.
 	OldestQueuedChange *time.Time `json:"oldestQueuedChange,omitempty"`
 	// NodeEligible, in /healthz answers only, tells whether the node
 	// should get load balancer traffic (NodeEligible); /healthz fails
 	// when it is false.
 	NodeEligible *bool `json:"nodeEligible,omitempty"`
 	// Status is the health of each IP family's rules, as kube-proxy's
-	// per-family proxiers report it. The agent syncs every family at
-	// once, so they agree.
+	// per-family proxiers report it: a family whose backend refused a
+	// sync that the other's applied is alone unhealthy once the wait
+	// passes the timeout, and keeps its older lastUpdated.
 	Status map[corev1.IPFamily]FamilyHealth `json:"status,omitempty"`
 	// Reason and Error say why the last sync failed (the Reason*
 	// constants), while no sync has succeeded since.
@@ -71,6 +72,8 @@ type Health struct {
 
 // FamilyHealth is the health of one IP family's rules.
 type FamilyHealth struct {
+	// LastUpdated is when the family's backend last applied a sync, or
+	// the agent's start before its first.
 	LastUpdated time.Time `json:"lastUpdated"`
 	Healthy     bool      `json:"healthy"`
 }
@@ -80,24 +83,40 @@ func (a *Agent) Health() Health {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.clock.Now()
-	h := Health{Healthy: true, LastUpdated: a.lastSuccess, CurrentTime: now}
-	oldest := a.queuedAt
-	if !a.syncingQueuedAt.IsZero() && (oldest.IsZero() || a.syncingQueuedAt.Before(oldest)) {
-		oldest = a.syncingQueuedAt
+	h := Health{Healthy: true, CurrentTime: now, Status: map[corev1.IPFamily]FamilyHealth{}}
+	// Changes queued or taken by the running sync wait in every family.
+	waiting := earliest(a.queuedAt, a.syncingQueuedAt)
+	oldest := waiting
+	for _, f := range a.families() {
+		since := earliest(waiting, a.familyBehind[f])
+		// kube-proxy's rule: unhealthy once the wait reaches the timeout.
+		healthy := since.IsZero() || now.Sub(since) < a.cfg.HealthTimeout
+		h.Status[f] = FamilyHealth{LastUpdated: a.familyUpdated[f], Healthy: healthy}
+		h.Healthy = h.Healthy && healthy
+		oldest = earliest(oldest, since)
+		if a.familyUpdated[f].After(h.LastUpdated) {
+			h.LastUpdated = a.familyUpdated[f]
+		}
+	}
+	if len(a.backends) == 0 {
+		h.Healthy = oldest.IsZero() || now.Sub(oldest) < a.cfg.HealthTimeout
 	}
 	if !oldest.IsZero() {
 		h.OldestQueuedChange = &oldest
-		h.Healthy = now.Sub(oldest) <= a.cfg.HealthTimeout
 	}
 	if a.failure != nil {
 		h.Reason, h.Error = a.failure.reason, a.failure.err.Error()
 	}
 	h.Ready = h.Healthy && !a.lastSuccess.IsZero()
-	h.Status = map[corev1.IPFamily]FamilyHealth{}
-	for _, b := range a.backends {
-		h.Status[b.Family()] = FamilyHealth{LastUpdated: a.lastSuccess, Healthy: h.Healthy}
-	}
 	return h
+}
+
+// earliest is the earlier of two times, the zero time meaning none.
+func earliest(x, y time.Time) time.Time {
+	if x.IsZero() || (!y.IsZero() && y.Before(x)) {
+		return y
+	}
+	return x
 }
 
 // healthzServer serves the agent's /healthz and /livez (kube-proxy's, on

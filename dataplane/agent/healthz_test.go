@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -122,19 +123,20 @@ func TestHealthFailsOnceAChangeWaitedTooLongWhateverTheCause(t *testing.T) {
 				t.Errorf("svcnet_agent_sync_failures_total{reason=%q} grew by %v, want 1", tc.reason, got)
 			}
 			timeout := w.agent.cfg.HealthTimeout
-			w.clock.Step(timeout)
+			w.clock.Step(timeout - time.Millisecond)
 			if code, h := w.body(t, "/livez"); code != http.StatusOK || !h.Healthy || h.Reason != tc.reason || h.Ready {
-				t.Fatalf("after waiting exactly the timeout: %d %+v; want 200, healthy, not ready, reason %q", code, h, tc.reason)
+				t.Fatalf("after waiting just under the timeout: %d %+v; want 200, healthy, not ready, reason %q", code, h, tc.reason)
 			}
-			// A change arriving later does not make the wait look shorter.
+			// A change arriving later does not make the wait look shorter;
+			// as kube-proxy's, the wait fails once it reaches the timeout.
 			w.agent.changed(nil, svc("web", "10.96.0.10", nil))
-			w.clock.Step(time.Second)
+			w.clock.Step(time.Millisecond)
 			code, h := w.body(t, "/livez")
 			if code != http.StatusServiceUnavailable || h.Healthy || h.Reason != tc.reason || h.Error == "" {
-				t.Fatalf("after waiting longer than the timeout: %d %+v; want 503 with reason %q and the error", code, h, tc.reason)
+				t.Fatalf("after waiting the timeout: %d %+v; want 503 with reason %q and the error", code, h, tc.reason)
 			}
-			if h.OldestQueuedChange == nil || !h.OldestQueuedChange.Equal(w.clock.Now().Add(-timeout-time.Second)) {
-				t.Errorf("oldest queued change %v, want the first sync's queueing at %v", h.OldestQueuedChange, w.clock.Now().Add(-timeout-time.Second))
+			if h.OldestQueuedChange == nil || !h.OldestQueuedChange.Equal(w.clock.Now().Add(-timeout)) {
+				t.Errorf("oldest queued change %v, want the first sync's queueing at %v", h.OldestQueuedChange, w.clock.Now().Add(-timeout))
 			}
 			if code, _ := w.body(t, "/readyz"); code != http.StatusServiceUnavailable {
 				t.Errorf("/readyz answered %d while unhealthy, want 503", code)
@@ -381,5 +383,118 @@ func TestMetricsServerWaitsForItsAddress(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Start after ctx ended: %v", err)
+	}
+}
+
+// TestHealthIsPerFamily runs a dual-stack agent whose IPv6 backend
+// refuses a sync that the IPv4 one applies, and checks the health body
+// and the per-family series against kube-proxy's two proxiers, of which
+// only the IPv6 one would have failed: IPv4's status is healthy and
+// updated at that sync, its trigger times are measured then; IPv6's
+// keeps its older lastUpdated, turns unhealthy once the wait reaches
+// the timeout (and the whole agent with it), and is measured when its
+// next sync applies the change.
+func TestHealthIsPerFamily(t *testing.T) {
+	type status = map[corev1.IPFamily]FamilyHealth
+	const v4, v6 = corev1.IPv4Protocol, corev1.IPv6Protocol
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	synced := start.Add(time.Second)
+	cases := map[string]struct {
+		// failIPv6 makes the IPv6 backend refuse the sync at synced;
+		// recover syncs again, successfully, after wait.
+		failIPv6, recover bool
+		wait              time.Duration // from synced, in units of the health timeout minus a millisecond
+		waitTimeout       bool          // wait exactly the health timeout instead
+		wantCode          int
+		wantHealthy       bool
+		wantStatus        func(now time.Time) status
+		// wantLatencies are the programming latencies measured, by family.
+		wantLatencies map[corev1.IPFamily]uint64
+	}{
+		"both families apply": {
+			wantCode: http.StatusOK, wantHealthy: true,
+			wantStatus:    func(time.Time) status { return status{v4: {synced, true}, v6: {synced, true}} },
+			wantLatencies: map[corev1.IPFamily]uint64{v4: 1, v6: 1},
+		},
+		"IPv6 refuses, under the timeout": {
+			failIPv6: true, wait: 1,
+			wantCode: http.StatusOK, wantHealthy: true,
+			wantStatus:    func(time.Time) status { return status{v4: {synced, true}, v6: {start, true}} },
+			wantLatencies: map[corev1.IPFamily]uint64{v4: 1, v6: 0},
+		},
+		"IPv6 refuses, the timeout reached": {
+			failIPv6: true, waitTimeout: true,
+			wantCode: http.StatusServiceUnavailable, wantHealthy: false,
+			wantStatus:    func(time.Time) status { return status{v4: {synced, true}, v6: {start, false}} },
+			wantLatencies: map[corev1.IPFamily]uint64{v4: 1, v6: 0},
+		},
+		"IPv6 refuses, then applies": {
+			failIPv6: true, waitTimeout: true, recover: true,
+			wantCode: http.StatusOK, wantHealthy: true,
+			wantStatus:    func(now time.Time) status { return status{v4: {now, true}, v6: {now, true}} },
+			wantLatencies: map[corev1.IPFamily]uint64{v4: 1, v6: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newHealthWorld(t)
+			kernel6 := iptables.NewFake()
+			backends := []dataplane.Backend{
+				iptables.NewBackend(v4, w.kernel, iptables.Config{}),
+				iptables.NewBackend(v6, kernel6, iptables.Config{}),
+			}
+			// The agent starts at start; its first changes come a second later.
+			w.agent = newAgent(w.client, testConfig(t), logr.Discard(), w.clock, backends)
+			if _, h := w.body(t, "/livez"); !cmp.Equal(h.Status, status{v4: {start, true}, v6: {start, true}}) || !h.LastUpdated.Equal(start) {
+				t.Fatalf("before the first sync: %+v, want both families healthy, updated at the start", h)
+			}
+			must(t, w.agent.SyncOnce(ctx))
+			w.clock.SetTime(synced)
+			before := map[corev1.IPFamily]uint64{}
+			for _, f := range []corev1.IPFamily{v4, v6} {
+				before[f] = histogram(t, metricNetworkProgrammingDuration, string(f)).GetSampleCount()
+			}
+			w.agent.changed(nil, svc("web", "10.96.0.10", nil))
+			w.agent.mu.Lock()
+			w.agent.triggers = []changeTrigger{{family: v4, at: time.Now()}, {family: v6, at: time.Now()}}
+			w.agent.mu.Unlock()
+			if tc.failIPv6 {
+				kernel6.FailNext = errors.New("ip6tables-restore: line 3 failed")
+				backends[1].ForceFull() // so that the IPv6 backend writes
+				if err := w.agent.SyncOnce(ctx); err == nil {
+					t.Fatal("the sync succeeded, want the IPv6 backend's failure")
+				}
+			} else {
+				must(t, w.agent.SyncOnce(ctx))
+			}
+			timeout := w.agent.cfg.HealthTimeout
+			switch {
+			case tc.waitTimeout:
+				w.clock.Step(timeout)
+			case tc.wait > 0:
+				w.clock.Step(timeout - time.Millisecond)
+			}
+			if tc.recover {
+				must(t, w.agent.SyncOnce(ctx))
+			}
+			rec := httptest.NewRecorder()
+			(&healthzServer{agent: w.agent, log: logr.Discard()}).handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))
+			var h Health
+			must(t, json.Unmarshal(rec.Body.Bytes(), &h))
+			if rec.Code != tc.wantCode || h.Healthy != tc.wantHealthy {
+				t.Errorf("/livez %d healthy %v, want %d healthy %v", rec.Code, h.Healthy, tc.wantCode, tc.wantHealthy)
+			}
+			if diff := cmp.Diff(tc.wantStatus(w.clock.Now()), h.Status); diff != "" {
+				t.Errorf("status by family (-want +got):\n%s", diff)
+			}
+			got := map[corev1.IPFamily]uint64{}
+			for _, f := range []corev1.IPFamily{v4, v6} {
+				got[f] = histogram(t, metricNetworkProgrammingDuration, string(f)).GetSampleCount() - before[f]
+			}
+			if diff := cmp.Diff(tc.wantLatencies, got); diff != "" {
+				t.Errorf("network programming latencies measured (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -98,7 +98,10 @@ func (a *Agent) ServiceView(ctx context.Context, key types.NamespacedName) (node
 
 func (a *Agent) syncView() nodeview.Sync {
 	h := a.Health()
-	return nodeview.Sync{Healthy: h.Healthy, LastSynced: h.LastUpdated, OldestQueuedChange: h.OldestQueuedChange, Error: h.Error, Now: h.CurrentTime}
+	a.mu.Lock()
+	synced := a.lastSuccess
+	a.mu.Unlock()
+	return nodeview.Sync{Healthy: h.Healthy, LastSynced: synced, OldestQueuedChange: h.OldestQueuedChange, Error: h.Error, Now: h.CurrentTime}
 }
 
 func portView(p *model.ServicePort, family string) nodeview.Port {
