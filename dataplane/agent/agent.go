@@ -453,7 +453,8 @@ func (a *Agent) note(old, obj any, deleted bool) {
 		key := client.ObjectKeyFromObject(o)
 		a.dirty[key] = true
 		a.serviceChanges[key] = true
-		metricServiceChangesTotal.Inc()
+		// kube-proxy's proxier of each family counts every Service event.
+		metricServiceChangesTotal.Add(float64(len(a.backends)))
 		metricServiceChangesPending.Set(float64(len(a.serviceChanges)))
 	case *discoveryv1.EndpointSlice:
 		if svc, ok := sliceService(o); ok {

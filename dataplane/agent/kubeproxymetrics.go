@@ -72,7 +72,7 @@ var (
 	})
 	metricServiceChangesTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kubeproxy_sync_proxy_rules_service_changes_total",
-		Help: "Service changes seen, each counted once (dual-stack kube-proxy counts one per IP family).",
+		Help: "Service changes seen, each counted once per IP family the node programs, as by kube-proxy's proxier of each family.",
 	})
 	metricNoLocalEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total",

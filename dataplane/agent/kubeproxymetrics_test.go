@@ -22,10 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/svcnet-io/svcnet/dataplane"
+	"github.com/svcnet-io/svcnet/dataplane/iptables"
 )
 
 // kubeProxySeries are kube-proxy v1.37.1's series of the iptables and
@@ -383,5 +387,46 @@ func TestMixinProxyDashboardSeriesExported(t *testing.T) {
 				t.Errorf("%s has no label %s (kubernetes-mixin %.12s)", name, l, mixinCommit)
 			}
 		}
+	}
+}
+
+// TestChangesCountedAsKubeProxyPerFamily checks the change counters on
+// single- and dual-stack nodes against kube-proxy's, which runs a
+// proxier per family: each proxier counts every Service event, so a
+// dual-stack node counts a Service change twice, and only the proxier of
+// a slice's family counts it, so a slice counts once, and not at all on
+// a node without its family.
+func TestChangesCountedAsKubeProxyPerFamily(t *testing.T) {
+	const v4, v6 = corev1.IPv4Protocol, corev1.IPv6Protocol
+	cases := map[string]struct {
+		families                    []corev1.IPFamily
+		wantServices, wantEndpoints float64
+	}{
+		"IPv4 node":       {families: []corev1.IPFamily{v4}, wantServices: 2, wantEndpoints: 1},
+		"IPv6 node":       {families: []corev1.IPFamily{v6}, wantServices: 2, wantEndpoints: 1},
+		"dual-stack node": {families: []corev1.IPFamily{v4, v6}, wantServices: 4, wantEndpoints: 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var backends []dataplane.Backend
+			for _, f := range tc.families {
+				backends = append(backends, iptables.NewBackend(f, iptables.NewFake(), iptables.Config{}))
+			}
+			a := newAgent(newFakeClient(), testConfig(t), logr.Discard(), clock.RealClock{}, backends)
+			services, endpoints := testutil.ToFloat64(metricServiceChangesTotal), testutil.ToFloat64(metricEndpointChangesTotal)
+			web := svc("web", "10.96.0.10", nil)
+			a.changed(nil, web)
+			a.changed(web, web)
+			a.changed(nil, epSlice("web", "web-1", "10.244.0.5"))
+			sliceV6 := epSlice("web", "web-2", "fd00::5")
+			sliceV6.AddressType = discoveryv1.AddressTypeIPv6
+			a.changed(nil, sliceV6)
+			if got := testutil.ToFloat64(metricServiceChangesTotal) - services; got != tc.wantServices {
+				t.Errorf("service changes total grew by %v, want %v", got, tc.wantServices)
+			}
+			if got := testutil.ToFloat64(metricEndpointChangesTotal) - endpoints; got != tc.wantEndpoints {
+				t.Errorf("endpoint changes total grew by %v, want %v", got, tc.wantEndpoints)
+			}
+		})
 	}
 }
