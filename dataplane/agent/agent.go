@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -86,16 +87,20 @@ type Agent struct {
 	// failure is why the last sync failed; nil once one succeeds.
 	failure *syncFailure
 	// queuedAt is when the oldest change not yet taken by a sync was
-	// queued, syncingQueuedAt that of the changes the running sync took;
-	// zero when there are none. Health is judged by the older.
-	queuedAt, syncingQueuedAt time.Time
+	// queued, syncingQueuedAt that of the changes the running sync took,
+	// in each IP family the change is of (a slice's address type, a
+	// Service's ClusterIP families), as kube-proxy's proxier of each
+	// family queues only its own; a family with none is absent. Health is
+	// judged by the older.
+	queuedAt, syncingQueuedAt familyTimes
 	// familyUpdated is when each IP family's backend last applied a sync
 	// (at start, the agent's start, as kube-proxy marks each proxier
 	// updated when its loop starts); familyBehind is when the oldest
 	// change a family's backend refused was queued, zero once it applies
 	// one. A family whose backend refused a sync that the other family's
 	// applied is alone behind, as one of kube-proxy's two proxiers.
-	familyUpdated, familyBehind map[corev1.IPFamily]time.Time
+	familyUpdated map[corev1.IPFamily]time.Time
+	familyBehind  familyTimes
 	// triggers are the last-change-trigger-times of slices changed since
 	// the last successful sync, for the network programming latency.
 	triggers []changeTrigger
@@ -400,7 +405,7 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		views:    make(chan viewQuery),
 		dirty:    map[types.NamespacedName]bool{},
 		allDirty: true,
-		queuedAt: clk.Now(),
+		queuedAt: familyTimes{},
 		services: map[types.NamespacedName]*serviceState{},
 		noLocal:  map[corev1.IPFamily]noLocalCounts{},
 		handover: handover{leftoversDue: cfg.ProxyName == ""},
@@ -408,10 +413,11 @@ func newAgent(reader client.Reader, cfg Config, log logr.Logger, clk clock.WithT
 		startedAt:      clk.Now(),
 		serviceChanges: map[types.NamespacedName]bool{},
 		familyUpdated:  map[corev1.IPFamily]time.Time{},
-		familyBehind:   map[corev1.IPFamily]time.Time{},
+		familyBehind:   familyTimes{},
 	}
 	for _, b := range backends {
 		a.familyUpdated[b.Family()] = a.startedAt
+		a.queuedAt.note(b.Family(), a.startedAt)
 	}
 	a.health = newHealthServers(cfg.NetNS, cfg.NodeName, log, func() bool { return a.Health().Healthy })
 	return a
@@ -448,8 +454,11 @@ func (a *Agent) changed(old, obj any) {
 // note marks what an event touches as dirty and asks for a sync.
 func (a *Agent) note(old, obj any, deleted bool) {
 	a.mu.Lock()
+	queued := a.families()
 	switch o := obj.(type) {
 	case *corev1.Service:
+		prev, _ := old.(*corev1.Service)
+		queued = serviceFamilies(prev, o)
 		key := client.ObjectKeyFromObject(o)
 		a.dirty[key] = true
 		a.serviceChanges[key] = true
@@ -466,6 +475,7 @@ func (a *Agent) note(old, obj any, deleted bool) {
 			}
 		}
 		a.noteSliceLocked(o, deleted)
+		queued = []corev1.IPFamily{corev1.IPFamily(o.AddressType)}
 	case *corev1.Node:
 		// The zone decides topology filtering for every Service, the
 		// node's IPs which source ranges let the node's own traffic in.
@@ -478,9 +488,28 @@ func (a *Agent) note(old, obj any, deleted bool) {
 	default:
 		a.allDirty = true
 	}
-	a.noteQueuedLocked()
+	a.noteQueuedLocked(queued)
 	a.mu.Unlock()
 	a.Trigger()
+}
+
+// serviceFamilies are the IP families whose rules a change of a Service
+// from old (nil: none) to svc touches, as kube-proxy's proxier of a
+// family sees a change only of Services with a ClusterIP of its family:
+// none for a headless or ExternalName Service, which have no rules.
+func serviceFamilies(old, svc *corev1.Service) []corev1.IPFamily {
+	var out []corev1.IPFamily
+	for _, s := range []*corev1.Service{old, svc} {
+		if s == nil || s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone {
+			continue
+		}
+		for _, ip := range s.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(out, ipfamily.Of(a)) {
+				out = append(out, ipfamily.Of(a))
+			}
+		}
+	}
+	return out
 }
 
 // noteSliceLocked counts an EndpointSlice change of a family the node
@@ -514,16 +543,38 @@ func (a *Agent) families() []corev1.IPFamily {
 	return out
 }
 
-// noteQueuedLocked records when the oldest change not yet taken by a sync
-// was queued, for health.
-func (a *Agent) noteQueuedLocked() {
+// noteQueuedLocked records a change of families (those the node
+// programs), for health: when the oldest change of each that no sync has
+// taken yet was queued.
+func (a *Agent) noteQueuedLocked(families []corev1.IPFamily) {
 	now := a.clock.Now()
-	if a.queuedAt.IsZero() {
-		a.queuedAt = now
-	}
-	for _, f := range a.families() {
+	for _, f := range families {
+		if !slices.Contains(a.families(), f) {
+			continue
+		}
+		a.queuedAt.note(f, now)
 		metricSyncLastQueuedTimestamp.WithLabelValues(string(f)).Set(unixSeconds(now))
 	}
+}
+
+// familyTimes are times by IP family, such as when the oldest change of
+// each family still waiting was queued; a family without one is absent.
+type familyTimes map[corev1.IPFamily]time.Time
+
+// note keeps t for family f unless f holds an earlier time.
+func (ft familyTimes) note(f corev1.IPFamily, t time.Time) {
+	if cur, ok := ft[f]; !ok || t.Before(cur) {
+		ft[f] = t
+	}
+}
+
+// earliest is the earliest time of any family; zero when there is none.
+func (ft familyTimes) earliest() time.Time {
+	var out time.Time
+	for _, t := range ft {
+		out = earliest(out, t)
+	}
+	return out
 }
 
 // Trigger asks for a sync soon; bursts coalesce into one.
@@ -548,7 +599,7 @@ func (a *Agent) Loop(ctx context.Context) error {
 	// The first sync's work, everything the informers listed, counts as
 	// queued now, as kube-proxy's sync loop has it.
 	a.mu.Lock()
-	a.noteQueuedLocked()
+	a.noteQueuedLocked(a.families())
 	a.mu.Unlock()
 	a.Trigger()
 	for {
@@ -646,7 +697,8 @@ func (a *Agent) recheckStep(ctx context.Context) {
 		a.dirty[k] = true
 	}
 	if len(stale) > 0 {
-		a.noteQueuedLocked()
+		// Which objects changed is not known: every family waits.
+		a.noteQueuedLocked(a.families())
 	}
 	a.mu.Unlock()
 	if len(stale) > 0 {
@@ -661,8 +713,8 @@ type pending struct {
 	triggers []changeTrigger
 	dirty    map[types.NamespacedName]bool
 	all      bool
-	// queuedAt is when the oldest of these changes was queued.
-	queuedAt time.Time
+	// queuedAt is when the oldest of these changes was queued, by family.
+	queuedAt familyTimes
 }
 
 // takePending hands the changes recorded so far to a sync.
@@ -671,7 +723,7 @@ func (a *Agent) takePending() pending {
 	defer a.mu.Unlock()
 	p := pending{triggers: a.triggers, dirty: a.dirty, all: a.allDirty, queuedAt: a.queuedAt}
 	a.triggers, a.dirty, a.allDirty = nil, map[types.NamespacedName]bool{}, false
-	a.syncingQueuedAt, a.queuedAt = a.queuedAt, time.Time{}
+	a.syncingQueuedAt, a.queuedAt = maps.Clone(a.queuedAt), familyTimes{}
 	// Taken, as kube-proxy's trackers check their changes out.
 	clear(a.serviceChanges)
 	a.endpointChanges = 0
@@ -693,10 +745,10 @@ func (a *Agent) failed(p pending, reason string, err error) error {
 		a.dirty[k] = true
 	}
 	a.allDirty = a.allDirty || p.all
-	if !p.queuedAt.IsZero() && (a.queuedAt.IsZero() || p.queuedAt.Before(a.queuedAt)) {
-		a.queuedAt = p.queuedAt
+	for f, t := range p.queuedAt {
+		a.queuedAt.note(f, t)
 	}
-	a.syncingQueuedAt = time.Time{}
+	a.syncingQueuedAt = familyTimes{}
 	return fmt.Errorf("%s: %w", reason, err)
 }
 
@@ -900,8 +952,8 @@ func (a *Agent) failedApply(work pending, refused []corev1.IPFamily, reason stri
 	a.mu.Lock()
 	a.markUpdatedLocked(now, applied)
 	for _, f := range refused {
-		if behind := a.familyBehind[f]; !work.queuedAt.IsZero() && (behind.IsZero() || work.queuedAt.Before(behind)) {
-			a.familyBehind[f] = work.queuedAt
+		if t, ok := work.queuedAt[f]; ok {
+			a.familyBehind.note(f, t)
 		}
 	}
 	a.mu.Unlock()
@@ -984,7 +1036,7 @@ func (a *Agent) recordSuccess(start, rendered time.Time, res dataplane.SyncResul
 		kind = "full"
 		a.lastFull = now
 	}
-	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
+	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, familyTimes{}
 	a.markUpdatedLocked(now, a.families())
 	a.mu.Unlock()
 	setNoLocalEndpoints(a.noLocal, a.families())

@@ -388,7 +388,7 @@ func recheckedAndSynced(a *Agent, passes int) func() bool {
 	return func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return a.recheckPasses >= passes && len(a.dirty) == 0 && a.queuedAt.IsZero() && a.syncingQueuedAt.IsZero()
+		return a.recheckPasses >= passes && len(a.dirty) == 0 && len(a.queuedAt) == 0 && len(a.syncingQueuedAt) == 0
 	}
 }
 
@@ -443,11 +443,11 @@ func TestInitialListIsLeftToTheFirstSync(t *testing.T) {
 	h := a.handler()
 	h.OnAdd(svc("web", "10.96.0.10", nil), true)
 	h.OnAdd(epSlice("web", "web-1", "10.244.1.2"), true)
-	if work := a.takePending(); len(work.dirty) != 0 || work.all || !work.queuedAt.IsZero() {
+	if work := a.takePending(); len(work.dirty) != 0 || work.all || len(work.queuedAt) != 0 {
 		t.Fatalf("the initial list queued %+v, want nothing", work)
 	}
 	h.OnAdd(svc("api", "10.96.0.11", nil), false)
-	if work := a.takePending(); !cmp.Equal(work.dirty, map[types.NamespacedName]bool{{Namespace: "ns", Name: "api"}: true}) || work.queuedAt.IsZero() {
+	if work := a.takePending(); !cmp.Equal(work.dirty, map[types.NamespacedName]bool{{Namespace: "ns", Name: "api"}: true}) || len(work.queuedAt) == 0 {
 		t.Fatalf("an add after the initial list queued %+v, want ns/api", work)
 	}
 }

@@ -82,7 +82,7 @@ func (a *Agent) standBy(ctx context.Context) {
 	}
 	now := a.clock.Now()
 	a.mu.Lock()
-	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, time.Time{}
+	a.lastSuccess, a.failure, a.syncingQueuedAt = now, nil, familyTimes{}
 	a.markUpdatedLocked(now, a.families())
 	a.mu.Unlock()
 }

@@ -60,9 +60,10 @@ type Health struct {
 	// when it is false.
 	NodeEligible *bool `json:"nodeEligible,omitempty"`
 	// Status is the health of each IP family's rules, as kube-proxy's
-	// per-family proxiers report it: a family whose backend refused a
-	// sync that the other's applied is alone unhealthy once the wait
-	// passes the timeout, and keeps its older lastUpdated.
+	// per-family proxiers report it: a family waits on the changes of its
+	// own (a slice of its address type, a Service with a ClusterIP of
+	// it) and on those its backend refused while the other's applied
+	// them, and keeps its older lastUpdated meanwhile.
 	Status map[corev1.IPFamily]FamilyHealth `json:"status,omitempty"`
 	// Reason and Error say why the last sync failed (the Reason*
 	// constants), while no sync has succeeded since.
@@ -84,11 +85,11 @@ func (a *Agent) Health() Health {
 	defer a.mu.Unlock()
 	now := a.clock.Now()
 	h := Health{Healthy: true, CurrentTime: now, Status: map[corev1.IPFamily]FamilyHealth{}}
-	// Changes queued or taken by the running sync wait in every family.
-	waiting := earliest(a.queuedAt, a.syncingQueuedAt)
-	oldest := waiting
+	// A family waits on the changes of its own queued or taken by the
+	// running sync, and on those its backend refused.
+	oldest := earliest(a.queuedAt.earliest(), a.syncingQueuedAt.earliest())
 	for _, f := range a.families() {
-		since := earliest(waiting, a.familyBehind[f])
+		since := earliest(a.queuedAt[f], a.syncingQueuedAt[f], a.familyBehind[f])
 		// kube-proxy's rule: unhealthy once the wait reaches the timeout.
 		healthy := since.IsZero() || now.Sub(since) < a.cfg.HealthTimeout
 		h.Status[f] = FamilyHealth{LastUpdated: a.familyUpdated[f], Healthy: healthy}
@@ -111,12 +112,15 @@ func (a *Agent) Health() Health {
 	return h
 }
 
-// earliest is the earlier of two times, the zero time meaning none.
-func earliest(x, y time.Time) time.Time {
-	if x.IsZero() || (!y.IsZero() && y.Before(x)) {
-		return y
+// earliest is the earliest of times, the zero time meaning none.
+func earliest(times ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range times {
+		if out.IsZero() || (!t.IsZero() && t.Before(out)) {
+			out = t
+		}
 	}
-	return x
+	return out
 }
 
 // healthzServer serves the agent's /healthz and /livez (kube-proxy's, on

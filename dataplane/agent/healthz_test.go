@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -455,7 +457,8 @@ func TestHealthIsPerFamily(t *testing.T) {
 			for _, f := range []corev1.IPFamily{v4, v6} {
 				before[f] = histogram(t, metricNetworkProgrammingDuration, string(f)).GetSampleCount()
 			}
-			w.agent.changed(nil, svc("web", "10.96.0.10", nil))
+			// A dual-stack Service's change waits in both families.
+			w.agent.changed(nil, dualStack(svc("web", "10.96.0.10", nil), "fd00:96::10"))
 			w.agent.mu.Lock()
 			w.agent.triggers = []changeTrigger{{family: v4, at: time.Now()}, {family: v6, at: time.Now()}}
 			w.agent.mu.Unlock()
@@ -494,6 +497,74 @@ func TestHealthIsPerFamily(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantLatencies, got); diff != "" {
 				t.Errorf("network programming latencies measured (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// dualStack makes s a dual-stack Service, IPv4 first, with ipv6 as its
+// IPv6 ClusterIP.
+func dualStack(s *corev1.Service, ipv6 string) *corev1.Service {
+	s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, ipv6)
+	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	return s
+}
+
+// TestChangesWaitInTheirFamilies checks, on a dual-stack node, which
+// families a change that no sync applies makes unhealthy once it waited
+// the health timeout, and which families' last queued timestamp it
+// moves: as kube-proxy's per-family proxiers, those the change is of (a
+// slice's address type, a Service's ClusterIP families; none for a
+// headless Service, whose change no proxier queues), and every family
+// for the Node.
+func TestChangesWaitInTheirFamilies(t *testing.T) {
+	const v4, v6 = corev1.IPv4Protocol, corev1.IPv6Protocol
+	sliceV6 := epSlice("web", "web-2", "fd00:244::5")
+	sliceV6.AddressType = discoveryv1.AddressTypeIPv6
+	headless := svc("db", corev1.ClusterIPNone, nil)
+	cases := map[string]struct {
+		old, obj any
+		waiting  []corev1.IPFamily
+	}{
+		"an IPv4 slice":        {obj: epSlice("web", "web-1", "10.244.1.5"), waiting: []corev1.IPFamily{v4}},
+		"an IPv6 slice":        {obj: sliceV6, waiting: []corev1.IPFamily{v6}},
+		"an IPv4 Service":      {obj: svc("api", "10.96.0.11", nil), waiting: []corev1.IPFamily{v4}},
+		"a dual-stack Service": {obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
+		"IPv4 to dual-stack":   {old: svc("api", "10.96.0.11", nil), obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
+		"a headless Service":   {obj: headless},
+		"the Node":             {obj: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "b"}}}, waiting: []corev1.IPFamily{v4, v6}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newHealthWorld(t)
+			backends := []dataplane.Backend{
+				iptables.NewBackend(v4, w.kernel, iptables.Config{}),
+				iptables.NewBackend(v6, iptables.NewFake(), iptables.Config{}),
+			}
+			w.agent = newAgent(w.client, testConfig(t), logr.Discard(), w.clock, backends)
+			must(t, w.agent.SyncOnce(ctx))
+			w.clock.Step(time.Second)
+			// Every world's clock starts at the same time: clear the gauges.
+			for _, f := range []corev1.IPFamily{v4, v6} {
+				metricSyncLastQueuedTimestamp.WithLabelValues(string(f)).Set(0)
+			}
+			w.agent.changed(tc.old, tc.obj)
+			w.clock.Step(w.agent.cfg.HealthTimeout)
+			_, h := w.body(t, "/livez")
+			for _, f := range []corev1.IPFamily{v4, v6} {
+				waits := slices.Contains(tc.waiting, f)
+				if got := h.Status[f].Healthy; got == waits {
+					t.Errorf("%s healthy %v after the timeout, want %v", f, got, !waits)
+				}
+				moved := testutil.ToFloat64(metricSyncLastQueuedTimestamp.WithLabelValues(string(f))) != 0
+				if moved != waits {
+					t.Errorf("%s last queued timestamp moved: %v, want %v", f, moved, waits)
+				}
+			}
+			if want := len(tc.waiting) == 0; h.Healthy != want {
+				t.Errorf("healthy %v, want %v", h.Healthy, want)
 			}
 		})
 	}
