@@ -479,12 +479,18 @@ func (a *Agent) note(old, obj any, deleted bool) {
 	case *corev1.Node:
 		// The zone decides topology filtering for every Service, the
 		// node's IPs which source ranges let the node's own traffic in.
+		// Only those queue a change, in every family, as kube-proxy's
+		// proxiers queue one on a change of the node's topology labels.
+		queued = nil
 		if prev, ok := old.(*corev1.Node); !ok || prev.Labels[corev1.LabelTopologyZone] != o.Labels[corev1.LabelTopologyZone] ||
 			!slices.Equal(nodeIPs(prev), nodeIPs(o)) {
 			a.allDirty = true
+			queued = a.families()
 		}
 	case *networkingv1.ServiceCIDR:
-		// Read by every sync (serviceCIDRs); no Service changes.
+		// Read by every sync (serviceCIDRs); no Service changes, and,
+		// as for kube-proxy's proxiers, no change to wait on.
+		queued = nil
 	default:
 		a.allDirty = true
 	}

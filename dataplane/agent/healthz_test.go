@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -516,24 +517,35 @@ func dualStack(s *corev1.Service, ipv6 string) *corev1.Service {
 // the health timeout, and which families' last queued timestamp it
 // moves: as kube-proxy's per-family proxiers, those the change is of (a
 // slice's address type, a Service's ClusterIP families; none for a
-// headless Service, whose change no proxier queues), and every family
-// for the Node.
+// headless Service, whose change no proxier queues), every family for
+// the Node's zone, and none for the Node's status or a ServiceCIDR,
+// which no proxier queues either.
 func TestChangesWaitInTheirFamilies(t *testing.T) {
 	const v4, v6 = corev1.IPv4Protocol, corev1.IPv6Protocol
 	sliceV6 := epSlice("web", "web-2", "fd00:244::5")
 	sliceV6.AddressType = discoveryv1.AddressTypeIPv6
 	headless := svc("db", corev1.ClusterIPNone, nil)
+	node := func(zone string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+		if zone != "" {
+			n.Labels = map[string]string{corev1.LabelTopologyZone: zone}
+		}
+		return n
+	}
 	cases := map[string]struct {
 		old, obj any
 		waiting  []corev1.IPFamily
 	}{
-		"an IPv4 slice":        {obj: epSlice("web", "web-1", "10.244.1.5"), waiting: []corev1.IPFamily{v4}},
-		"an IPv6 slice":        {obj: sliceV6, waiting: []corev1.IPFamily{v6}},
-		"an IPv4 Service":      {obj: svc("api", "10.96.0.11", nil), waiting: []corev1.IPFamily{v4}},
-		"a dual-stack Service": {obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
-		"IPv4 to dual-stack":   {old: svc("api", "10.96.0.11", nil), obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
-		"a headless Service":   {obj: headless},
-		"the Node":             {obj: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "b"}}}, waiting: []corev1.IPFamily{v4, v6}},
+		"an IPv4 slice":          {obj: epSlice("web", "web-1", "10.244.1.5"), waiting: []corev1.IPFamily{v4}},
+		"an IPv6 slice":          {obj: sliceV6, waiting: []corev1.IPFamily{v6}},
+		"an IPv4 Service":        {obj: svc("api", "10.96.0.11", nil), waiting: []corev1.IPFamily{v4}},
+		"a dual-stack Service":   {obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
+		"IPv4 to dual-stack":     {old: svc("api", "10.96.0.11", nil), obj: dualStack(svc("api", "10.96.0.11", nil), "fd00:96::11"), waiting: []corev1.IPFamily{v4, v6}},
+		"a headless Service":     {obj: headless},
+		"the Node's zone":        {old: node(""), obj: node("zone-b"), waiting: []corev1.IPFamily{v4, v6}},
+		"the Node's status only": {old: node("zone-b"), obj: node("zone-b")},
+		"a ServiceCIDR": {obj: &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "more"},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.100.0.0/16"}}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
