@@ -789,7 +789,7 @@ func (a *Agent) SyncOnce(ctx context.Context) error {
 	}
 	rendered := a.clock.Now()
 	res, refused, err := a.apply(ctx, nodePortIPs, serviceCIDRs, rendered.Sub(start))
-	a.health.update(a.healthEntries(), healthAddrs(a.cfg.NodePortAddresses, nodePortIPs))
+	a.health.update(a.healthEntries(), healthAddrs(a.cfg.NodePortAddresses, nodePortIPs), refused)
 	if err != nil {
 		reason := ReasonApply
 		if errors.Is(err, dataplane.ErrListRules) {

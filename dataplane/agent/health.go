@@ -139,10 +139,13 @@ func newHealthServers(ns, node string, log logr.Logger, proxyHealthy func() bool
 // update opens the sockets that new ports and families need, closes the
 // ones no longer needed, and makes every server answer with the new
 // counts. addrs are the node's --nodeport-addresses by family, for the
-// families it restricts (healthListeners).
-func (h *healthServers) update(entries map[int32]healthEntry, addrs map[corev1.IPFamily][]netip.Addr) {
+// families it restricts (healthListeners). refused are the families
+// whose backend refused the sync: their ports and counts stay as the
+// last applied sync left them (keepRefused).
+func (h *healthServers) update(entries map[int32]healthEntry, addrs map[corev1.IPFamily][]netip.Addr, refused []corev1.IPFamily) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	entries = keepRefused(h.entries, entries, refused)
 	h.entries = entries
 	want := healthListeners(entries, addrs)
 	for l, srv := range h.servers {
@@ -181,6 +184,44 @@ func (h *healthServers) update(entries map[int32]healthEntry, addrs map[corev1.I
 			delete(h.failed, port)
 		}
 	}
+}
+
+// keepRefused is what the health check node ports serve after a sync
+// whose backends of the refused families failed: the rendered ports and
+// counts of the other families, and the applied ones of the refused
+// families, as kube-proxy's proxier of a family whose sync failed does
+// not update its health check server (iptables/proxier.go returns
+// before SyncServices and SyncEndpoints). A port's counts then agree
+// with the rules that serve it: a count that went from 0 to 1 does not
+// draw load balancer traffic to rules that still drop it.
+func keepRefused(applied, rendered map[int32]healthEntry, refused []corev1.IPFamily) map[int32]healthEntry {
+	if len(refused) == 0 {
+		return rendered
+	}
+	out := map[int32]healthEntry{}
+	put := func(port int32, e healthEntry, f corev1.IPFamily, n int) {
+		cur, ok := out[port]
+		if !ok {
+			cur = healthEntry{namespace: e.namespace, name: e.name, local: map[corev1.IPFamily]int{}}
+		}
+		cur.local[f] = n
+		out[port] = cur
+	}
+	for port, e := range rendered {
+		for f, n := range e.local {
+			if !slices.Contains(refused, f) {
+				put(port, e, f, n)
+			}
+		}
+	}
+	for port, e := range applied {
+		for f, n := range e.local {
+			if slices.Contains(refused, f) {
+				put(port, e, f, n)
+			}
+		}
+	}
+	return out
 }
 
 // compareHealthListeners orders sockets by port, family, address.

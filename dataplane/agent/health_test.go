@@ -152,8 +152,8 @@ func TestHealthCheckNodePortTakenIsReported(t *testing.T) {
 	defer h.closeAll()
 	entries := map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: map[corev1.IPFamily]int{corev1.IPv4Protocol: 1}}}
 
-	h.update(entries, nil)
-	h.update(entries, nil)
+	h.update(entries, nil, nil)
+	h.update(entries, nil, nil)
 	select {
 	case e := <-rec.Events:
 		if want := "Warning " + EventFailedHealthcheck + " node node-a failed to start healthcheck \"ns/lb\" on port " + strconv.Itoa(int(port)); !strings.HasPrefix(e, want) {
@@ -169,7 +169,7 @@ func TestHealthCheckNodePortTakenIsReported(t *testing.T) {
 	}
 
 	must(t, held.Close())
-	h.update(entries, nil)
+	h.update(entries, nil, nil)
 	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(port)) + "/")
 	must(t, err)
 	_ = resp.Body.Close()
@@ -285,7 +285,7 @@ func TestHealthCheckNodePortAnswersPerFamily(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHealthServers("", "node-a", logr.Discard(), func() bool { return true })
 			defer h.closeAll()
-			h.update(map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: tc.local}}, nil)
+			h.update(map[int32]healthEntry{port: {namespace: "ns", name: "lb", local: tc.local}}, nil, nil)
 			if got := get("127.0.0.1"); got != tc.ipv4 {
 				t.Errorf("over IPv4: %+v, want %+v", got, tc.ipv4)
 			}
@@ -381,6 +381,54 @@ func TestHealthEntriesCountEachFamily(t *testing.T) {
 			must(t, a.SyncOnce(ctx))
 			want := map[int32]healthEntry{lb.Spec.HealthCheckNodePort: {namespace: "ns", name: "lb", local: tc.want}}
 			if diff := cmp.Diff(want, a.healthEntries(), cmp.AllowUnexported(healthEntry{})); diff != "" {
+				t.Errorf("health check node ports (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHealthCheckCountsOfARefusedFamilyStay checks what the health check
+// node ports serve after a sync that one family's backend refused: that
+// family's ports and counts as its last applied sync left them, as
+// kube-proxy's server of a family whose sync failed is not updated, and
+// the other family's new ones.
+func TestHealthCheckCountsOfARefusedFamilyStay(t *testing.T) {
+	const v4, v6 = corev1.IPv4Protocol, corev1.IPv6Protocol
+	entry := func(name string, local map[corev1.IPFamily]int) healthEntry {
+		return healthEntry{namespace: "ns", name: name, local: local}
+	}
+	applied := map[int32]healthEntry{
+		30100: entry("lb", map[corev1.IPFamily]int{v4: 0, v6: 0}),
+		30200: entry("old", map[corev1.IPFamily]int{v4: 1, v6: 1}),
+	}
+	rendered := map[int32]healthEntry{
+		30100: entry("lb", map[corev1.IPFamily]int{v4: 1, v6: 1}),
+		30300: entry("new", map[corev1.IPFamily]int{v4: 2, v6: 2}),
+	}
+	cases := map[string]struct {
+		refused []corev1.IPFamily
+		want    map[int32]healthEntry
+	}{
+		"every family applied": {
+			want: rendered,
+		},
+		"IPv6 refused": {
+			refused: []corev1.IPFamily{v6},
+			want: map[int32]healthEntry{
+				30100: entry("lb", map[corev1.IPFamily]int{v4: 1, v6: 0}),
+				30200: entry("old", map[corev1.IPFamily]int{v6: 1}),
+				30300: entry("new", map[corev1.IPFamily]int{v4: 2}),
+			},
+		},
+		"both refused": {
+			refused: []corev1.IPFamily{v4, v6},
+			want:    applied,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := keepRefused(applied, rendered, tc.refused)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(healthEntry{})); diff != "" {
 				t.Errorf("health check node ports (-want +got):\n%s", diff)
 			}
 		})
