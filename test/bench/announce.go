@@ -410,7 +410,7 @@ func (c *annCluster) failover(ctx context.Context, how string) (took, outage tim
 		}
 	}
 	lastOK := start
-	for time.Since(start) < 30*time.Second {
+	for time.Since(start) < annGiveUp {
 		ok := c.connect()
 		now := time.Now()
 		if ok {
@@ -427,8 +427,15 @@ func (c *annCluster) failover(ctx context.Context, how string) (took, outage tim
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return 0, outage, victim, fmt.Errorf("traffic never left %s", victim)
+	return 0, outage, victim, fmt.Errorf("%w %s within %s", errNeverMoved, victim, annGiveUp)
 }
+
+// annGiveUp is how long a try waits for the traffic to move.
+const annGiveUp = 30 * time.Second
+
+// errNeverMoved is a try whose traffic did not leave the killed node in
+// annGiveUp: the row counts it, and the next try follows.
+var errNeverMoved = errors.New("traffic never left")
 
 // keepsRoutesOnKill tells whether a SIGKILLed announcer leaves its BGP
 // sessions' routes in place: svcnet's agent by graceful restart, MetalLB's
@@ -593,6 +600,8 @@ type annResult struct {
 	name            string
 	took, outages   []time.Duration
 	doubles, rounds int
+	// stuck counts the tries whose traffic never moved (errNeverMoved).
+	stuck int
 }
 
 func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
@@ -613,6 +622,14 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 	}
 	for i := range tries {
 		took, outage, victim, err := c.failover(ctx, how)
+		if errors.Is(err, errNeverMoved) {
+			res.stuck++
+			progress("(o) %s try %d: %v\n", res.name, i+1, err)
+			if err := c.restore(ctx, how, victim); err != nil {
+				return res, err
+			}
+			continue
+		}
 		if err != nil {
 			return res, fmt.Errorf("try %d: %w", i+1, err)
 		}
@@ -657,7 +674,7 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		return "", err
 	}
 	load := newLoadSampler()
-	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | two nodes answering |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range annSetups {
 		c, err := startAnnCluster(ctx, root, s)
 		if err == nil && s.framesDropped {
@@ -667,7 +684,9 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			if c != nil {
 				c.stop()
 			}
-			return "", fmt.Errorf("(o) %s: %w", s.name(), err)
+			progress("(o) %s: %v\n", s.name(), err)
+			fmt.Fprintf(&b, "| (o) %s | not measured: %s | | | | | |\n", s.name(), err)
+			continue
 		}
 		for _, how := range s.faults {
 			n := tries
@@ -676,8 +695,11 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 			}
 			res, err := runAnnScenario(ctx, c, how, n)
 			if err != nil {
-				c.stop()
-				return "", fmt.Errorf("(o) %s: %w", res.name, err)
+				// A scenario that cannot go on says so in its row; the
+				// others still run.
+				progress("(o) %s: %v\n", res.name, err)
+				fmt.Fprintf(&b, "| (o) %s | not measured: %s | | | | | |\n", res.name, err)
+				break
 			}
 			writeAnnRow(&b, res)
 		}
@@ -695,11 +717,16 @@ func writeAnnRow(b *strings.Builder, r annResult) {
 	if r.rounds > 0 {
 		doubles = fmt.Sprintf("%d of %d questions", r.doubles, r.rounds)
 	}
-	if !slices.ContainsFunc(r.took, func(d time.Duration) bool { return d > 0 }) {
-		fmt.Fprintf(b, "| (o) %s | nothing moves (graceful restart) | | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.outages)), durRange(r.outages), doubles)
+	stuck := fmt.Sprintf("%d of %d", r.stuck, r.stuck+len(r.took))
+	if len(r.took) == 0 {
+		fmt.Fprintf(b, "| (o) %s | | | | | %s | %s |\n", r.name, stuck, doubles)
 		return
 	}
-	fmt.Fprintf(b, "| (o) %s | %s | %s | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.took)), durRange(r.took), fmtDur(durMedian(r.outages)), durRange(r.outages), doubles)
+	if !slices.ContainsFunc(r.took, func(d time.Duration) bool { return d > 0 }) {
+		fmt.Fprintf(b, "| (o) %s | nothing moves (the routes stay) | | %s | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
+		return
+	}
+	fmt.Fprintf(b, "| (o) %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.took)), durRange(r.took), fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
 }
 
 // durMedian is median of durations.
