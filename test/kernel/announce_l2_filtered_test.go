@@ -181,10 +181,12 @@ func TestL2AnnounceFramesDropped(t *testing.T) {
 // TestAnnounceL2FramesDropped runs the agents end to end on a segment
 // that drops the heartbeat frames: with the UDP path (the agents'
 // default) one node answers, the first by rank, and the Service says so;
-// with the UDP port blocked too, the nodes hear nobody, the first Ready
-// node still answers alone, and the others report what they hold back
-// (their LoadBalancerNodeAnnouncement, a Warning Event on their Node,
-// a note in the Service's condition).
+// agents that start where the UDP port is blocked too hear nobody from
+// the start: the first Ready node still answers alone, and the others
+// report what they hold back (their LoadBalancerNodeAnnouncement, a
+// Warning Event on their Node, a note in the Service's condition). (A
+// node that has heard its peers and then hears none takes over: they
+// died or were cut off, as in a link cut on a two-node segment.)
 func TestAnnounceL2FramesDropped(t *testing.T) {
 	requireKernel(t)
 	c, _ := startAnnounceCluster(t, false)
@@ -235,8 +237,15 @@ func TestAnnounceL2FramesDropped(t *testing.T) {
 		g.Expect(r.Spec.HeldBack).To(BeEmpty(), "%s holds back while the UDP path works", r.Name)
 	}
 
-	// The UDP port blocked too: nobody hears anybody; the guard.
+	// Agents that start with the UDP port blocked too: nobody hears
+	// anybody, ever; the guard.
+	for _, n := range c.nodes {
+		c.stopAgent(n.Name)
+	}
 	mustRun(t, c.lab, c.lab.Fabric(), "nft", fmt.Sprintf("add rule bridge svcnet_test forward udp dport %d drop", announce.DefaultLivenessPort))
+	for _, n := range c.nodes {
+		c.startAgent(t, n)
+	}
 	for _, name := range rank[1:] {
 		g.Eventually(func(g Gomega) {
 			var report svcnetv1alpha1.LoadBalancerNodeAnnouncement

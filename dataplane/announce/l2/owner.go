@@ -60,6 +60,9 @@ type view struct {
 	now       time.Time
 	deadAfter time.Duration
 	peers     map[string]*peerState
+	// heardBefore: some peer was heard on this segment since the segment
+	// opened, so heartbeats are known to get through here.
+	heardBefore bool
 }
 
 // stale tells whether h is not newer than what p was last told: the same
@@ -144,11 +147,15 @@ func (v *view) hearsPeer() bool {
 	return false
 }
 
-// holdsBack tells whether this node must leave w alone because it hears
-// no peer at all while other candidates are Ready in the API. Hearing
-// nobody is then more likely the heartbeats being filtered (raw frames
-// dropped, the UDP port closed) than every other node being down, and
-// answering anyway would make every node answer for every address. It
+// holdsBack tells whether this node must leave w alone because it has
+// heard no peer at all since its segment opened while other candidates
+// are Ready in the API. Hearing nobody from the start is then more likely
+// the heartbeats being filtered (raw frames dropped, the UDP port closed)
+// than every other node being down, and answering anyway would make every
+// node answer for every address. Once a peer was heard, heartbeats are
+// known to get through, and peers that fall silent later died or were
+// cut off (a link cut on a two-node segment, whose Node stays Ready for
+// a while): the node takes over at once, as it did before the guard. It
 // then answers only if it is the first of the Ready candidates by rank:
 // every node hearing nobody makes the same choice from the same API, so
 // one node still answers. A node that is the only Ready candidate is
@@ -159,7 +166,7 @@ func (v *view) hearsPeer() bool {
 // An agent that dies without a word still counts until its Node turns
 // NotReady or it comes back.
 func (v *view) holdsBack(w Want) bool {
-	if v.hearsPeer() {
+	if v.heardBefore || v.hearsPeer() {
 		return false
 	}
 	self, others := false, false

@@ -37,7 +37,9 @@ func TestDecide(t *testing.T) {
 		peers     map[string]*peerState
 		owned     bool
 		wants     []Want
-		answer    bool
+		// heardBefore: a peer was heard earlier on the segment.
+		heardBefore bool
+		answer      bool
 	}{
 		"first of three, nobody claims: takes": {
 			self: first, selfReady: true, peers: map[string]*peerState{second: peer(0), third: peer(0)}, answer: true,
@@ -106,6 +108,9 @@ func TestDecide(t *testing.T) {
 			self: second, selfReady: true, wants: readyWant(first, second),
 			peers: map[string]*peerState{first: {heard: now.Add(-time.Hour), ready: true, announcements: map[string]bool{"l2": true}}},
 		},
+		"hearing nobody now, having heard peers before (they died or were cut off): takes": {
+			self: second, selfReady: true, wants: readyWant(first, second, third), heardBefore: true, answer: true,
+		},
 		"hearing any peer, even one serving nothing here: no holding back": {
 			self: second, selfReady: true, wants: readyWant(first, second, third),
 			peers: map[string]*peerState{third: {heard: now, ready: true, announcements: map[string]bool{"other": true}}}, answer: true,
@@ -125,7 +130,7 @@ func TestDecide(t *testing.T) {
 			if tc.owned {
 				owned[addr] = true
 			}
-			v := view{self: tc.self, selfReady: tc.selfReady, now: now, deadAfter: dead, peers: tc.peers}
+			v := view{self: tc.self, selfReady: tc.selfReady, now: now, deadAfter: dead, peers: tc.peers, heardBefore: tc.heardBefore}
 			got := decide(v, wants, owned)[addr]
 			if got != tc.answer {
 				t.Errorf("answers = %v, want %v", got, tc.answer)

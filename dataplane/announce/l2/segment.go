@@ -83,6 +83,9 @@ type Segment struct {
 	seq        uint32
 	wants      wantsUpdate
 	peerStates map[string]*peerState
+	// heardBefore: a peer was heard since the segment opened (see
+	// view.holdsBack); kept through link flaps.
+	heardBefore bool
 	claims     claimHistory
 	up         bool
 	upSince    time.Time
@@ -282,7 +285,7 @@ func (s *Segment) checkLink() {
 func (s *Segment) view() view {
 	now := s.cfg.Clock.Now()
 	return view{
-		self: s.cfg.Node, now: now, deadAfter: s.cfg.DeadAfter, peers: s.peerStates,
+		self: s.cfg.Node, now: now, deadAfter: s.cfg.DeadAfter, peers: s.peerStates, heardBefore: s.heardBefore,
 		selfReady: s.up && !s.leaving && now.Sub(s.upSince) >= s.cfg.DeadAfter,
 	}
 }
@@ -433,6 +436,7 @@ func (s *Segment) receive(r received) {
 	if p == nil {
 		p = &peerState{}
 		s.peerStates[h.Node] = p
+		s.heardBefore = true
 		s.cfg.Log.V(2).Info("Heard peer", "interface", s.cfg.Interface, "peer", h.Node, "udp", r.viaUDP)
 	} else if p.stale(h) {
 		return // heard on the other path already
