@@ -86,11 +86,11 @@ type Segment struct {
 	// heardBefore: a peer was heard since the segment opened (see
 	// view.holdsBack); kept through link flaps.
 	heardBefore bool
-	claims     claimHistory
-	up         bool
-	upSince    time.Time
-	leaving    bool
-	asm        assembler
+	claims      claimHistory
+	up          bool
+	upSince     time.Time
+	leaving     bool
+	asm         assembler
 	// udpPeers are the peers' addresses on the segment, for the UDP path,
 	// as of udpRefreshed.
 	udpPeers     []peerAddr
