@@ -167,8 +167,15 @@ var _ = Describe("ServiceCIDR controller", Ordered, func() {
 		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "edited"}, sc)).To(Succeed())
 		sc.Finalizers = nil
 		Expect(env.Client.Update(ctx, sc)).To(Succeed())
-		meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionFalse, Reason: "ByHand", Message: "edited"})
-		Expect(env.Client.Status().Update(ctx, sc)).To(Succeed())
+		// The controller may put the finalizer back before the status
+		// edit: edit the latest version.
+		Eventually(func() error {
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: "edited"}, sc); err != nil {
+				return err
+			}
+			meta.SetStatusCondition(&sc.Status.Conditions, metav1.Condition{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionFalse, Reason: "ByHand", Message: "edited"})
+			return env.Client.Status().Update(ctx, sc)
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 		Eventually(ready(ctx, "edited")).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
 		// The repair is counted after its write, which may be seen first.
 		Eventually(func() float64 { return repairs.Count("ServiceCIDR", repairs.ReasonEdited) }).
@@ -188,10 +195,14 @@ var _ = Describe("ServiceCIDR controller", Ordered, func() {
 			g.Expect(got.Status.Namespaces).To(BeZero())
 		}
 		Eventually(bound).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
-		Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(b), b)).To(Succeed())
-		b.Status.Namespaces = 42
-		b.Status.Conditions = nil
-		Expect(env.Client.Status().Update(ctx, b)).To(Succeed())
+		Eventually(func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				return err
+			}
+			b.Status.Namespaces = 42
+			b.Status.Conditions = nil
+			return env.Client.Status().Update(ctx, b)
+		}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
 		Eventually(bound).WithTimeout(repairTimeout).WithPolling(interval).Should(Succeed())
 	})
 })
