@@ -159,12 +159,7 @@ func (v *view) hearsPeer() bool {
 // then answers only if it is the first of the Ready candidates by rank:
 // every node hearing nobody makes the same choice from the same API, so
 // one node still answers. A node that is the only Ready candidate is
-// truly alone and answers. A peer whose last heartbeat said it was
-// leaving (its agent stopping, as in a rolling update of the DaemonSet)
-// is not counted, however long ago it spoke: on a two-node segment the
-// other node takes over at once instead of waiting for the agent's return.
-// An agent that dies without a word still counts until its Node turns
-// NotReady or it comes back.
+// truly alone and answers.
 func (v *view) holdsBack(w Want) bool {
 	if v.heardBefore || v.hearsPeer() {
 		return false
@@ -172,9 +167,6 @@ func (v *view) holdsBack(w Want) bool {
 	self, others := false, false
 	for _, n := range w.Ready {
 		if !slices.Contains(w.Candidates, n) {
-			continue
-		}
-		if p := v.peers[n]; p != nil && p.leaving {
 			continue
 		}
 		if n == v.self {

@@ -100,8 +100,8 @@ func TestDecide(t *testing.T) {
 			self: second, selfReady: true,
 			wants: []Want{{Addr: addr, Announcement: "l2", Candidates: []string{second, third}, Ready: []string{first, second, third}}}, answer: true,
 		},
-		"hearing nobody, the higher Ready node's agent said it was leaving long ago: takes": {
-			self: second, selfReady: true, wants: readyWant(first, second),
+		"hearing nobody, the higher Ready node's agent said it was leaving long ago (so it was heard): takes": {
+			self: second, selfReady: true, wants: readyWant(first, second), heardBefore: true,
 			peers: map[string]*peerState{first: {heard: now.Add(-time.Hour), leaving: true, announcements: map[string]bool{"l2": true}}}, answer: true,
 		},
 		"hearing nobody, the higher Ready node's agent fell silent without a word: holds back": {

@@ -296,9 +296,7 @@ func (s *Segment) decide() {
 	for name := range s.peerStates {
 		if v.alive(name) != nil {
 			live++
-		} else if p := s.peerStates[name]; !p.leaving && v.now.Sub(p.heard) > 10*s.cfg.DeadAfter {
-			// A peer that said it was leaving is kept until it speaks
-			// again: holdsBack must still know it left.
+		} else if v.now.Sub(s.peerStates[name].heard) > 10*s.cfg.DeadAfter {
 			delete(s.peerStates, name)
 		}
 	}
