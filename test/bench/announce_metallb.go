@@ -93,12 +93,12 @@ func (c *annCluster) metallbObjects() []client.Object {
 		return append(objs, obj("v1beta1", "L2Advertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
 	}
 	peer := map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": annRouterIP, "holdTime": annHoldTime.String()}
-	if c.bfd {
+	if c.bfdInterval > 0 {
 		// FRR mode takes a keepaliveTime, and BFD from a BFDProfile
 		// (intervals in milliseconds).
 		peer["keepaliveTime"], peer["bfdProfile"] = annKeepalive.String(), "bench"
-		objs = append(objs, obj("v1beta1", "BFDProfile", map[string]any{"receiveInterval": annBFDInterval.Milliseconds(),
-			"transmitInterval": annBFDInterval.Milliseconds(), "detectMultiplier": int64(annBFDMultiplier)}))
+		objs = append(objs, obj("v1beta1", "BFDProfile", map[string]any{"receiveInterval": c.bfdInterval.Milliseconds(),
+			"transmitInterval": c.bfdInterval.Milliseconds(), "detectMultiplier": int64(annBFDMultiplier)}))
 	}
 	return append(objs, obj("v1beta2", "BGPPeer", peer),
 		obj("v1beta1", "BGPAdvertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
@@ -123,7 +123,7 @@ func (c *annCluster) startSpeaker(ctx context.Context, n *netlab.Node) error {
 		}
 	}
 	env := []string{"KUBECONFIG=" + c.kubeconfig}
-	if c.bfd {
+	if c.bfdInterval > 0 {
 		env = append(env, "METALLB_BGP_TYPE=frr", "FRR_CONFIG_FILE="+c.reloader.confFile(n.Name), "FRR_RELOADER_PID_FILE="+c.reloader.pidFile)
 	}
 	argv := append(append([]string{"ip", "netns", "exec", n.NetNS, "env"}, env...), filepath.Join(c.root, "bin/metallb/speaker"),
