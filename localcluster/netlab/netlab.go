@@ -439,6 +439,28 @@ func (l *Lab) AddClient(name string, ip netip.Prefix) (string, error) {
 	return ns, l.attach(ns, "eth0", ip)
 }
 
+// AddRouter creates a namespace on the fabric that forwards between the
+// clients and the nodes and sends no ICMP redirects. On this one segment
+// a redirect would tell a client to go straight to the next hop the
+// router chose, and the client would keep going there after the router
+// had dropped that node: a fabric's clients sit behind their router.
+func (l *Lab) AddRouter(name string, ip netip.Prefix) (string, error) {
+	ns, err := l.AddClient(name, ip)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range [][]string{
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0"},
+		{"sysctl", "-qw", "net.ipv4.conf.eth0.send_redirects=0"},
+	} {
+		if err := l.run(ns, s...); err != nil {
+			return "", err
+		}
+	}
+	return ns, nil
+}
+
 // Client is an HTTP client whose connections start inside a namespace; a
 // new connection per request, so that every request is load-balanced anew.
 func Client(ns string, timeout time.Duration) *http.Client {

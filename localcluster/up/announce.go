@@ -71,14 +71,11 @@ func (cl *cluster) routeLoadBalancers(c Config) error {
 			}
 		}
 	case AnnounceBGP:
-		ns, err := cl.lab.AddClient("router", routerAddr)
+		ns, err := cl.lab.AddRouter("router", routerAddr)
 		if err != nil {
 			return err
 		}
 		cl.router = ns
-		if _, err := cl.lab.Run(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
-			return err
-		}
 		_, err = cl.lab.Run(cl.client, "ip", "route", "add", "default", "via", routerAddr.Addr().String())
 		return err
 	default:

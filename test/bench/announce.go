@@ -233,10 +233,7 @@ func (c *annCluster) addClient() error {
 		_, err = c.lab.Run(c.client, "ip", "route", "add", annPoolCIDR, "dev", "eth0")
 		return err
 	}
-	if c.router, err = c.lab.AddClient("router", netip.MustParsePrefix(annRouterIP+"/24")); err != nil {
-		return err
-	}
-	if _, err := c.lab.Run(c.router, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+	if c.router, err = c.lab.AddRouter("router", netip.MustParsePrefix(annRouterIP+"/24")); err != nil {
 		return err
 	}
 	rns, _ := vns.GetFromPath(netlab.Path(c.router))
@@ -735,8 +732,8 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"The node carrying the client's traffic (L2: the one whose MAC the client's neighbour entry holds; BGP: the next hop FRR picks "+
 		"for the client's flow) is killed, its announcer by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+
 		"successful connection carried by another node (L2: the client's neighbour entry names another node's MAC; BGP: the router's route "+
-		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection: in BGP the router spreads the client's connections over "+
-		"its next hops, so it stays short while only the connections sent to the lost node fail; \"moved\" is when the router stops sending any there. svcnet L2: heartbeats every 100 ms, "+
+		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection. The router sends no ICMP redirects: on this one segment "+
+		"they would send the client straight to a node, past the router's failover. svcnet L2: heartbeats every 100 ms, "+
 		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s, and BFD in the rows that say so, at the interval and multiplier they name on both ends "+
 		"(%s x %d is MetalLB's BFDProfile default and svcnet's; FRR's bfdd on the router); svcnet: graceful restart 120 s. A listener on the segment asks who has "+
 		"the address every 10 ms and counts questions answered by two nodes. %d tries of a link cut, %d of a SIGKILL; figures are the median "+

@@ -60,9 +60,8 @@ func TestAnnounceBGPBFD(t *testing.T) {
 	g := NewWithT(t)
 	n0, n1, n2 := c.nodes[0], c.nodes[1], c.nodes[2]
 
-	router, err := c.lab.AddClient("router", netip.MustParsePrefix(routerIP+"/24"))
+	router, err := c.lab.AddRouter("router", netip.MustParsePrefix(routerIP+"/24"))
 	g.Expect(err).NotTo(HaveOccurred())
-	mustRun(t, c.lab, router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	mustRun(t, c.lab, router, "ip", "addr", "add", ibgpRouterIP+"/24", "dev", "eth0")
 	state, err := os.MkdirTemp("", "frr")
 	g.Expect(err).NotTo(HaveOccurred())
