@@ -447,7 +447,7 @@ func (c *annCluster) failover(ctx context.Context, how string) (took, outage tim
 				more = false
 			}
 		}
-		if lastOK == start {
+		if lastOK.Equal(start) {
 			continue
 		}
 		if c.movedFrom(ctx, victim) {
