@@ -441,9 +441,10 @@ func (l *Lab) AddClient(name string, ip netip.Prefix) (string, error) {
 
 // AddRouter creates a namespace on the fabric that forwards between the
 // clients and the nodes and sends no ICMP redirects. On this one segment
-// a redirect would tell a client to go straight to the next hop the
-// router chose, and the client would keep going there after the router
-// had dropped that node: a fabric's clients sit behind their router.
+// a redirect tells a client to go straight to the next hop the router
+// chose, past the router's later choices (the failover benchmark's
+// client kept reaching a cut node with them): a fabric's clients sit
+// behind their router.
 func (l *Lab) AddRouter(name string, ip netip.Prefix) (string, error) {
 	ns, err := l.AddClient(name, ip)
 	if err != nil {
