@@ -303,7 +303,7 @@ func (c *annCluster) deploy(ctx context.Context) error {
 		var svc corev1.Service
 		if err := c.env.Client.Get(ctx, client.ObjectKeyFromObject(c.svc), &svc); err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
 			c.vip = netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
-			if c.connect() && c.carrier(ctx) != "" {
+			if c.connect() == nil && c.carrier(ctx) != "" {
 				return nil
 			}
 		}
@@ -354,12 +354,12 @@ func (c *annCluster) carrier(_ context.Context) string {
 	return ""
 }
 
-// connect makes one new connection to the address and tells whether it
-// was answered.
-func (c *annCluster) connect() bool {
+// connect makes one new connection to the address; nil when it was
+// answered.
+func (c *annCluster) connect() error {
 	hc := netlab.Client(c.client, 100*time.Millisecond)
 	_, err := netlab.Get(context.Background(), hc, "http://"+c.vip.String()+"/")
-	return err == nil
+	return err
 }
 
 // neighbourMAC is the client's neighbour entry for the address (L2).
@@ -476,7 +476,7 @@ func (c *annCluster) probe(ctx context.Context) <-chan time.Time {
 			case <-tick.C:
 			}
 			go func() {
-				if c.connect() {
+				if c.connect() == nil {
 					answered <- time.Now()
 				}
 			}()
@@ -494,10 +494,9 @@ func (c *annCluster) routerView() string {
 		return "neighbour entry " + c.neighbourMAC()
 	}
 	route, _ := c.lab.Run(c.router, "ip", "route", "show", c.vip.String())
-	get, _ := c.lab.Run(c.router, "ip", "route", "get", c.vip.String(), "from", annClientIP, "iif", "eth0")
 	sum, _ := c.frr.Vtysh("show bgp summary")
-	_, cerr := netlab.Get(context.Background(), netlab.Client(c.client, 100*time.Millisecond), "http://"+c.vip.String()+"/")
-	return fmt.Sprintf("route %q; chosen %q; a new connection: %v; %s", strings.TrimSpace(route), strings.TrimSpace(get), cerr, strings.Join(strings.Fields(sum), " "))
+	return fmt.Sprintf("route %q; the client's flow to %q; a new connection: %v; %s", strings.TrimSpace(route), c.carrier(context.Background()),
+		c.connect(), strings.Join(strings.Fields(sum), " "))
 }
 
 // annGiveUp is how long a try waits for the traffic to move.
@@ -573,10 +572,10 @@ func (c *annCluster) steady(ctx context.Context) bool {
 			return false
 		}
 		time.Sleep(2 * time.Second) // let the restarted speaker settle
-		return c.connect()
+		return c.connect() == nil
 	}
 	time.Sleep(time.Second) // a restarted node listens, then takes back what it ranks first for
-	return c.connect() && c.carrier(ctx) != ""
+	return c.connect() == nil && c.carrier(ctx) != ""
 }
 
 func nodeByName(nodes []*netlab.Node, name string) *netlab.Node {
