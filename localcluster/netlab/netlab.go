@@ -41,6 +41,8 @@ type Lab struct {
 	namespaces []string
 	pods       []*Pod
 	listeners  []net.Listener
+	// refusers are the fabric's RefuseUnserved addresses, one a family.
+	refusers []netip.Addr
 }
 
 // New creates the fabric: a namespace with a bridge that nodes and clients
@@ -196,19 +198,52 @@ func (l *Lab) attach(ns, iface string, addr netip.Prefix) error {
 	if err := l.batch(l.fabric, [][]string{{"link", "set", port, "master", "br0"}}); err != nil {
 		return err
 	}
-	return l.batch(ns, [][]string{{"addr", "add", addr.String(), "dev", iface}})
+	return l.batch(ns, [][]string{addrAdd(addr, iface)})
+}
+
+// addrAdd is the `ip addr add` of addr on iface; an IPv6 address skips
+// duplicate address detection, which would keep it unusable for a second
+// or more on a segment where nobody else can hold it.
+func addrAdd(addr netip.Prefix, iface string) []string {
+	cmd := []string{"addr", "add", addr.String(), "dev", iface}
+	if addr.Addr().Is6() {
+		cmd = append(cmd, "nodad")
+	}
+	return cmd
 }
 
 // RefuseUnserved makes the fabric itself own ranges (with addr on its
-// bridge, so that it answers ARP): a connection a node sends there because
-// no rule of its own caught it is refused at once instead of timing out.
-// Benchmarks use it to notice the first moment a node serves a ClusterIP.
+// bridge): a connection a node sends there because no rule of its own
+// caught it is refused at once instead of timing out. Benchmarks use it to
+// notice the first moment a node serves a ClusterIP. Nodes added later
+// send the ranges of addr's family to addr (IPv4 ones could go on-link,
+// as the fabric answers ARP for a local route, but NDP is answered for
+// configured addresses only); call it once per family.
 func (l *Lab) RefuseUnserved(addr netip.Prefix, ranges ...netip.Prefix) error {
-	cmds := [][]string{{"addr", "add", addr.String(), "dev", "br0"}}
+	cmds := [][]string{addrAdd(addr, "br0")}
 	for _, r := range ranges {
 		cmds = append(cmds, []string{"route", "add", "local", r.String(), "dev", "lo"})
 	}
-	return l.batch(l.fabric, cmds)
+	if err := l.batch(l.fabric, cmds); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refusers = append(l.refusers, addr.Addr())
+	return nil
+}
+
+// refuserOf is the fabric's RefuseUnserved address of a's family; invalid
+// when there is none.
+func (l *Lab) refuserOf(a netip.Addr) netip.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.refusers {
+		if r.Is4() == a.Is4() {
+			return r
+		}
+	}
+	return netip.Addr{}
 }
 
 // RouteVia adds a route in namespace ns to dst through one or more
@@ -226,22 +261,33 @@ func (l *Lab) RouteVia(ns string, dst netip.Prefix, via ...netip.Addr) error {
 }
 
 // Node is a simulated node: a namespace on the fabric that routes its Pod
-// CIDR and forwards.
+// CIDRs and forwards. A dual-stack node (AddFamily) has an address and a
+// Pod CIDR of each family.
 type Node struct {
-	lab     *Lab
-	Name    string
-	NetNS   string
-	IP      netip.Addr
-	PodCIDR netip.Prefix
+	lab   *Lab
+	Name  string
+	NetNS string
+	// IP and PodCIDR are the node's first family's, IPs and PodCIDRs
+	// every family's, the first family first (as a Node's podCIDR and
+	// podCIDRs).
+	IP       netip.Addr
+	PodCIDR  netip.Prefix
+	IPs      []netip.Addr
+	PodCIDRs []netip.Prefix
 
 	mu    sync.Mutex
 	links int // veths made, for unique interface names
 	ips   int // addresses AddPod handed out
 }
 
-// gatewayIP is the address Pods use as their default gateway; every node
-// holds it on lo, so a Pod's ARP for it is answered by its own node.
-const gatewayIP = "169.254.1.1"
+// gatewayIP is the address Pods use as their IPv4 default gateway; every
+// node holds it on lo, so a Pod's ARP for it is answered by its own node.
+// IPv6 Pods use gatewayIPv6, which the node's end of each Pod's veth
+// holds: NDP is answered only for an address of the link asked on.
+const (
+	gatewayIP   = "169.254.1.1"
+	gatewayIPv6 = "fe80::1"
+)
 
 // AddNode creates a node with an address on the fabric and a Pod CIDR.
 // serviceCIDRs are routed out of the node's interface, as a real node's
@@ -260,32 +306,92 @@ func (l *Lab) AddNode(name string, ip netip.Prefix, podCIDR netip.Prefix, servic
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
 		{"sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0"},
 		{"sysctl", "-qw", "net.ipv4.conf.default.rp_filter=0"},
+		{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
 	} {
 		if err := l.run(ns, s...); err != nil {
 			return nil, err
 		}
 	}
-	cmds := [][]string{{"addr", "add", gatewayIP + "/32", "dev", "lo"}}
-	for _, s := range serviceCIDRs {
-		cmds = append(cmds, []string{"route", "add", s.String(), "dev", "eth0"})
-	}
-	if err := l.batch(ns, cmds); err != nil {
+	if err := l.batch(ns, [][]string{{"addr", "add", gatewayIP + "/32", "dev", "lo"}}); err != nil {
 		return nil, err
 	}
-	return &Node{lab: l, Name: name, NetNS: ns, IP: ip.Addr(), PodCIDR: podCIDR}, nil
+	n := &Node{lab: l, Name: name, NetNS: ns, IP: ip.Addr(), PodCIDR: podCIDR}
+	n.IPs, n.PodCIDRs = []netip.Addr{ip.Addr()}, []netip.Prefix{podCIDR}
+	if err := n.routeServices(ip.Addr(), serviceCIDRs); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
-// Route makes n reach other's Pods through other's fabric address.
+// AddFamily makes n dual-stack: ip, of the family n does not have yet, on
+// its fabric interface, podCIDR of that family for its Pods, and the
+// serviceCIDRs of that family routed as AddNode routes them.
+func (n *Node) AddFamily(ip netip.Prefix, podCIDR netip.Prefix, serviceCIDRs ...netip.Prefix) error {
+	if ip.Addr().Is4() == n.IP.Is4() || ip.Addr().Is4() != podCIDR.Addr().Is4() {
+		return fmt.Errorf("node %s: a second family needs an address and a Pod CIDR of the family it does not have (%s, %s)", n.Name, ip, podCIDR)
+	}
+	if err := n.lab.batch(n.NetNS, [][]string{addrAdd(ip, "eth0")}); err != nil {
+		return err
+	}
+	if err := n.routeServices(ip.Addr(), serviceCIDRs); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.IPs, n.PodCIDRs = append(n.IPs, ip.Addr()), append(n.PodCIDRs, podCIDR)
+	return nil
+}
+
+// routeServices routes the Service ranges of from's family out of eth0:
+// to the fabric's RefuseUnserved address of that family when it has one,
+// else on-link.
+func (n *Node) routeServices(from netip.Addr, serviceCIDRs []netip.Prefix) error {
+	var cmds [][]string
+	via := n.lab.refuserOf(from)
+	for _, s := range serviceCIDRs {
+		if s.Addr().Is4() != from.Is4() {
+			continue
+		}
+		cmd := []string{"route", "add", s.String()}
+		if via.IsValid() {
+			cmd = append(cmd, "via", via.String())
+		}
+		cmds = append(cmds, append(cmd, "dev", "eth0"))
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	return n.lab.batch(n.NetNS, cmds)
+}
+
+// Route makes n reach other's Pods through other's fabric address of each
+// family both have.
 func (n *Node) Route(other *Node) error {
-	return n.lab.RouteVia(n.NetNS, other.PodCIDR, other.IP)
+	for _, cidr := range other.PodCIDRs {
+		for _, ip := range other.IPs {
+			if ip.Is4() == cidr.Addr().Is4() && n.has(ip) {
+				if err := n.lab.RouteVia(n.NetNS, cidr, ip); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// has tells whether n has an address of a's family.
+func (n *Node) has(a netip.Addr) bool {
+	return slices.ContainsFunc(n.IPs, func(b netip.Addr) bool { return b.Is4() == a.Is4() })
 }
 
 // Pod is a network namespace wired to its node, with servers in it.
 type Pod struct {
 	Name  string
 	NetNS string
-	IP    netip.Addr
-	Node  *Node
+	// IP is the Pod's first address, IPs all of them (one a family).
+	IP   netip.Addr
+	IPs  []netip.Addr
+	Node *Node
 	// hostIface is the node's end of the Pod's veth.
 	hostIface string
 
@@ -294,18 +400,22 @@ type Pod struct {
 	removed bool
 }
 
-// AddPod creates a Pod on n with the next address of its CIDR, serving
+// AddPod creates a Pod on n with the next address of each of its CIDRs, serving
 // HTTP on port: every answer is "<pod name> <client ip> <local ip>".
 func (n *Node) AddPod(name string, port int) (*Pod, error) {
 	n.mu.Lock()
 	n.ips++
 	idx := n.ips
 	n.mu.Unlock()
-	ip := n.PodCIDR.Addr()
-	for range idx + 1 {
-		ip = ip.Next()
+	var ips []netip.Addr
+	for _, cidr := range n.PodCIDRs {
+		ip := cidr.Addr()
+		for range idx + 1 {
+			ip = ip.Next()
+		}
+		ips = append(ips, ip)
 	}
-	p, err := n.NewPod(name, ip)
+	p, err := n.NewPod(name, ips[0], ips[1:]...)
 	if err != nil {
 		return nil, err
 	}
@@ -324,9 +434,10 @@ func (n *Node) AddPod(name string, port int) (*Pod, error) {
 }
 
 // NewPod creates a namespace named after role (prefixed by the lab's
-// prefix) with address ip, wired to n by a veth and routed from n. It
-// serves nothing until ServeHTTP or ServeUDP.
-func (n *Node) NewPod(role string, ip netip.Addr) (*Pod, error) {
+// prefix) with address ip, and one of the other family for a dual-stack
+// Pod, wired to n by a veth and routed from n. It serves nothing until
+// ServeHTTP or ServeUDP.
+func (n *Node) NewPod(role string, ip netip.Addr, more ...netip.Addr) (*Pod, error) {
 	l := n.lab
 	n.mu.Lock()
 	n.links++
@@ -337,12 +448,13 @@ func (n *Node) NewPod(role string, ip netip.Addr) (*Pod, error) {
 	if err := netns.Create(Path(ns)); err != nil {
 		return nil, err
 	}
-	p := &Pod{Name: role, NetNS: ns, IP: ip, Node: n, hostIface: hostSide}
+	ips := append([]netip.Addr{ip}, more...)
+	p := &Pod{Name: role, NetNS: ns, IP: ip, IPs: ips, Node: n, hostIface: hostSide}
 	l.mu.Lock()
 	l.namespaces = append(l.namespaces, ns)
 	l.pods = append(l.pods, p)
 	l.mu.Unlock()
-	if err := wirePod(n.NetNS, ns, hostSide, ip); err != nil {
+	if err := wirePod(n.NetNS, ns, hostSide, ips); err != nil {
 		return nil, errors.Join(err, p.Remove())
 	}
 	return p, nil
@@ -430,13 +542,22 @@ func (p *Pod) AddRange(prefix netip.Prefix) error {
 	return l.batch(p.Node.NetNS, [][]string{{"route", "add", prefix.String(), "dev", p.hostIface}})
 }
 
-// AddClient creates a namespace on the fabric outside every node.
-func (l *Lab) AddClient(name string, ip netip.Prefix) (string, error) {
+// AddClient creates a namespace on the fabric outside every node, with
+// address ip and, dual-stack, one of the other family.
+func (l *Lab) AddClient(name string, ip netip.Prefix, more ...netip.Prefix) (string, error) {
 	ns, err := l.addNetns(name)
 	if err != nil {
 		return "", err
 	}
-	return ns, l.attach(ns, "eth0", ip)
+	if err := l.attach(ns, "eth0", ip); err != nil {
+		return "", err
+	}
+	for _, a := range more {
+		if err := l.batch(ns, [][]string{addrAdd(a, "eth0")}); err != nil {
+			return "", err
+		}
+	}
+	return ns, nil
 }
 
 // AddRouter creates a namespace on the fabric that forwards between the
@@ -445,13 +566,14 @@ func (l *Lab) AddClient(name string, ip netip.Prefix) (string, error) {
 // chose, past the router's later choices (the failover benchmark's
 // client kept reaching a cut node with them): a fabric's clients sit
 // behind their router.
-func (l *Lab) AddRouter(name string, ip netip.Prefix) (string, error) {
-	ns, err := l.AddClient(name, ip)
+func (l *Lab) AddRouter(name string, ip netip.Prefix, more ...netip.Prefix) (string, error) {
+	ns, err := l.AddClient(name, ip, more...)
 	if err != nil {
 		return "", err
 	}
 	for _, s := range [][]string{
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
 		{"sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0"},
 		{"sysctl", "-qw", "net.ipv4.conf.eth0.send_redirects=0"},
 	} {

@@ -41,7 +41,7 @@ func TestRouterSendsNoRedirects(t *testing.T) {
 		redirected bool
 	}{
 		{"a forwarding namespace redirects", forwarding, true},
-		{"AddRouter does not", (*netlab.Lab).AddRouter, false},
+		{"AddRouter does not", func(l *netlab.Lab, name string, ip netip.Prefix) (string, error) { return l.AddRouter(name, ip) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
