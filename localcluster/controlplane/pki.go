@@ -64,10 +64,10 @@ func NewPKI(dataDir string) *PKI {
 const validity = 10 * 365 * 24 * time.Hour
 
 // Ensure creates whatever is missing: a CA, the apiserver's serving
-// certificate (for loopback, the first Service IP and the fabric address
-// fabricIP the simulated nodes dial), the service-account signing key and
+// certificate (for loopback, the first Service IP and the fabric addresses
+// fabricIPs the simulated nodes dial), the service-account signing key and
 // a static admin token.
-func (p *PKI) Ensure(serviceIP net.IP, fabricIP netip.Addr) error {
+func (p *PKI) Ensure(serviceIP net.IP, fabricIPs ...netip.Addr) error {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (p *PKI) Ensure(serviceIP net.IP, fabricIP netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("certificate authority: %w", err)
 	}
-	if err := p.ensureServing(caCert, caKey, serviceIP, fabricIP); err != nil {
+	if err := p.ensureServing(caCert, caKey, serviceIP, fabricIPs); err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
 	if err := p.ensureKubeletClient(caCert, caKey); err != nil {
@@ -111,9 +111,12 @@ func (p *PKI) ensureCA() (certPEM, keyPEM []byte, err error) {
 // when there is none or it lacks one of the names clients use: the
 // kubernetes Service, loopback, and the fabric address the nodes (and the
 // agents of --install=manifests) dial.
-func (p *PKI) ensureServing(caCert, caKey []byte, serviceIP net.IP, fabricIP netip.Addr) error {
+func (p *PKI) ensureServing(caCert, caKey []byte, serviceIP net.IP, fabricIPs []netip.Addr) error {
 	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-		"127.0.0.1", "::1", serviceIP.String(), fabricIP.String()}
+		"127.0.0.1", "::1", serviceIP.String()}
+	for _, ip := range fabricIPs {
+		hosts = append(hosts, ip.String())
+	}
 	if exists(p.ServingCert) && exists(p.ServingKey) && coversHosts(p.ServingCert, hosts) {
 		return nil
 	}

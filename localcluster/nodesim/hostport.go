@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -43,9 +45,11 @@ type hostPort struct {
 	owner    string // namespace/name, in the rule's comment
 }
 
-// hostPortsOf are pod's hostPort mappings to ip (TCP and UDP; SCTP is not
-// mapped). A hostNetwork Pod listens on the node itself: nothing to map.
-func hostPortsOf(pod *corev1.Pod, ip netip.Addr) ([]hostPort, error) {
+// hostPortsOf are pod's hostPort mappings to its addresses ips, one a
+// family (TCP and UDP; SCTP is not mapped): each port to the Pod's address
+// of each family, or of its hostIP's family alone. A hostNetwork Pod
+// listens on the node itself: nothing to map.
+func hostPortsOf(pod *corev1.Pod, ips []netip.Addr) ([]hostPort, error) {
 	if pod.Spec.HostNetwork {
 		return nil, nil
 	}
@@ -55,18 +59,23 @@ func hostPortsOf(pod *corev1.Pod, ip netip.Addr) ([]hostPort, error) {
 			if p.HostPort == 0 || p.Protocol == corev1.ProtocolSCTP {
 				continue
 			}
-			hp := hostPort{port: p.HostPort, protocol: "tcp", podIP: ip, podPort: p.ContainerPort, owner: pod.Namespace + "/" + pod.Name}
+			hp := hostPort{port: p.HostPort, protocol: "tcp", podPort: p.ContainerPort, owner: pod.Namespace + "/" + pod.Name}
 			if p.Protocol == corev1.ProtocolUDP {
 				hp.protocol = "udp"
 			}
-			if p.HostIP != "" && p.HostIP != "0.0.0.0" {
+			if p.HostIP != "" && p.HostIP != "0.0.0.0" && p.HostIP != "::" {
 				a, err := netip.ParseAddr(p.HostIP)
-				if err != nil || !a.Is4() {
-					return nil, fmt.Errorf("container %s: hostIP %q is not an IPv4 address", c.Name, p.HostIP)
+				if err != nil {
+					return nil, fmt.Errorf("container %s: hostIP %q is not an IP address", c.Name, p.HostIP)
 				}
 				hp.hostIP = a
 			}
-			out = append(out, hp)
+			for _, ip := range ips {
+				if !hp.hostIP.IsValid() || hp.hostIP.Is4() == ip.Is4() {
+					hp.podIP = ip
+					out = append(out, hp)
+				}
+			}
 		}
 	}
 	return out, nil
@@ -80,8 +89,8 @@ type nodeHostPorts struct {
 }
 
 // mapHostPorts adds pod's mappings to its node's rules.
-func (r *podReconciler) mapHostPorts(pod *corev1.Pod, node *nodeState, ip netip.Addr) ([]hostPort, error) {
-	hps, err := hostPortsOf(pod, ip)
+func (r *podReconciler) mapHostPorts(pod *corev1.Pod, node *nodeState, ips []netip.Addr) ([]hostPort, error) {
+	hps, err := hostPortsOf(pod, ips)
 	if err != nil || len(hps) == 0 {
 		return hps, err
 	}
@@ -120,15 +129,23 @@ func (h *nodeHostPorts) change(node *nodeState, uid types.UID, hps []hostPort) e
 func writeHostPorts(node *nodeState, hps []hostPort) error {
 	var rules bytes.Buffer
 	for _, hp := range hps {
-		match := "fib daddr type local"
-		if hp.hostIP.IsValid() {
-			match = "ip daddr " + hp.hostIP.String()
+		family := "ip"
+		if hp.podIP.Is6() {
+			family = "ip6"
 		}
-		fmt.Fprintf(&rules, "\t\t%s %s dport %d dnat ip to %s:%d comment %q\n", match, hp.protocol, hp.port, hp.podIP, hp.podPort, hp.owner)
+		match := "meta nfproto ipv4 fib daddr type local"
+		switch {
+		case hp.hostIP.IsValid():
+			match = family + " daddr " + hp.hostIP.String()
+		case hp.podIP.Is6():
+			match = "meta nfproto ipv6 fib daddr type local"
+		}
+		to := net.JoinHostPort(hp.podIP.String(), strconv.Itoa(int(hp.podPort)))
+		fmt.Fprintf(&rules, "\t\t%s %s dport %d dnat %s to %s comment %q\n", match, hp.protocol, hp.port, family, to, hp.owner)
 	}
-	script := fmt.Sprintf(`table ip %[1]s
-delete table ip %[1]s
-table ip %[1]s {
+	script := fmt.Sprintf(`table inet %[1]s
+delete table inet %[1]s
+table inet %[1]s {
 	chain prerouting {
 		type nat hook prerouting priority -105; policy accept;
 %[2]s	}

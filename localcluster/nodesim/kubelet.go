@@ -98,9 +98,19 @@ type kubeletServer struct {
 	log           logr.Logger
 }
 
+// sans are the names of the kubelet's serving certificate: the node's
+// name and its address of each family.
+func (k *kubeletServer) sans() []string {
+	out := []string{k.node.Name}
+	for _, ip := range k.node.Net.IPs {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
 // Start listens inside the node's network namespace until ctx ends.
 func (k *kubeletServer) Start(ctx context.Context) error {
-	certPEM, keyPEM, err := certs.NewServing(k.caCert, k.caKey, k.node.Name, []string{k.node.Name, k.node.Net.IP.String()}, time.Now(), certificateExpiry)
+	certPEM, keyPEM, err := certs.NewServing(k.caCert, k.caKey, k.node.Name, k.sans(), time.Now(), certificateExpiry)
 	if err != nil {
 		return fmt.Errorf("kubelet serving certificate of %s: %w", k.node.Name, err)
 	}

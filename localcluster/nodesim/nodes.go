@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -75,8 +76,26 @@ func nodeObject(n Node) *corev1.Node {
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
-		Spec:       corev1.NodeSpec{PodCIDR: n.Net.PodCIDR.String(), PodCIDRs: []string{n.Net.PodCIDR.String()}},
+		Spec:       corev1.NodeSpec{PodCIDR: n.Net.PodCIDR.String(), PodCIDRs: prefixStrings(n.Net.PodCIDRs)},
 	}
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// nodeAddresses are the Node's InternalIPs, one a family, and its
+// hostname.
+func nodeAddresses(n Node) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, ip := range n.Net.IPs {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+	}
+	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
 }
 
 func nodeStatus(n Node, kubeletPort int, now metav1.Time) corev1.NodeStatus {
@@ -98,10 +117,7 @@ func nodeStatus(n Node, kubeletPort int, now metav1.Time) corev1.NodeStatus {
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "simulated node"),
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "svcnet up simulated node is ready"),
 		},
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: n.Net.IP.String()},
-			{Type: corev1.NodeHostName, Address: n.Name},
-		},
+		Addresses: nodeAddresses(n),
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem: "linux", Architecture: "amd64", OSImage: "svcnet simulated node", KernelVersion: kernelVersion(),
 			KubeletVersion: KubeletVersion, ContainerRuntimeVersion: "svcnet://" + KubeletVersion,
@@ -198,7 +214,7 @@ func (k *nodeKeeper) ensureNode(ctx context.Context, n Node) error {
 	if err != nil {
 		return err
 	}
-	if cur.Spec.PodCIDR != "" && cur.Spec.PodCIDR != want.Spec.PodCIDR {
+	if cur.Spec.PodCIDR != "" && !slices.Equal(cur.Spec.PodCIDRs, want.Spec.PodCIDRs) {
 		// A Pod CIDR cannot change: the Node from an earlier run with
 		// another --cluster-cidr is replaced.
 		k.log.Info("Replacing a Node whose Pod CIDR changed", "node", n.Name, "old", cur.Spec.PodCIDR, "new", want.Spec.PodCIDR)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,9 @@ func startEnvAndLab(t *testing.T, tag string) (env *testenv.Env, lab *netlab.Lab
 }
 
 // TestSimulator runs the simulator against a real API server and real
-// namespaces: registration, scheduling, addresses, servers, readiness
-// delay, graceful deletion, nodeSelector.
+// namespaces: registration, scheduling, addresses (dual-stack nodes, so
+// both families), servers, readiness delay, graceful deletion,
+// nodeSelector.
 func TestSimulator(t *testing.T) {
 	privateNS.Require(t)
 	g := NewWithT(t)
@@ -172,6 +174,7 @@ func TestSimulator(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		n, err := lab.AddNode(fmt.Sprintf("node-%d", i), netip.MustParsePrefix(fmt.Sprintf("172.31.0.%d/24", 10+i)), netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)))
 		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n.AddFamily(netip.MustParsePrefix(fmt.Sprintf("fd00:31::%d/64", 10+i)), netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)))).To(Succeed())
 		nodes = append(nodes, Node{Name: n.Name, Zone: fmt.Sprintf("zone-%d", i), Net: n})
 	}
 	g.Expect(nodes[0].Net.Route(nodes[1].Net)).To(Succeed())
@@ -194,8 +197,11 @@ func TestSimulator(t *testing.T) {
 				return node.Status.Addresses, err
 			}).ShouldNot(BeEmpty(), "the status is written right after the create")
 			g.Expect(node.Spec.PodCIDR).To(Equal(n.Net.PodCIDR.String()))
+			g.Expect(node.Spec.PodCIDRs).To(Equal([]string{n.Net.PodCIDRs[0].String(), n.Net.PodCIDRs[1].String()}))
 			g.Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyZone, n.Zone))
-			g.Expect(node.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Net.IP.String()}))
+			g.Expect(node.Status.Addresses).To(ContainElements(
+				corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Net.IPs[0].String()},
+				corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Net.IPs[1].String()}))
 			g.Expect(node.Status.Conditions).To(ContainElement(HaveField("Type", corev1.NodeReady)))
 			var lease coordinationv1.Lease
 			g.Eventually(func() error {
@@ -216,10 +222,11 @@ func TestSimulator(t *testing.T) {
 		}).WithTimeout(10 * time.Second).Should(Equal(corev1.PodRunning))
 		return &pod
 	}
-	get := func(p *corev1.Pod, port int) (string, error) {
-		body, err := netlab.Get(ctx, netlab.Client(nodes[0].Net.NetNS, time.Second), fmt.Sprintf("http://%s:%d/", p.Status.PodIP, port))
+	getAt := func(ip string, port int) (string, error) {
+		body, err := netlab.Get(ctx, netlab.Client(nodes[0].Net.NetNS, time.Second), "http://"+net.JoinHostPort(ip, strconv.Itoa(port))+"/")
 		return strings.TrimSpace(body), err
 	}
+	get := func(p *corev1.Pod, port int) (string, error) { return getAt(p.Status.PodIP, port) }
 
 	t.Run("pods are spread, addressed from their node's CIDR and served on every port", func(t *testing.T) {
 		g := NewWithT(t)
@@ -241,8 +248,14 @@ func TestSimulator(t *testing.T) {
 			}
 			g.Expect(n.Net.PodCIDR.Contains(netip.MustParseAddr(p.Status.PodIP))).To(BeTrue(), "%s has %s, outside %s", p.Name, p.Status.PodIP, n.Net.PodCIDR)
 			g.Expect(p.Status.HostIP).To(Equal(n.Net.IP.String()))
+			g.Expect(p.Status.HostIPs).To(Equal([]corev1.HostIP{{IP: n.Net.IPs[0].String()}, {IP: n.Net.IPs[1].String()}}))
+			g.Expect(p.Status.PodIPs).To(HaveLen(2))
+			g.Expect(p.Status.PodIPs[0].IP).To(Equal(p.Status.PodIP))
+			v6 := p.Status.PodIPs[1].IP
+			g.Expect(n.Net.PodCIDRs[1].Contains(netip.MustParseAddr(v6))).To(BeTrue(), "%s has %s, outside %s", p.Name, v6, n.Net.PodCIDRs[1])
 			g.Expect(podReady(p)).To(BeTrue())
 			g.Eventually(func() (string, error) { return get(p, 8080) }).Should(Equal(p.Name))
+			g.Eventually(func() (string, error) { return getAt(v6, 8080) }).Should(Equal(p.Name), "over IPv6")
 			// UDP: one datagram, the Pod's name back.
 			var answer string
 			g.Expect(netns.Do(netlab.Path(nodes[0].Net.NetNS), func() error {

@@ -21,13 +21,13 @@ import (
 // startNetwork makes the Pod's namespace with an address of its node and
 // a server on each containerPort its Programs do not serve.
 func (r *podReconciler) startNetwork(pod *corev1.Pod, node *nodeState) (*netlab.Pod, error) {
-	ip, err := r.takeIP(node, pod)
+	ips, err := r.takeIPs(node, pod)
 	if err != nil {
 		return nil, err
 	}
-	np, err := node.Net.NewPod(podRole(pod), ip)
+	np, err := node.Net.NewPod(podRole(pod), ips[0], ips[1:]...)
 	if err != nil {
-		r.releaseIP(node.Name, ip)
+		r.releaseIPs(node.Name, ips)
 		return nil, err
 	}
 	name := []byte(pod.Name + "\n")
@@ -40,7 +40,7 @@ func (r *podReconciler) startNetwork(pod *corev1.Pod, node *nodeState) (*netlab.
 		}
 		if err != nil {
 			_ = np.Remove()
-			r.releaseIP(node.Name, ip)
+			r.releaseIPs(node.Name, ips)
 			return nil, fmt.Errorf("serving %s port %d: %w", p.Protocol, p.ContainerPort, err)
 		}
 	}
@@ -53,7 +53,7 @@ func (r *podReconciler) removeNetwork(run *runningPod) error {
 		return nil
 	}
 	err := run.net.Remove()
-	r.releaseIP(run.node, run.net.IP)
+	r.releaseIPs(run.node, run.net.IPs)
 	return err
 }
 
@@ -105,16 +105,34 @@ func servedPorts(pod *corev1.Pod, store *images.Store) []corev1.ContainerPort {
 	return out
 }
 
-// takeIP picks the Pod's address: the one it already reports, if it is in
-// the node's CIDR and free (a restart of svcnet up keeps addresses), else
-// the lowest free one (the network address and .1 are never used).
-func (r *podReconciler) takeIP(node *nodeState, pod *corev1.Pod) (netip.Addr, error) {
+// takeIPs picks the Pod's addresses, one in each of the node's Pod CIDRs.
+func (r *podReconciler) takeIPs(node *nodeState, pod *corev1.Pod) ([]netip.Addr, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cidr := node.Net.PodCIDR
-	if prev, err := netip.ParseAddr(pod.Status.PodIP); err == nil && cidr.Contains(prev) && prev != cidr.Addr() && prev != cidr.Addr().Next() && !node.used[prev] && !isBroadcast(cidr, prev) {
-		node.used[prev] = true
-		return prev, nil
+	var ips []netip.Addr
+	for _, cidr := range node.Net.PodCIDRs {
+		ip, err := takeIP(node, cidr, pod)
+		if err != nil {
+			for _, a := range ips {
+				delete(node.used, a)
+			}
+			return nil, err
+		}
+		ips = append(ips, ip)
+	}
+	return ips, nil
+}
+
+// takeIP picks the Pod's address in cidr: the one it already reports, if
+// it is in cidr and free (a restart of svcnet up keeps addresses), else
+// the lowest free one (the network address and the next are never used).
+func takeIP(node *nodeState, cidr netip.Prefix, pod *corev1.Pod) (netip.Addr, error) {
+	for _, reported := range pod.Status.PodIPs {
+		prev, err := netip.ParseAddr(reported.IP)
+		if err == nil && cidr.Contains(prev) && prev != cidr.Addr() && prev != cidr.Addr().Next() && !node.used[prev] && !isBroadcast(cidr, prev) {
+			node.used[prev] = true
+			return prev, nil
+		}
 	}
 	for a := cidr.Addr().Next().Next(); cidr.Contains(a); a = a.Next() {
 		if isBroadcast(cidr, a) {
@@ -132,11 +150,13 @@ func isBroadcast(cidr netip.Prefix, a netip.Addr) bool {
 	return a.Is4() && !cidr.Contains(a.Next())
 }
 
-func (r *podReconciler) releaseIP(node string, ip netip.Addr) {
+func (r *podReconciler) releaseIPs(node string, ips []netip.Addr) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := r.nodes[node]; n != nil {
-		delete(n.used, ip)
+		for _, ip := range ips {
+			delete(n.used, ip)
+		}
 	}
 }
 

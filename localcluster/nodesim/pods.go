@@ -40,10 +40,12 @@ type nodeState struct {
 
 // runningPod is a Pod the simulator started.
 type runningPod struct {
-	uid     types.UID
-	node    string
-	net     *netlab.Pod
-	ip      netip.Addr
+	uid  types.UID
+	node string
+	net  *netlab.Pod
+	// ips are the Pod's addresses, one a family (its node's on the host
+	// network).
+	ips     []netip.Addr
 	started time.Time
 	rt      *kuberuntime.Pod
 	// terminating is set when the deletion was first seen; finishing
@@ -187,21 +189,21 @@ func (r *podReconciler) start(ctx context.Context, pod *corev1.Pod, node *nodeSt
 			return nil, err
 		}
 	}
-	run = &runningPod{uid: pod.UID, node: node.Name, started: r.now(), ip: node.Net.IP}
+	run = &runningPod{uid: pod.UID, node: node.Name, started: r.now(), ips: node.Net.IPs}
 	netnsPath := netlab.Path(node.Net.NetNS)
 	if !pod.Spec.HostNetwork {
 		np, err := r.startNetwork(pod, node)
 		if err != nil {
 			return nil, err
 		}
-		run.net, netnsPath, run.ip = np, netlab.Path(np.NetNS), np.IP
+		run.net, netnsPath, run.ips = np, netlab.Path(np.NetNS), np.IPs
 	}
-	hps, err := r.mapHostPorts(pod, node, run.ip)
+	hps, err := r.mapHostPorts(pod, node, run.ips)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("mapping the Pod's hostPorts: %w", err), r.removeNetwork(run))
 	}
 	run.hostPorts = hps
-	sb := kuberuntime.Sandbox{NetNS: netnsPath, IP: run.ip, NodeName: node.Name, NodeIP: node.Net.IP}
+	sb := kuberuntime.Sandbox{NetNS: netnsPath, IPs: run.ips, NodeName: node.Name, NodeIPs: node.Net.IPs}
 	rt, err := r.runtime.StartPod(ctx, pod, sb)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("starting the Pod's containers: %w", err), r.unmapHostPorts(node, run), r.removeNetwork(run))
@@ -210,7 +212,7 @@ func (r *podReconciler) start(ctx context.Context, pod *corev1.Pod, node *nodeSt
 	r.mu.Lock()
 	r.pods[key] = run
 	r.mu.Unlock()
-	r.log.V(1).Info("Started Pod", "pod", key, "node", node.Name, "ip", run.ip)
+	r.log.V(1).Info("Started Pod", "pod", key, "node", node.Name, "ips", run.ips)
 	return run, nil
 }
 
@@ -233,7 +235,7 @@ func (r *podReconciler) finish(run *runningPod, grace time.Duration) error {
 	r.mu.Lock()
 	run.finished = true
 	r.mu.Unlock()
-	r.log.V(1).Info("Stopped Pod", "node", run.node, "ip", run.ip)
+	r.log.V(1).Info("Stopped Pod", "node", run.node, "ips", run.ips)
 	return errors.Join(errs...)
 }
 
@@ -302,7 +304,7 @@ func (r *podReconciler) writeStatus(ctx context.Context, pod *corev1.Pod, node *
 // it differs from pod's; pod then holds it. A Pod gone meanwhile is no
 // error.
 func (r *podReconciler) patchStatus(ctx context.Context, pod *corev1.Pod, node *nodeState, run *runningPod) error {
-	want := run.rt.Status(kuberuntime.StatusInput{Old: pod.Status, HostIP: node.Net.IP, PodIP: run.ip, Started: run.started, Now: r.now()})
+	want := run.rt.Status(kuberuntime.StatusInput{Old: pod.Status, HostIPs: node.Net.IPs, PodIPs: run.ips, Started: run.started, Now: r.now()})
 	if kuberuntime.StatusEqual(pod.Status, want) {
 		return nil
 	}

@@ -494,14 +494,18 @@ func hostsFile(pod *corev1.Pod, sb Sandbox, domain string) []byte {
 		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
 	switch {
 	case pod.Spec.HostNetwork:
-		if sb.NodeIP.IsValid() {
-			fmt.Fprintf(&b, "%s\t%s\n", sb.NodeIP, sb.NodeName)
+		for _, ip := range sb.NodeIPs {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, sb.NodeName)
 		}
-	case sb.IP.IsValid() && pod.Spec.Subdomain != "":
+	case pod.Spec.Subdomain != "":
 		name := hostname(pod)
-		fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.%s\t%s\n", sb.IP, name, pod.Spec.Subdomain, pod.Namespace, domain, name)
-	case sb.IP.IsValid():
-		fmt.Fprintf(&b, "%s\t%s\n", sb.IP, hostname(pod))
+		for _, ip := range sb.IPs {
+			fmt.Fprintf(&b, "%s\t%s.%s.%s.svc.%s\t%s\n", ip, name, pod.Spec.Subdomain, pod.Namespace, domain, name)
+		}
+	default:
+		for _, ip := range sb.IPs {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, hostname(pod))
+		}
 	}
 	if len(pod.Spec.HostAliases) > 0 {
 		b.WriteString("\n# Entries added by HostAliases.\n")

@@ -159,7 +159,7 @@ func (p *Pod) probeOnce(ctx context.Context, pr *corev1.Probe, proc *container.C
 	case h.HTTPGet != nil:
 		return p.httpGet(ctx, h.HTTPGet)
 	case h.TCPSocket != nil:
-		host := p.sandbox.IP.String()
+		host := p.sandbox.IP().String()
 		if h.TCPSocket.Host != "" {
 			host = h.TCPSocket.Host
 		}
@@ -191,7 +191,7 @@ func execHandler(ctx context.Context, proc *container.Container, cmd []string) e
 }
 
 func (p *Pod) httpGet(ctx context.Context, h *corev1.HTTPGetAction) error {
-	host := p.sandbox.IP.String()
+	host := p.sandbox.IP().String()
 	if h.Host != "" {
 		host = h.Host
 	}
@@ -221,7 +221,7 @@ func (p *Pod) httpGet(ctx context.Context, h *corev1.HTTPGetAction) error {
 }
 
 func (p *Pod) grpcHealth(ctx context.Context, g *corev1.GRPCAction) error {
-	addr := net.JoinHostPort(p.sandbox.IP.String(), strconv.Itoa(int(g.Port)))
+	addr := net.JoinHostPort(p.sandbox.IP().String(), strconv.Itoa(int(g.Port)))
 	dial := netns.DialContext(p.sandbox.NetNS)
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return dial(ctx, "tcp", a) }))

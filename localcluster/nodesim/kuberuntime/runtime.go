@@ -120,13 +120,42 @@ func (r *Runtime) Image(c corev1.Container) (images.Image, bool) {
 
 // Sandbox is where a Pod's containers run.
 type Sandbox struct {
-	// NetNS is the network namespace's file; IP the Pod's address.
+	// NetNS is the network namespace's file; IPs the Pod's addresses, one
+	// a family, the first family first.
 	NetNS string
-	IP    netip.Addr
-	// NodeName and NodeIP are the node's, for hostNetwork Pods' hostname
+	IPs   []netip.Addr
+	// NodeName and NodeIPs are the node's, for hostNetwork Pods' hostname
 	// and hosts file.
 	NodeName string
-	NodeIP   netip.Addr
+	NodeIPs  []netip.Addr
+}
+
+// IP is the Pod's first address (its status.podIP), which probes reach.
+func (sb Sandbox) IP() netip.Addr { return first(sb.IPs) }
+
+// first is addrs' first address; invalid when there is none.
+func first(addrs []netip.Addr) netip.Addr {
+	if len(addrs) == 0 {
+		return netip.Addr{}
+	}
+	return addrs[0]
+}
+
+// podIPs and hostIPs are a status's lists of addrs.
+func podIPs(addrs []netip.Addr) []corev1.PodIP {
+	var out []corev1.PodIP
+	for _, a := range addrs {
+		out = append(out, corev1.PodIP{IP: a.String()})
+	}
+	return out
+}
+
+func hostIPs(addrs []netip.Addr) []corev1.HostIP {
+	var out []corev1.HostIP
+	for _, a := range addrs {
+		out = append(out, corev1.HostIP{IP: a.String()})
+	}
+	return out
 }
 
 // Pod is one Pod's containers.
@@ -155,11 +184,11 @@ type Pod struct {
 // knows them before the containers start, and the downward API gives
 // them to their environment (status.podIP(s), status.hostIP(s)).
 func sandboxAddresses(pod *corev1.Pod, sb Sandbox) {
-	pod.Status.PodIP = sb.IP.String()
-	pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
-	if sb.NodeIP.IsValid() {
-		pod.Status.HostIP = sb.NodeIP.String()
-		pod.Status.HostIPs = []corev1.HostIP{{IP: pod.Status.HostIP}}
+	pod.Status.PodIP = sb.IP().String()
+	pod.Status.PodIPs = podIPs(sb.IPs)
+	if len(sb.NodeIPs) > 0 {
+		pod.Status.HostIP = sb.NodeIPs[0].String()
+		pod.Status.HostIPs = hostIPs(sb.NodeIPs)
 	}
 }
 

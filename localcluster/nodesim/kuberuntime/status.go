@@ -60,9 +60,11 @@ func isInit(pod *corev1.Pod, name string) bool {
 // StatusInput is what a Pod's status needs besides its containers.
 type StatusInput struct {
 	// Old is the status the API server has, for transition times.
-	Old           corev1.PodStatus
-	HostIP, PodIP netip.Addr
-	Started, Now  time.Time
+	Old corev1.PodStatus
+	// HostIPs and PodIPs are the node's and the Pod's addresses, one a
+	// family, the first family first.
+	HostIPs, PodIPs []netip.Addr
+	Started, Now    time.Time
 }
 
 // Status is what a kubelet would report for the Pod now: its phase,
@@ -131,10 +133,10 @@ func (p *Pod) Status(in StatusInput) corev1.PodStatus {
 		Reason:                reason,
 		Message:               message,
 		Conditions:            conditions,
-		HostIP:                in.HostIP.String(),
-		HostIPs:               []corev1.HostIP{{IP: in.HostIP.String()}},
-		PodIP:                 in.PodIP.String(),
-		PodIPs:                []corev1.PodIP{{IP: in.PodIP.String()}},
+		HostIP:                first(in.HostIPs).String(),
+		HostIPs:               hostIPs(in.HostIPs),
+		PodIP:                 first(in.PodIPs).String(),
+		PodIPs:                podIPs(in.PodIPs),
 		StartTime:             &started,
 		QOSClass:              in.Old.QOSClass,
 		InitContainerStatuses: initStatuses,
@@ -250,7 +252,7 @@ func (p *Pod) containerStatus(c corev1.Container, init bool, now time.Time) core
 // StatusEqual compares what a status write decides: phase, addresses,
 // conditions, and each container's state, readiness and restarts.
 func StatusEqual(a, b corev1.PodStatus) bool {
-	if a.Phase != b.Phase || a.PodIP != b.PodIP || a.HostIP != b.HostIP ||
+	if a.Phase != b.Phase || !slices.Equal(a.PodIPs, b.PodIPs) || !slices.Equal(a.HostIPs, b.HostIPs) ||
 		len(a.ContainerStatuses) != len(b.ContainerStatuses) || len(a.InitContainerStatuses) != len(b.InitContainerStatuses) {
 		return false
 	}

@@ -50,7 +50,7 @@ func TestStatusReadinessGates(t *testing.T) {
 		"gate True again": {old: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}, {Type: gate, Status: corev1.ConditionTrue}}, wantReady: corev1.ConditionTrue},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newPod().Status(StatusInput{Old: corev1.PodStatus{Conditions: tc.old}, HostIP: netip.MustParseAddr("172.30.0.11"), PodIP: netip.MustParseAddr("10.244.1.2"), Started: now, Now: now})
+			s := newPod().Status(StatusInput{Old: corev1.PodStatus{Conditions: tc.old}, HostIPs: []netip.Addr{netip.MustParseAddr("172.30.0.11")}, PodIPs: []netip.Addr{netip.MustParseAddr("10.244.1.2")}, Started: now, Now: now})
 			if c := condition(s, corev1.ContainersReady); c == nil || c.Status != corev1.ConditionTrue {
 				t.Errorf("ContainersReady: %+v, want True", c)
 			}
@@ -106,7 +106,7 @@ func TestEviction(t *testing.T) {
 		pod:        &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "0123456789abcdef"}, Spec: corev1.PodSpec{Containers: []corev1.Container{limited}}},
 		containers: map[string]*containerState{"evicted-pod": {standIn: true, running: now.Add(-time.Minute), started: true, ready: true}},
 	}
-	in := StatusInput{HostIP: netip.MustParseAddr("172.30.0.11"), PodIP: netip.MustParseAddr("10.244.1.2"), Started: now, Now: now}
+	in := StatusInput{HostIPs: []netip.Addr{netip.MustParseAddr("172.30.0.11")}, PodIPs: []netip.Addr{netip.MustParseAddr("10.244.1.2")}, Started: now, Now: now}
 	if s := p.Status(in); s.Phase != corev1.PodRunning || s.Reason != "" {
 		t.Fatalf("before the eviction: phase %s reason %q, want Running and none", s.Phase, s.Reason)
 	}

@@ -205,7 +205,7 @@ func TestPreStopSleep(t *testing.T) {
 
 func TestHostsFile(t *testing.T) {
 	ip, node := netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("172.30.0.11")
-	sb := Sandbox{IP: ip, NodeName: "node-1", NodeIP: node}
+	sb := Sandbox{IPs: []netip.Addr{ip}, NodeName: "node-1", NodeIPs: []netip.Addr{node}}
 	pod := func(spec corev1.PodSpec) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-0"}, Spec: spec}
 	}
@@ -227,6 +227,21 @@ func TestHostsFile(t *testing.T) {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: hosts file misses %q:\n%s", name, w, got)
 			}
+		}
+	}
+	// A dual-stack Pod's name is on both its addresses, as the kubelet
+	// writes them; so is a dual-stack node's on the host network.
+	dual := Sandbox{IPs: []netip.Addr{ip, netip.MustParseAddr("fd00:10:244:1::5")}, NodeName: "node-1",
+		NodeIPs: []netip.Addr{node, netip.MustParseAddr("fc00:f853:ccd:e793::11")}}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(corev1.PodSpec{}), "10.244.1.5\tweb-0\nfd00:10:244:1::5\tweb-0\n"},
+		{pod(corev1.PodSpec{HostNetwork: true}), "172.30.0.11\tnode-1\nfc00:f853:ccd:e793::11\tnode-1\n"},
+	} {
+		if got := string(hostsFile(tc.pod, dual, "cluster.local")); !strings.Contains(got, tc.want) {
+			t.Errorf("dual-stack: hosts file misses %q:\n%s", tc.want, got)
 		}
 	}
 }
@@ -270,7 +285,7 @@ func TestDownwardAPIAddresses(t *testing.T) {
 // addresses are what the downward API gives its containers.
 func TestSandboxAddressesReachTheEnvironment(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "netserver-0"}}
-	sandboxAddresses(pod, Sandbox{IP: netip.MustParseAddr("172.30.0.11"), NodeIP: netip.MustParseAddr("172.30.0.11")})
+	sandboxAddresses(pod, Sandbox{IPs: []netip.Addr{netip.MustParseAddr("172.30.0.11")}, NodeIPs: []netip.Addr{netip.MustParseAddr("172.30.0.11")}})
 	kubernetes := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"}, Spec: corev1.ServiceSpec{
 		ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}},
 	}}
