@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,8 +44,6 @@ var Announces = []Announce{AnnounceL2, AnnounceBGP, AnnounceRoutes}
 // AS, BGP timers fast enough for a short failover without BFD, and BFD
 // (MetalLB's BFDProfile defaults) with every node, which comes up once
 // the svcnet-up announcement's peer has bfd.
-var routerAddr = netip.MustParsePrefix("172.30.0.254/24")
-
 const (
 	routerASN    = 64500
 	nodesASN     = 64512
@@ -58,10 +57,7 @@ var routerBFD = frr.BFD{ReceiveInterval: 300 * time.Millisecond, TransmitInterva
 // routeLoadBalancers makes the client reach the LoadBalancer range as
 // --lb-announce says.
 func (cl *cluster) routeLoadBalancers(c Config) error {
-	var lb []netip.Prefix
-	if c.ranges.loadBalancer.IsValid() {
-		lb = append(lb, c.ranges.loadBalancer)
-	}
+	lb := c.ranges.loadBalancer
 	switch c.LBAnnounce {
 	case AnnounceL2:
 		// On the client's link: it asks the segment (ARP) for each address.
@@ -71,22 +67,30 @@ func (cl *cluster) routeLoadBalancers(c Config) error {
 			}
 		}
 	case AnnounceBGP:
-		ns, err := cl.lab.AddRouter("router", routerAddr)
-		if err != nil {
-			return err
-		}
-		cl.router = ns
-		_, err = cl.lab.Run(cl.client, "ip", "route", "add", "default", "via", routerAddr.Addr().String())
-		return err
+		return cl.addRouter(c)
 	default:
-		var nodeIPs []netip.Addr
-		for _, n := range cl.nodes {
-			nodeIPs = append(nodeIPs, n.Net.IP)
-		}
 		for _, p := range lb {
-			if err := cl.lab.RouteVia(cl.client, p, nodeIPs...); err != nil {
+			if err := cl.lab.RouteVia(cl.client, p, cl.nodeIPs(p.Addr())...); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// addRouter makes the router namespace of --lb-announce=bgp, an address
+// of each family, and the client's default route of each family through
+// it.
+func (cl *cluster) addRouter(c Config) error {
+	addrs := c.fabricAddrs(routerHost)
+	ns, err := cl.lab.AddRouter("router", addrs[0], addrs[1:]...)
+	if err != nil {
+		return err
+	}
+	cl.router = ns
+	for _, a := range addrs {
+		if _, err := cl.lab.Run(cl.client, "ip", "route", "add", "default", "via", a.Addr().String()); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -106,7 +110,8 @@ func (cl *cluster) startRouter(s *session) error {
 	}
 	r, err := frr.Start(frr.Config{
 		Root: root, StateDir: filepath.Join(os.TempDir(), cl.prefix+"-frr"), NetNS: netlab.Path(cl.router),
-		RouterID: routerAddr.Addr(), ASN: routerASN, Neighbors: neighbors, Keepalive: bgpKeepalive, Hold: bgpHoldTime,
+		// A router ID is an IPv4 address whatever the families.
+		RouterID: onFabric(corev1.IPv4Protocol, routerHost).Addr(), ASN: routerASN, Neighbors: neighbors, Keepalive: bgpKeepalive, Hold: bgpHoldTime,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the router (FRR): %w", err)
@@ -117,7 +122,7 @@ func (cl *cluster) startRouter(s *session) error {
 
 // ensureAnnouncement creates (or, after a change of --lb-announce, sets)
 // the announcement of the svcnet-up pool's addresses.
-func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce) error {
+func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce, router netip.Addr) error {
 	if mode == AnnounceRoutes {
 		return client.IgnoreNotFound(c.Delete(ctx, &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}}))
 	}
@@ -125,7 +130,7 @@ func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce) err
 	if mode == AnnounceBGP {
 		spec = svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeBGP, BGP: &svcnetv1alpha1.BGPAnnouncement{
 			LocalASN: nodesASN, Peers: []svcnetv1alpha1.BGPPeer{{
-				Address: routerAddr.Addr().String(), ASN: routerASN,
+				Address: router.String(), ASN: routerASN,
 				HoldTime: &metav1.Duration{Duration: bgpHoldTime}, KeepaliveTime: &metav1.Duration{Duration: bgpKeepalive},
 			}},
 		}}

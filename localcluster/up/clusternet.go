@@ -5,7 +5,6 @@ package up
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,10 +18,6 @@ import (
 // an HTTP CONNECT proxy on a unix socket whose connections start in the
 // control-plane namespace on the fabric, as a konnectivity server carries
 // it on a real cluster.
-
-// controlPlaneAddr is the address kube-apiserver's cluster traffic
-// (webhooks behind a Service) leaves from on the fabric.
-var controlPlaneAddr = netip.MustParsePrefix("172.30.0.2/24")
 
 // egressSocket is the unix socket of the proxy that carries
 // kube-apiserver's cluster traffic into the simulated network.
@@ -54,15 +49,13 @@ egressSelections:
 // startEgress gives the control plane its place on the fabric, routed to
 // the Pods and Services through the nodes, and serves the egress proxy.
 func (cl *cluster) startEgress(c Config, socket string) error {
-	ns, err := cl.lab.AddClient("control-plane", controlPlaneAddr)
+	// kube-apiserver's cluster traffic (webhooks behind a Service) leaves
+	// from controlPlaneHost on the fabric.
+	ns, err := cl.addOutside(c, "control-plane", controlPlaneHost)
 	if err != nil {
 		return err
 	}
-	var nodeIPs []netip.Addr
-	for _, n := range cl.nodes {
-		nodeIPs = append(nodeIPs, n.Net.IP)
-	}
-	if err := cl.routeOutside(ns, nodeIPs, c.v4ServiceCIDRs()); err != nil {
+	if err := cl.routeOutside(ns, c.routedServiceCIDRs()); err != nil {
 		return err
 	}
 	return cl.lab.ServeConnect(ns, socket)
@@ -74,15 +67,10 @@ func (cl *cluster) startEgress(c Config, socket string) error {
 // writes into the Service's Endpoints and EndpointSlice) to the API server
 // on this namespace's loopback, and the Pods' ranges routed back from the
 // fabric.
-func (cl *cluster) exposeAPIServer(apiPort int) error {
-	listen := net.JoinHostPort(fabricAddr.Addr().String(), strconv.Itoa(apiPort))
-	if err := cl.lab.Forward(cl.lab.Fabric(), listen, net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))); err != nil {
+func (cl *cluster) exposeAPIServer(c Config) error {
+	listen := net.JoinHostPort(c.apiServerAddr().String(), strconv.Itoa(c.APIServerPort))
+	if err := cl.lab.Forward(cl.lab.Fabric(), listen, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.APIServerPort))); err != nil {
 		return fmt.Errorf("forwarding the API server to the fabric: %w", err)
 	}
-	for _, n := range cl.nodes {
-		if err := cl.lab.RouteVia(cl.lab.Fabric(), n.Net.PodCIDR, n.Net.IP); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cl.routePods(cl.lab.Fabric())
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/controllers"
 )
@@ -21,19 +23,18 @@ func TestCompleteParsesTheRangesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := c.ranges
 	want := ranges{
+		families:     []corev1.IPFamily{corev1.IPv4Protocol},
 		services:     []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")},
-		cluster:      netip.MustParsePrefix("10.244.0.0/16"),
-		loadBalancer: netip.MustParsePrefix("192.168.240.0/24"),
+		cluster:      []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		loadBalancer: []netip.Prefix{netip.MustParsePrefix("192.168.240.0/24")},
 		kubeDNS:      netip.MustParseAddr("10.96.0.10"),
 	}
-	if r.cluster != want.cluster || r.loadBalancer != want.loadBalancer || r.kubeDNS != want.kubeDNS ||
-		len(r.services) != 2 || r.services[0] != want.services[0] || r.services[1] != want.services[1] {
-		t.Errorf("complete: got %+v, want %+v", r, want)
+	if diff := cmp.Diff(want, c.ranges, cmp.AllowUnexported(ranges{}), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("complete (-want +got):\n%s", diff)
 	}
 	o.LoadBalancerRange, o.DNS = "", false
-	if c, err := o.Complete(nil); err != nil || c.ranges.loadBalancer.IsValid() || c.ranges.kubeDNS.IsValid() {
+	if c, err := o.Complete(nil); err != nil || len(c.ranges.loadBalancer) > 0 || c.ranges.kubeDNS.IsValid() {
 		t.Errorf("without a load balancer range and DNS: %+v, %v; want neither", c.ranges, err)
 	}
 }
@@ -166,6 +167,89 @@ func TestKubeProxyNeedsManifests(t *testing.T) {
 		_, err := o.Complete(nil)
 		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--kube-proxy needs")) {
 			t.Errorf("--kube-proxy --install=%s: %v", install, err)
+		}
+	}
+}
+
+// TestIPFamilyRanges checks --ip-family: the range flags not given take
+// the family's defaults (kind's), the network's first family is the first
+// Service range's, and ranges that do not fit the families are named.
+func TestIPFamilyRanges(t *testing.T) {
+	p := netip.MustParsePrefix
+	for name, tc := range map[string]struct {
+		family   IPFamily
+		args     []string
+		families []corev1.IPFamily
+		cluster  []netip.Prefix
+		lb       []netip.Prefix
+		err      string
+	}{
+		"ipv6 defaults": {family: IPFamilyIPv6, families: []corev1.IPFamily{corev1.IPv6Protocol},
+			cluster: []netip.Prefix{p("fd00:10:244::/56")}, lb: []netip.Prefix{p("fd00:192:168:240::/120")}},
+		"dual defaults, IPv4 first": {family: IPFamilyDual, families: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			cluster: []netip.Prefix{p("10.244.0.0/16"), p("fd00:10:244::/56")}, lb: []netip.Prefix{p("192.168.240.0/24"), p("fd00:192:168:240::/120")}},
+		"dual, IPv6 first, Pod ranges put in its order": {family: IPFamilyDual,
+			args:     []string{"--service-cluster-ip-range=fd00:10:96::/112,10.96.0.0/16"},
+			families: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
+			cluster:  []netip.Prefix{p("fd00:10:244::/56"), p("10.244.0.0/16")}, lb: []netip.Prefix{p("192.168.240.0/24"), p("fd00:192:168:240::/120")}},
+		"ipv6 with an IPv4 first Service range": {family: IPFamilyIPv6, args: []string{"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112"},
+			err: "the first range must be of the network's first family"},
+		"dual with one Service range": {family: IPFamilyDual, args: []string{"--service-cluster-ip-range=10.96.0.0/16"},
+			err: "--ip-family=dual needs an IPv6 range"},
+		"dual with one Pod range": {family: IPFamilyDual, args: []string{"--cluster-cidr=10.244.0.0/16"},
+			err: "--cluster-cidr 10.244.0.0/16: give one range of each family"},
+		"ipv4 with an IPv6 pool": {family: IPFamilyIPv4, args: []string{"--load-balancer-ip-range=fd00::/120"},
+			err: "--load-balancer-ip-range fd00::/120: the network has no IPv6"},
+		"IPv6 Pod range too small for a /64 a node": {family: IPFamilyIPv6, args: []string{"--cluster-cidr=fd00:10:244::/64"},
+			err: "--cluster-cidr fd00:10:244::/64 must be a range of /63 or larger"},
+		"unknown family": {family: "ipv5", err: "ip-family"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--ip-family=" + string(tc.family)}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			c, err := o.Complete(fs)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq := cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+			if diff := cmp.Diff(tc.families, c.ranges.families); diff != "" {
+				t.Errorf("families (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.cluster, c.ranges.cluster, eq); diff != "" {
+				t.Errorf("Pod ranges (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.lb, c.ranges.loadBalancer, eq); diff != "" {
+				t.Errorf("LoadBalancer ranges (-want +got):\n%s", diff)
+			}
+			if first := c.apiServerAddr(); (first.Is4()) != (tc.families[0] == corev1.IPv4Protocol) {
+				t.Errorf("the API server is advertised at %s, not of the network's first family %s", first, tc.families[0])
+			}
+		})
+	}
+}
+
+// TestFabricAddresses: a host has the same number on the fabric in each
+// family, its IPv6 address ending in its IPv4 address's last number.
+func TestFabricAddresses(t *testing.T) {
+	for host, want := range map[int][2]string{
+		fabricHost:   {"172.30.0.1/24", "fc00:f853:ccd:e793::1/64"},
+		nodeHost + 2: {"172.30.0.12/24", "fc00:f853:ccd:e793::12/64"},
+		routerHost:   {"172.30.0.254/24", "fc00:f853:ccd:e793::254/64"},
+	} {
+		for i, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+			if got := onFabric(f, host).String(); got != want[i] {
+				t.Errorf("host %d, %s: %s, want %s", host, f, got, want[i])
+			}
 		}
 	}
 }

@@ -43,9 +43,10 @@ func (s *session) findHelm() (string, error) {
 func helmValues(c Config) []string {
 	return []string{
 		"agent.mode=" + string(c.ProxyMode),
-		"agent.clusterCIDR=" + c.ClusterCIDR,
+		// helm --set splits a value at its commas unless escaped.
+		"agent.clusterCIDR=" + strings.ReplaceAll(c.ClusterCIDR, ",", `\,`),
 		"agent.conntrackMaxPerCore=0", // nf_conntrack_max is the host's
-		"agent.apiServer.host=" + fabricAddr.Addr().String(),
+		"agent.apiServer.host=" + c.apiServerAddr().String(),
 		"agent.apiServer.port=" + strconv.Itoa(c.APIServerPort),
 		"manager.serviceNodePortRange=" + c.Manager.Controllers.NodePort.Range,
 	}

@@ -184,7 +184,7 @@ func setKnobs(objs []*unstructured.Unstructured, c Config) error {
 			}
 		case "ConfigMap/" + agentAPIServerCM:
 			found[agentAPIServerCM] = true
-			data := map[string]any{"host": fabricAddr.Addr().String(), "port": strconv.Itoa(c.APIServerPort)}
+			data := map[string]any{"host": c.apiServerAddr().String(), "port": strconv.Itoa(c.APIServerPort)}
 			if err := unstructured.SetNestedField(u.Object, data, "data"); err != nil {
 				return err
 			}

@@ -60,7 +60,7 @@ func TestSetKnobs(t *testing.T) {
 		t.Errorf("manager args %v", got)
 	}
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
-	if data["host"] != fabricAddr.Addr().String() || data["port"] != "7443" {
+	if data["host"] != "172.30.0.1" || data["port"] != "7443" {
 		t.Errorf("agent API server ConfigMap data %v", data)
 	}
 

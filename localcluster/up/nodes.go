@@ -41,21 +41,6 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/nodesim"
 )
 
-// Addresses of the simulated network. The fabric is a private bridge that
-// only the namespaces `svcnet up` makes are plugged into.
-var (
-	fabricCIDR = netip.MustParsePrefix("172.30.0.0/24")
-	clientAddr = netip.MustParsePrefix("172.30.0.100/24")
-	fabricAddr = netip.MustParsePrefix("172.30.0.1/24")
-)
-
-// nodeAddr is node i's (1-based) address on the fabric.
-func nodeAddr(i int) netip.Prefix {
-	a := fabricCIDR.Addr().As4()
-	a[3] = byte(10 + i)
-	return netip.PrefixFrom(netip.AddrFrom4(a), fabricCIDR.Bits())
-}
-
 // maxZones bounds --zones: zone-a to zone-z.
 const maxZones = 26
 
@@ -186,7 +171,7 @@ func startCluster(ctx context.Context, s *session) (_ *cluster, err error) {
 	if err := cl.buildNetwork(c); err != nil {
 		return nil, err
 	}
-	if err := cl.exposeAPIServer(c.APIServerPort); err != nil {
+	if err := cl.exposeAPIServer(c); err != nil {
 		return nil, err
 	}
 	if err := cl.startEgress(c, s.egressSocket()); err != nil {
@@ -238,11 +223,8 @@ func (cl *cluster) install(ctx context.Context, s *session) error {
 			return err
 		}
 		fmt.Fprintf(out, "%s installed: %s and %s running in namespace %s\n", installedWhat[c.Install], managerName, agentName, svcnetNamespace)
-		if c.LoadBalancerRange != "" {
-			if err := ensureDefaultPool(ctx, s.admin, c.LoadBalancerRange); err != nil {
-				return err
-			}
-			if err := ensureAnnouncement(ctx, s.admin, c.LBAnnounce); err != nil {
+		if len(c.ranges.loadBalancer) > 0 {
+			if err := ensureDefaultPool(ctx, s.admin, c); err != nil {
 				return err
 			}
 		}
@@ -255,88 +237,138 @@ func (cl *cluster) install(ctx context.Context, s *session) error {
 
 // buildNetwork makes the fabric, the node namespaces routed to each other,
 // and the client namespace routed to Pods, Services and LoadBalancer
-// addresses through the nodes.
+// addresses through the nodes, with an address of each of the network's
+// families.
 func (cl *cluster) buildNetwork(c Config) (err error) {
 	if cl.lab, err = netlab.New(cl.prefix); err != nil {
 		return err
 	}
-	v4Services := c.v4ServiceCIDRs()
+	services := c.routedServiceCIDRs()
 	// A Service address no node has rules for is refused at once by the
 	// fabric, not left to time out: a request shows the state at once.
-	if err := cl.lab.RefuseUnserved(fabricAddr, v4Services...); err != nil {
+	for _, addr := range c.fabricAddrs(fabricHost) {
+		if err := cl.lab.RefuseUnserved(addr, ofFamily(services, addr.Addr())...); err != nil {
+			return err
+		}
+	}
+	if err := cl.addNodes(c, services); err != nil {
 		return err
 	}
-	nodeIPs, err := cl.addNodes(c, v4Services)
-	if err != nil {
+	if cl.client, err = cl.addOutside(c, "client", clientHost); err != nil {
 		return err
 	}
-	if cl.client, err = cl.lab.AddClient("client", clientAddr); err != nil {
-		return err
-	}
-	if err := cl.routeOutside(cl.client, nodeIPs, v4Services); err != nil {
+	if err := cl.routeOutside(cl.client, services); err != nil {
 		return err
 	}
 	return cl.routeLoadBalancers(c)
 }
 
-// v4ServiceCIDRs are the IPv4 Service ranges, those the simulated
-// network routes.
-func (c Config) v4ServiceCIDRs() []netip.Prefix {
-	var v4 []netip.Prefix
-	for _, p := range c.ranges.services {
-		if p.Addr().Is4() {
-			v4 = append(v4, p)
+// ofFamily are the prefixes of ps of a's family.
+func ofFamily(ps []netip.Prefix, a netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() == a.Is4() {
+			out = append(out, p)
 		}
 	}
-	return v4
+	return out
+}
+
+// addOutside makes a namespace on the fabric outside the nodes, at host
+// in each of the network's families.
+func (cl *cluster) addOutside(c Config, role string, host int) (string, error) {
+	addrs := c.fabricAddrs(host)
+	return cl.lab.AddClient(role, addrs[0], addrs[1:]...)
 }
 
 // routeOutside routes a namespace outside the nodes as a router that
 // learned the cluster's routes would: Pods through their node, the
 // anyNode prefixes (Service and LoadBalancer addresses) through any node
-// (one route, every node a next hop).
-func (cl *cluster) routeOutside(ns string, nodeIPs []netip.Addr, anyNode []netip.Prefix) error {
-	for _, n := range cl.nodes {
-		if err := cl.lab.RouteVia(ns, n.Net.PodCIDR, n.Net.IP); err != nil {
-			return err
-		}
+// (one route, every node's address of the prefix's family a next hop).
+func (cl *cluster) routeOutside(ns string, anyNode []netip.Prefix) error {
+	if err := cl.routePods(ns); err != nil {
+		return err
 	}
 	for _, p := range anyNode {
-		if err := cl.lab.RouteVia(ns, p, nodeIPs...); err != nil {
+		if err := cl.lab.RouteVia(ns, p, cl.nodeIPs(p.Addr())...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// addNodes makes the node namespaces, each with its Pod CIDR, and routes
-// every node's Pods from every other node.
-func (cl *cluster) addNodes(c Config, v4Services []netip.Prefix) ([]netip.Addr, error) {
-	clusterCIDR := c.ranges.cluster
-	var nodeIPs []netip.Addr
-	for i := 1; i <= c.Nodes; i++ {
-		podCIDR, err := nodesim.PodCIDR(clusterCIDR, i)
-		if err != nil {
-			return nil, fmt.Errorf("--cluster-cidr: %w", err)
+// routePods routes every node's Pod CIDRs from ns through the node's
+// address of the same family.
+func (cl *cluster) routePods(ns string) error {
+	for _, n := range cl.nodes {
+		for i, cidr := range n.Net.PodCIDRs {
+			if err := cl.lab.RouteVia(ns, cidr, n.Net.IPs[i]); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// nodeIPs are the nodes' addresses of a's family.
+func (cl *cluster) nodeIPs(a netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, n := range cl.nodes {
+		for _, ip := range n.Net.IPs {
+			if ip.Is4() == a.Is4() {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+// addNodes makes the node namespaces, each with an address and a Pod
+// CIDR of each family, and routes every node's Pods from every other
+// node.
+func (cl *cluster) addNodes(c Config, services []netip.Prefix) error {
+	for i := 1; i <= c.Nodes; i++ {
 		name := fmt.Sprintf("node-%d", i)
-		n, err := cl.lab.AddNode(name, nodeAddr(i), podCIDR, v4Services...)
+		n, err := cl.addNode(c, name, i, services)
 		if err != nil {
-			return nil, fmt.Errorf("creating node %s: %w", name, err)
+			return fmt.Errorf("creating node %s: %w", name, err)
 		}
 		cl.nodes = append(cl.nodes, nodesim.Node{Name: name, Zone: zoneOf(i, c.Zones), Net: n})
-		nodeIPs = append(nodeIPs, n.IP)
 	}
 	for _, a := range cl.nodes {
 		for _, b := range cl.nodes {
 			if a.Name != b.Name {
 				if err := a.Net.Route(b.Net); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
-	return nodeIPs, nil
+	return nil
+}
+
+// addNode makes node i's namespace with its addresses and Pod CIDRs, the
+// network's first family first.
+func (cl *cluster) addNode(c Config, name string, i int, services []netip.Prefix) (*netlab.Node, error) {
+	addrs := c.fabricAddrs(nodeHost + i)
+	var podCIDRs []netip.Prefix
+	for _, cluster := range c.ranges.cluster {
+		p, err := nodesim.PodCIDR(cluster, i)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		podCIDRs = append(podCIDRs, p)
+	}
+	n, err := cl.lab.AddNode(name, addrs[0], podCIDRs[0], services...)
+	if err != nil {
+		return nil, err
+	}
+	for j := 1; j < len(addrs); j++ {
+		if err := n.AddFamily(addrs[j], podCIDRs[j], services...); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
 }
 
 // startSimulator runs the node simulator, the nodes' kubelets and the
@@ -413,7 +445,7 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, pk 
 	cl.proxyName = "a svcnet agent"
 	// The agent's API serves a certificate of the cluster's CA, which
 	// svcnet explain verifies.
-	cert, key, err := pk.NodeServing("agent", n.Name, []string{n.Name, n.Net.IP.String()})
+	cert, key, err := pk.NodeServing("agent", n.Name, append([]string{n.Name}, addrStrings(n.Net.IPs)...))
 	if err != nil {
 		return fmt.Errorf("the agent API's certificate of %s: %w", n.Name, err)
 	}
@@ -570,16 +602,22 @@ func (cl *cluster) recordRestart(node string, ev restartEvent) {
 // --load-balancer-ip-range.
 const defaultPoolName = "svcnet-up"
 
-// ensureDefaultPool creates the pool once; later edits by the user stay.
-func ensureDefaultPool(ctx context.Context, c client.Client, cidr string) error {
+// ensureDefaultPool creates the pool of --load-balancer-ip-range once
+// (later edits by the user stay), and its announcement as --lb-announce
+// says.
+func ensureDefaultPool(ctx context.Context, c client.Client, cfg Config) error {
+	var cidrs []string
+	for _, p := range cfg.ranges.loadBalancer {
+		cidrs = append(cidrs, p.String())
+	}
 	pool := &svcnetv1alpha1.LoadBalancerIPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: defaultPoolName},
-		Spec:       svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{cidr}, AvoidBuggyIPs: true},
+		Spec:       svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: cidrs, AvoidBuggyIPs: true},
 	}
 	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating LoadBalancerIPPool %s: %w", defaultPoolName, err)
 	}
-	return nil
+	return ensureAnnouncement(ctx, c, cfg.LBAnnounce, cfg.fabricAddrs(routerHost)[0].Addr())
 }
 
 var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")

@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,6 +44,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/agent"
 	"github.com/svcnet-io/svcnet/internal/app/manager"
 	"github.com/svcnet-io/svcnet/internal/platform/enumflag"
+	"github.com/svcnet-io/svcnet/internal/platform/ipfamily"
 	"github.com/svcnet-io/svcnet/internal/platform/scheme"
 	"github.com/svcnet-io/svcnet/localcluster/addons"
 	"github.com/svcnet-io/svcnet/localcluster/controlplane"
@@ -74,10 +76,16 @@ type Options struct {
 	// (i-1) mod Zones, its Node labelled topology.kubernetes.io/zone);
 	// 0: no zone label, as kind's nodes.
 	Zones int
-	// ClusterCIDR is split into one /24 Pod CIDR per node.
+	// IPFamily is the simulated network's families (--ip-family): nodes,
+	// Pods, client and router get an address of each; the range flags not
+	// given take its defaults.
+	IPFamily IPFamily
+	// ClusterCIDR is split into one Pod CIDR per node (a /24, or a /64
+	// for IPv6), one range a family of the network, comma separated.
 	ClusterCIDR string
 	// LoadBalancerRange backs a default LoadBalancerIPPool and is routed
-	// from the client namespace through the nodes; empty: neither.
+	// from the client namespace through the nodes; empty: neither. One
+	// range a family, comma separated.
 	LoadBalancerRange string
 	// LBAnnounce is how the client reaches LoadBalancer addresses:
 	// AnnounceL2, AnnounceBGP or AnnounceRoutes.
@@ -146,10 +154,13 @@ var ProxyModes = []ProxyMode{agent.ModeIPTables, agent.ModeNFTables}
 
 // ranges are the address flags as the session uses them, parsed once.
 type ranges struct {
+	// families are the simulated network's (--ip-family), the first
+	// family first; cluster has one range of each, in that order.
+	families []corev1.IPFamily
 	services []netip.Prefix
-	cluster  netip.Prefix
-	// loadBalancer is --load-balancer-ip-range; invalid when empty.
-	loadBalancer netip.Prefix
+	cluster  []netip.Prefix
+	// loadBalancer is --load-balancer-ip-range; empty when it is.
+	loadBalancer []netip.Prefix
 	// kubeDNS is the kube-dns ClusterIP; invalid without the DNS add-on.
 	kubeDNS netip.Addr
 }
@@ -164,7 +175,8 @@ func DefaultOptions() Options {
 		APIServerPort:     6443,
 		EtcdClientPort:    2379,
 		EtcdPeerPort:      2380,
-		ServiceCIDRs:      "10.96.0.0/16",
+		ServiceCIDRs:      familyDefaults[IPFamilyIPv4].services,
+		IPFamily:          IPFamilyIPv4,
 		Nodes:             3,
 		Zones:             3,
 		Pipeline:          PipelineSvcnet,
@@ -172,8 +184,8 @@ func DefaultOptions() Options {
 		DNS:               true,
 		Endpoints:         true,
 		Install:           InstallInProcess,
-		ClusterCIDR:       "10.244.0.0/16",
-		LoadBalancerRange: "192.168.240.0/24",
+		ClusterCIDR:       familyDefaults[IPFamilyIPv4].cluster,
+		LoadBalancerRange: familyDefaults[IPFamilyIPv4].loadBalancer,
 		LBAnnounce:        AnnounceL2,
 		Manager:           m,
 		Out:               os.Stdout,
@@ -190,11 +202,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.APIServerPort, "apiserver-port", o.APIServerPort, "kube-apiserver's secure port on 127.0.0.1.")
 	fs.IntVar(&o.EtcdClientPort, "etcd-client-port", o.EtcdClientPort, "etcd's client port on 127.0.0.1.")
 	fs.IntVar(&o.EtcdPeerPort, "etcd-peer-port", o.EtcdPeerPort, "etcd's peer port on 127.0.0.1.")
-	fs.StringVar(&o.ServiceCIDRs, "service-cluster-ip-range", o.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag.")
+	fs.StringVar(&o.ServiceCIDRs, "service-cluster-ip-range", o.ServiceCIDRs, "Service IP range(s), comma separated (one per family), as kube-apiserver's flag; the first is of --ip-family's first family. Default: --ip-family's (10.96.0.0/16, fd00:10:96::/112, or both).")
+	fs.Var(enumflag.Var(&o.IPFamily, "family"), "ip-family", "Families of the simulated network, as kind's ipFamily: ipv4, ipv6 or dual (IPv4 first, unless the first --service-cluster-ip-range is IPv6). Nodes, Pods, the client and the router get an address of each; the range flags not given take the family's defaults.")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "Simulated nodes: each a network namespace with a svcnet agent, Pods getting namespaces of their own (needs root); 0 runs the control plane alone.")
 	fs.IntVar(&o.Zones, "zones", o.Zones, fmt.Sprintf("Zones the nodes are spread over: node N's Node is labelled topology.kubernetes.io/zone=zone-<a+(N-1) mod zones>, for topology-aware routing and its tests; 0: no zone label (as kind's nodes); at most %d.", maxZones))
-	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "IPv4 Pod range of the simulated nodes; node N gets its N-th /24.")
-	fs.StringVar(&o.LoadBalancerRange, "load-balancer-ip-range", o.LoadBalancerRange, "IPv4 CIDR of the LoadBalancerIPPool svcnet-up, created once and routed from the client namespace through the nodes; empty: no pool.")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "Pod range(s) of the simulated nodes, one of each --ip-family, comma separated; node N gets its N-th /24 (IPv4) and /64 (IPv6). Default: --ip-family's (10.244.0.0/16, fd00:10:244::/56, or both).")
+	fs.StringVar(&o.LoadBalancerRange, "load-balancer-ip-range", o.LoadBalancerRange, "CIDR(s) of the LoadBalancerIPPool svcnet-up, at most one of each --ip-family, comma separated, created once and routed from the client namespace through the nodes; empty: no pool. Default: --ip-family's (192.168.240.0/24, fd00:192:168:240::/120, or both).")
 	fs.Var(enumflag.Var(&o.LBAnnounce, "announce"), "lb-announce", "How the client reaches LoadBalancer IPs: l2 (it is on the nodes' segment with the range on its link; one node answers ARP for each address), bgp (a router namespace runs FRR, peering with every node, ECMP; it is the client's gateway), or routes (a static route through every node).")
 	fs.Var(enumflag.Var(&o.Pipeline, "pipeline"), "pipeline", "Whose Service networking runs: svcnet (its manager, and an agent per node), or upstream (kube-controller-manager's own EndpointSlice and ServiceCIDR controllers, kube-apiserver's allocators and kube-proxy per node; no LoadBalancer IPs), to compare the two on the same machine.")
 	fs.Var(enumflag.Var(&o.ProxyMode, "mode"), "proxy-mode", "Dataplane of every node: nftables or iptables (svcnet agent --mode, or kube-proxy --proxy-mode under --pipeline=upstream). nftables, the default, is the one whose changes cost the same at any number of Services (docs/BENCHMARKS.md).")
@@ -213,6 +226,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Complete(fs *pflag.FlagSet) (Config, error) {
 	c := Config{Options: *o}
 	c.choosePorts = c.deriveFromName(fs)
+	c.applyFamilyDefaults(fs)
 	r, err := c.check()
 	if err != nil {
 		return Config{}, err
@@ -262,6 +276,7 @@ func (o *Options) validateNodes() []error {
 		enumflag.Check("proxy-mode", o.ProxyMode, ProxyModes),
 		enumflag.Check("lb-announce", o.LBAnnounce, Announces),
 		enumflag.Check("install", o.Install, Installs),
+		enumflag.Check("ip-family", o.IPFamily, IPFamilies),
 	} {
 		if err != nil {
 			errs = append(errs, err)
@@ -280,48 +295,82 @@ func (o *Options) validateNodes() []error {
 }
 
 // parseRanges parses the address flags and checks that the ranges do
-// not overlap each other or the simulated fabric.
+// not overlap each other or the simulated fabric, and that they fit
+// --ip-family.
 func (o *Options) parseRanges() (ranges, []error) {
 	var r ranges
 	var errs []error
-	taken := map[string]netip.Prefix{"the simulated fabric": fabricCIDR}
-	svcs, err := parseServiceCIDRs(o.ServiceCIDRs)
+	taken := map[string]netip.Prefix{}
+	for f, p := range fabricCIDRs {
+		taken["the simulated fabric's "+string(f)+" range"] = p
+	}
+	svcs, err := parseCIDRs("--service-cluster-ip-range", o.ServiceCIDRs)
 	if err != nil {
 		errs = append(errs, err)
-	} else {
-		r.services = svcs
-		for _, p := range svcs {
-			taken["--service-cluster-ip-range "+p.String()] = p
-		}
-		if o.DNS && o.Nodes > 0 {
-			if r.kubeDNS, err = addons.KubeDNSIP(svcs); err != nil {
-				errs = append(errs, err)
-			}
+	}
+	r.services = svcs
+	for _, p := range svcs {
+		taken["--service-cluster-ip-range "+p.String()] = p
+	}
+	r.families = networkFamilies(o.IPFamily, svcs)
+	if err := checkServiceFamilies(o.IPFamily, r.families, svcs); err != nil {
+		errs = append(errs, err)
+	}
+	if o.DNS && o.Nodes > 0 && len(svcs) > 0 {
+		if r.kubeDNS, err = addons.KubeDNSIP(svcs); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	cluster, err := netip.ParsePrefix(o.ClusterCIDR)
-	switch {
-	case err != nil:
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q: %w", o.ClusterCIDR, err))
-	case !cluster.Addr().Is4() || cluster.Bits() > 23:
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q must be an IPv4 range of /23 or larger", o.ClusterCIDR))
-	case o.Nodes >= 1<<(24-cluster.Bits()):
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q has room for %d node /24s, --nodes is %d", o.ClusterCIDR, 1<<(24-cluster.Bits())-1, o.Nodes))
-	default:
-		r.cluster = cluster.Masked()
-		errs = append(errs, overlaps("--cluster-cidr", r.cluster, taken)...)
-		taken["--cluster-cidr"] = r.cluster
+	if r.cluster, err = o.parseClusterCIDRs(r.families); err != nil {
+		errs = append(errs, err)
 	}
-	if o.LoadBalancerRange != "" {
-		lb, err := netip.ParsePrefix(o.LoadBalancerRange)
-		if err != nil || !lb.Addr().Is4() {
-			errs = append(errs, fmt.Errorf("--load-balancer-ip-range %q must be an IPv4 CIDR (or empty)", o.LoadBalancerRange))
-		} else {
-			r.loadBalancer = lb.Masked()
-			errs = append(errs, overlaps("--load-balancer-ip-range", r.loadBalancer, taken)...)
-		}
+	for _, p := range r.cluster {
+		errs = append(errs, overlaps("--cluster-cidr", p, taken)...)
+		taken["--cluster-cidr "+p.String()] = p
+	}
+	if r.loadBalancer, err = o.parseLoadBalancerRanges(r.families); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range r.loadBalancer {
+		errs = append(errs, overlaps("--load-balancer-ip-range", p, taken)...)
 	}
 	return r, errs
+}
+
+// parseClusterCIDRs parses --cluster-cidr: one range of each of the
+// network's families, each with a Pod CIDR for every node.
+func (o *Options) parseClusterCIDRs(families []corev1.IPFamily) ([]netip.Prefix, error) {
+	ps, err := parseCIDRs("--cluster-cidr", o.ClusterCIDR)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if err := checkClusterCIDR(p, o.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	if families == nil {
+		return ps, nil
+	}
+	return inFamilies("--cluster-cidr", ps, families)
+}
+
+// parseLoadBalancerRanges parses --load-balancer-ip-range: empty, or at
+// most one range of each of the network's families.
+func (o *Options) parseLoadBalancerRanges(families []corev1.IPFamily) ([]netip.Prefix, error) {
+	if o.LoadBalancerRange == "" {
+		return nil, nil
+	}
+	ps, err := parseCIDRs("--load-balancer-ip-range", o.LoadBalancerRange)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if families != nil && !slices.Contains(families, ipfamily.OfPrefix(p)) {
+			return nil, fmt.Errorf("--load-balancer-ip-range %s: the network has no %s (--ip-family=%s)", p, ipfamily.OfPrefix(p), o.IPFamily)
+		}
+	}
+	return ps, nil
 }
 
 func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []error {
@@ -332,21 +381,6 @@ func overlaps(flag string, p netip.Prefix, others map[string]netip.Prefix) []err
 		}
 	}
 	return errs
-}
-
-func parseServiceCIDRs(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, part := range strings.Split(s, ",") {
-		p, err := netip.ParsePrefix(strings.TrimSpace(part))
-		if err != nil {
-			return nil, fmt.Errorf("--service-cluster-ip-range %q: %w", s, err)
-		}
-		out = append(out, p.Masked())
-	}
-	if len(out) > 2 || (len(out) == 2 && out[0].Addr().Is4() == out[1].Addr().Is4()) {
-		return nil, fmt.Errorf("--service-cluster-ip-range %q: give one range, or one IPv4 and one IPv6", s)
-	}
-	return out, nil
 }
 
 // binaries are the upstream programs `svcnet up` runs.
@@ -555,7 +589,7 @@ func (s *session) prepare() error {
 	}
 	firstIP := c.ranges.services[0].Addr().Next()
 	s.pk = controlplane.NewPKI(s.dataDir)
-	if err := s.pk.Ensure(net.IP(firstIP.AsSlice()), fabricAddr.Addr()); err != nil {
+	if err := s.pk.Ensure(net.IP(firstIP.AsSlice()), addrs(c.fabricAddrs(fabricHost))...); err != nil {
 		return fmt.Errorf("preparing credentials in %s: %w", s.pk.Dir, err)
 	}
 	s.logs = filepath.Join(s.dataDir, "logs")
@@ -659,7 +693,7 @@ func (s *session) clusterAPIServerFlags() ([]string, error) {
 		return nil, err
 	}
 	return []string{
-		"--advertise-address=" + fabricAddr.Addr().String(), "--endpoint-reconciler-type=lease",
+		"--advertise-address=" + s.cfg.apiServerAddr().String(), "--endpoint-reconciler-type=lease",
 		"--egress-selector-config-file=" + path,
 		"--kubelet-client-certificate=" + s.pk.KubeletClientCert, "--kubelet-client-key=" + s.pk.KubeletClientKey,
 		"--kubelet-certificate-authority=" + s.pk.CACert,
@@ -740,11 +774,8 @@ func (s *session) startManager(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(s.out, "svcnet manager started (logs in %s)\n", s.logs)
-	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); s.cfg.LoadBalancerRange != "" && enabled[controllers.LoadBalancerName] {
-		if err := ensureDefaultPool(ctx, admin, s.cfg.LoadBalancerRange); err != nil {
-			return err
-		}
-		return ensureAnnouncement(ctx, admin, s.cfg.LBAnnounce)
+	if enabled, _ := controllers.Enabled(mopts.Controllers.Controllers); len(s.cfg.ranges.loadBalancer) > 0 && enabled[controllers.LoadBalancerName] {
+		return ensureDefaultPool(ctx, admin, s.cfg)
 	}
 	return nil
 }
@@ -886,7 +917,7 @@ func printTour(out io.Writer, binDir, kubeconfig string, cl *cluster) {
   ip netns list                                   # %[1]s-node-*, %[1]s-client, a namespace per Pod
   ip netns exec %[2]s curl -s http://<cluster-ip>/   # the client, outside the nodes, reaches Services
   ip netns exec %[3]s %[4]s
-`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy"))
+`, cl.prefix, cl.client, cl.nodes[0].Net.NetNS, rulesCommand(cl.mode, cl.proxyName == "kube-proxy", ipfamily.Of(cl.nodes[0].Net.IP)))
 		if cl.dnsIP.IsValid() {
 			fmt.Fprintf(out, `  ip netns exec %[1]s curl -s http://my-service/ # by name, through cluster DNS (kube-dns %[2]s)
   ip netns exec %[1]s getent hosts my-service

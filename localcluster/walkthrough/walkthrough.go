@@ -13,12 +13,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -347,7 +349,7 @@ func (d *demo) clusterIP(ctx context.Context) error {
 	}
 
 	d.title("Requests from the client namespace reach all 3 Pods")
-	_, err = d.tally(ctx, "http://"+svc.Spec.ClusterIP+"/", 30, 3)
+	_, err = d.tally(ctx, httpURL(svc.Spec.ClusterIP), 30, 3)
 	return err
 }
 
@@ -418,7 +420,7 @@ func (d *demo) scale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.tally(ctx, "http://"+svc.Spec.ClusterIP+"/", 100, 10)
+	_, err = d.tally(ctx, httpURL(svc.Spec.ClusterIP), 100, 10)
 	return err
 }
 
@@ -439,7 +441,7 @@ func (d *demo) nodePort(ctx context.Context) error {
 		return errors.New("web-nodeport has no nodePort")
 	}
 	for _, n := range d.cl.Nodes {
-		url := fmt.Sprintf("http://%s:%d/", n.IP, port)
+		url := "http://" + net.JoinHostPort(n.IP.String(), strconv.Itoa(int(port))) + "/"
 		var body string
 		err := controlplane.WaitFor(ctx, 30*time.Second, url+" to answer", func() (bool, error) {
 			var err error
@@ -593,6 +595,14 @@ func (d *demo) loadBalancer(ctx context.Context) error {
 	if _, err := d.k(ctx, "get", "ipaddresses", ip); err != nil {
 		return err
 	}
-	_, err = d.tally(ctx, "http://"+ip+"/", 30, 2)
+	_, err = d.tally(ctx, httpURL(ip), 30, 2)
 	return err
+}
+
+// httpURL is the URL of ip's port 80, an IPv6 address in brackets.
+func httpURL(ip string) string {
+	if strings.Contains(ip, ":") {
+		ip = "[" + ip + "]"
+	}
+	return "http://" + ip + "/"
 }
