@@ -106,7 +106,10 @@ func (cl *cluster) startRouter(s *session) error {
 	}
 	var neighbors []frr.Neighbor
 	for _, n := range cl.nodes {
-		neighbors = append(neighbors, frr.Neighbor{Addr: n.Net.IP, ASN: nodesASN, BFD: &routerBFD})
+		// A session a family: each carries its own family's addresses.
+		for _, ip := range n.Net.IPs {
+			neighbors = append(neighbors, frr.Neighbor{Addr: ip, ASN: nodesASN, BFD: &routerBFD})
+		}
 	}
 	r, err := frr.Start(frr.Config{
 		Root: root, StateDir: filepath.Join(os.TempDir(), cl.prefix+"-frr"), NetNS: netlab.Path(cl.router),
@@ -122,18 +125,20 @@ func (cl *cluster) startRouter(s *session) error {
 
 // ensureAnnouncement creates (or, after a change of --lb-announce, sets)
 // the announcement of the svcnet-up pool's addresses.
-func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce, router netip.Addr) error {
+func ensureAnnouncement(ctx context.Context, c client.Client, mode Announce, routers []netip.Addr) error {
 	if mode == AnnounceRoutes {
 		return client.IgnoreNotFound(c.Delete(ctx, &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}}))
 	}
 	spec := svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeL2}
 	if mode == AnnounceBGP {
-		spec = svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeBGP, BGP: &svcnetv1alpha1.BGPAnnouncement{
-			LocalASN: nodesASN, Peers: []svcnetv1alpha1.BGPPeer{{
-				Address: router.String(), ASN: routerASN,
+		var peers []svcnetv1alpha1.BGPPeer
+		for _, r := range routers {
+			peers = append(peers, svcnetv1alpha1.BGPPeer{
+				Address: r.String(), ASN: routerASN,
 				HoldTime: &metav1.Duration{Duration: bgpHoldTime}, KeepaliveTime: &metav1.Duration{Duration: bgpKeepalive},
-			}},
-		}}
+			})
+		}
+		spec = svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: svcnetv1alpha1.AnnouncementModeBGP, BGP: &svcnetv1alpha1.BGPAnnouncement{LocalASN: nodesASN, Peers: peers}}
 	}
 	ann := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: announcement}, Spec: spec}
 	err := c.Create(ctx, ann)

@@ -617,7 +617,9 @@ func ensureDefaultPool(ctx context.Context, c client.Client, cfg Config) error {
 	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating LoadBalancerIPPool %s: %w", defaultPoolName, err)
 	}
-	return ensureAnnouncement(ctx, c, cfg.LBAnnounce, cfg.fabricAddrs(routerHost)[0].Addr())
+	// The router's address of each family peers with the nodes' of the
+	// same family.
+	return ensureAnnouncement(ctx, c, cfg.LBAnnounce, addrs(cfg.fabricAddrs(routerHost)))
 }
 
 var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")

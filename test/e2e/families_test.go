@@ -24,32 +24,33 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
-// TestUpIPFamilies runs `svcnet up --nodes=2 --ip-family=ipv6` (nftables)
-// and `--ip-family=dual` (iptables), as kind's ipFamily, and on each
-// follows the seeds' demo verbatim (a busybox Pod fetching my-service by
-// name), then reaches nginx from the client namespace over every family
-// of the cluster through a Service of each type: each ClusterIP, each
-// node's address of each family on a nodePort, and a LoadBalancer address
-// of each family announced on the segment (ARP, NDP); and cluster DNS
+// TestUpIPFamilies runs `svcnet up --nodes=2 --ip-family=ipv6` (nftables,
+// LoadBalancer addresses by BGP over IPv6 to the client's router) and
+// `--ip-family=dual` (iptables, by ARP and NDP on the segment), as kind's
+// ipFamily, and on each follows the seeds' demo verbatim (a busybox Pod
+// fetching my-service by name), then reaches nginx from the client
+// namespace over every family of the cluster through a Service of each
+// type: each ClusterIP, each node's address of each family on a
+// nodePort, and a LoadBalancer address of each family; and cluster DNS
 // answers a name with the addresses of every family.
 func TestUpIPFamilies(t *testing.T) {
 	requireNetns(t)
 	for _, tc := range []struct {
-		family, mode string
-		families     []corev1.IPFamily
+		family, mode, announce string
+		families               []corev1.IPFamily
 	}{
-		{"ipv6", "nftables", []corev1.IPFamily{corev1.IPv6Protocol}},
-		{"dual", "iptables", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
+		{"ipv6", "nftables", "bgp", []corev1.IPFamily{corev1.IPv6Protocol}},
+		{"dual", "iptables", "l2", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
 	} {
-		t.Run(tc.family, func(t *testing.T) { testUpFamily(t, tc.family, tc.mode, tc.families) })
+		t.Run(tc.family, func(t *testing.T) { testUpFamily(t, tc.family, tc.mode, tc.announce, tc.families) })
 	}
 }
 
-func testUpFamily(t *testing.T, family, mode string, families []corev1.IPFamily) {
+func testUpFamily(t *testing.T, family, mode, announce string, families []corev1.IPFamily) {
 	dataDir := t.TempDir()
 	args := upArgs(t, dataDir)
 	args[1] = "--nodes=2"
-	up := startUp(t, append(args, "--ip-family="+family, "--proxy-mode="+mode))
+	up := startUp(t, append(args, "--ip-family="+family, "--proxy-mode="+mode, "--lb-announce="+announce))
 	t.Cleanup(func() { stopUp(t, up) })
 	c := kubeClient(t, dataDir)
 	ctx := context.Background()
