@@ -52,6 +52,8 @@ const (
 	suiteConformance   = "conformance"
 	suiteNetwork       = "network"
 	suiteEndpointsFree = "endpoints-free"
+	suiteDual          = "dual"
+	suiteIPv6          = "ipv6"
 )
 
 // suites are the selections the runner knows.
@@ -65,6 +67,37 @@ var suites = map[string]suite{
 	},
 	suiteNetwork:       networkSuite,
 	suiteEndpointsFree: endpointsFree(networkSuite),
+	suiteDual:          dualSuite,
+	suiteIPv6:          ipv6(networkSuite),
+}
+
+// dualSuite is upstream's dual-stack tests ([Feature:IPv6DualStack]) as
+// its dual-stack kind job selects them, on a dual-stack svcnet up with
+// kind's two nodes.
+var dualSuite = suite{
+	name: suiteDual,
+	source: "upstream's dual-stack kind CI (kubernetes/test-infra config/jobs/kubernetes/sig-network/sig-network-kind.yaml, " +
+		"ci-kubernetes-kind-network-dual: IP_FAMILY=dual, PARALLEL=true, so kind's e2e-k8s.sh adds \\[Serial\\]), " +
+		"its [sig-network] [Feature:IPv6DualStack] tests",
+	focus:   `\[sig-network\].*\[Feature:IPv6DualStack\]`,
+	skip:    `\[Serial\]|Alpha|Beta|Disruptive|Flaky|Networking-IPv6|LoadBalancer`,
+	nodes:   2,
+	upFlags: []string{"--ip-family=dual"},
+	sctp:    true,
+}
+
+// ipv6 is the network suite on an IPv6-only svcnet up, as upstream's
+// ci-kubernetes-kind-network-nftables-ipv6 runs it: the IPv4-only tests
+// (Networking-IPv4) skipped instead of the IPv6 ones.
+func ipv6(network suite) suite {
+	s := network
+	s.name = suiteIPv6
+	s.source = "upstream's IPv6 kind CI (kubernetes/test-infra config/jobs/kubernetes/sig-network/sig-network-kind.yaml, " +
+		"ci-kubernetes-kind-network-nftables-ipv6: IP_FAMILY=ipv6, nftables, skipping Networking-IPv4 and IPv6DualStack), " +
+		"with the network suite's [sig-network] focus and other skips"
+	s.skip = strings.Replace(network.skip, "Networking-IPv6", "Networking-IPv4", 1)
+	s.upFlags = []string{"--ip-family=ipv6"}
+	return s
 }
 
 // networkSuite is upstream's [sig-network] suite as its kind-based
@@ -148,8 +181,10 @@ var networkExpectedFailures = map[string]string{
 		"has 9 fields; the traffic itself flows (the report shows the bytes through the Service)",
 }
 
-// sctpTests are the network suite's tests of SCTP traffic.
+// sctpTests are the tests of SCTP traffic of the network and dual-stack
+// suites.
 var sctpTests = []string{
+	"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: sctp [Feature:SCTPConnectivity]",
 	"[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: sctp [LinuxOnly] [Feature:SCTPConnectivity]",
 	"[sig-network] Networking Granular Checks: Services should function for endpoint-Service: sctp [Feature:SCTPConnectivity]",
 	"[sig-network] Networking Granular Checks: Services should function for pod-Service: sctp [Feature:SCTPConnectivity]",
@@ -162,7 +197,9 @@ func (s suite) forKernel(hasSCTP bool) suite {
 	if !s.sctp || hasSCTP {
 		return s
 	}
-	s.expectedFailures = maps.Clone(s.expectedFailures)
+	failures := map[string]string{}
+	maps.Copy(failures, s.expectedFailures)
+	s.expectedFailures = failures
 	for _, name := range sctpTests {
 		s.expectedFailures[name] = "this machine's kernel has no SCTP (socket: protocol not supported), so no Pod can serve it; not svcnet's"
 	}

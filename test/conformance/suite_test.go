@@ -81,7 +81,7 @@ func TestUpArgs(t *testing.T) {
 	if got := su.upArgs(2, nil); !slices.Contains(got, "--nodes=2") {
 		t.Errorf("-nodes=2: %v", got)
 	}
-	if _, err := suiteNamed("nope"); err == nil || !strings.Contains(err.Error(), "conformance, endpoints-free, network") {
+	if _, err := suiteNamed("nope"); err == nil || !strings.Contains(err.Error(), "conformance, dual, endpoints-free, ipv6, network") {
 		t.Errorf("an unknown suite: %v", err)
 	}
 }
@@ -248,5 +248,66 @@ func TestEndpointsFreeSuite(t *testing.T) {
 	}
 	if _, ok := su.forKernel(false).expectedFailures[sctpTests[0]]; !ok {
 		t.Error("without SCTP, the SCTP tests are not expected failures of the Endpoints-free suite")
+	}
+}
+
+// TestFamilySuites checks the dual-stack and IPv6 selections: upstream's
+// [Feature:IPv6DualStack] tests on a dual-stack svcnet up with kind's two
+// nodes, and the network suite on an IPv6-only one with the IPv4-only
+// tests skipped instead of the IPv6 ones.
+func TestFamilySuites(t *testing.T) {
+	const e2e = "Kubernetes e2e suite"
+	for _, tc := range []struct {
+		suite   string
+		args    []string
+		in, out []string
+	}{
+		{
+			suite: suiteDual, args: []string{"up", "--nodes=2", "--zones=0", "--ip-family=dual"},
+			in: []string{
+				"[sig-network] [Feature:IPv6DualStack] should create service with ipv6,v4 cluster ip",
+				"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: udp",
+			},
+			out: []string{
+				"[sig-network] Services should serve a basic endpoint from pods [Conformance]",
+				"[sig-network] [Feature:IPv6DualStack] [Serial] should do it one at a time",
+				"[sig-network] [Feature:IPv6DualStack] [Feature:Networking-IPv6] should reach the internet",
+			},
+		},
+		{
+			suite: suiteIPv6, args: []string{"up", "--nodes=6", "--zones=3", "--ip-family=ipv6"},
+			in: []string{
+				"[sig-network] Services should serve a basic endpoint from pods [Conformance]",
+				"[sig-network] Networking Granular Checks: Services should function for pod-Service: http",
+			},
+			out: []string{
+				"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv6] [Experimental][LinuxOnly]",
+				"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]",
+				"[sig-network] [Feature:IPv6DualStack] should have ipv4 and ipv6 internal node ip",
+				"[sig-network] DNS should support configurable pod resolv.conf [Serial]",
+			},
+		},
+	} {
+		su, err := suiteNamed(tc.suite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		selected, err := focusMatcher(su.selection("", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range tc.in {
+			if !selected(e2e, name) {
+				t.Errorf("%s: not selected: %s", tc.suite, name)
+			}
+		}
+		for _, name := range tc.out {
+			if selected(e2e, name) {
+				t.Errorf("%s: selected: %s", tc.suite, name)
+			}
+		}
+		if args := su.upArgs(0, nil); !slices.Equal(args, tc.args) {
+			t.Errorf("%s: upArgs = %q, want %q", tc.suite, args, tc.args)
+		}
 	}
 }
