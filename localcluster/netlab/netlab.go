@@ -269,7 +269,7 @@ type Node struct {
 	NetNS string
 	// IP and PodCIDR are the node's first family's, IPs and PodCIDRs
 	// every family's, the first family first (as a Node's podCIDR and
-	// podCIDRs).
+	// podCIDRs): PodCIDRs[i] is of IPs[i]'s family.
 	IP       netip.Addr
 	PodCIDR  netip.Prefix
 	IPs      []netip.Addr

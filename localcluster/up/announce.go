@@ -80,7 +80,9 @@ func (cl *cluster) routeLoadBalancers(c Config) error {
 
 // addRouter makes the router namespace of --lb-announce=bgp, an address
 // of each family, and the client's default route of each family through
-// it.
+// it. Linux has no switch for a router's IPv6 redirects (AddRouter turns
+// off the IPv4 ones), so the client ignores them: one would send it
+// straight to a node, past the router's later routes.
 func (cl *cluster) addRouter(c Config) error {
 	addrs := c.fabricAddrs(routerHost)
 	ns, err := cl.lab.AddRouter("router", addrs[0], addrs[1:]...)
@@ -88,6 +90,11 @@ func (cl *cluster) addRouter(c Config) error {
 		return err
 	}
 	cl.router = ns
+	for _, s := range []string{"net.ipv6.conf.all.accept_redirects=0", "net.ipv6.conf.eth0.accept_redirects=0"} {
+		if _, err := cl.lab.Run(cl.client, "sysctl", "-qw", s); err != nil {
+			return err
+		}
+	}
 	for _, a := range addrs {
 		if _, err := cl.lab.Run(cl.client, "ip", "route", "add", "default", "via", a.Addr().String()); err != nil {
 			return err
