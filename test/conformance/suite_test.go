@@ -310,4 +310,11 @@ func TestFamilySuites(t *testing.T) {
 			t.Errorf("%s: upArgs = %q, want %q", tc.suite, args, tc.args)
 		}
 	}
+	const v4Only = "test requires IPv4 cluster"
+	if suites[suiteIPv6].acceptedSkip(v4Only) == "" {
+		t.Error("the IPv4-only tests' own skip is not accepted on the IPv6 suite")
+	}
+	if suites[suiteNetwork].acceptedSkip(v4Only) != "" {
+		t.Error("the network suite, IPv4, accepts a skip for want of IPv4")
+	}
 }

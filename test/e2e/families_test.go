@@ -32,7 +32,9 @@ import (
 // namespace over every family of the cluster through a Service of each
 // type: each ClusterIP, each node's address of each family on a
 // nodePort, and a LoadBalancer address of each family; and cluster DNS
-// answers a name with the addresses of every family.
+// answers a Service's name with its ClusterIP of every family (A and
+// AAAA), and a headless Service's with every Pod address of every
+// family.
 func TestUpIPFamilies(t *testing.T) {
 	requireNetns(t)
 	for _, tc := range []struct {
@@ -94,7 +96,41 @@ func testUpFamily(t *testing.T, family, mode, announce string, families []corev1
 	for _, ip := range loadBalancerIPs(t, c, services[corev1.ServiceTypeLoadBalancer], families) {
 		reachNginx(t, "LoadBalancer", hostPort(ip, 80))
 	}
-	checkDNSFamilies(t, c, services[corev1.ServiceTypeClusterIP])
+	checkDNSFamilies(t, c, services[corev1.ServiceTypeClusterIP], services[corev1.ServiceTypeClusterIP].Spec.ClusterIPs)
+	checkDNSFamilies(t, c, headlessNginx(t, c, policy), nginxPodIPs(t, c))
+}
+
+// headlessNginx creates a headless Service of nginx's Pods with policy.
+func headlessNginx(t *testing.T, c client.Client, policy corev1.IPFamilyPolicy) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "families-headless"},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, IPFamilyPolicy: &policy, Selector: map[string]string{"app": "nginx"},
+			Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if err := c.Create(context.Background(), svc); err != nil {
+		t.Fatalf("creating %s: %v", svc.Name, err)
+	}
+	return svc
+}
+
+// nginxPodIPs are the addresses, of every family, of nginx's running Pods.
+func nginxPodIPs(t *testing.T, c client.Client) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.InNamespace("default"), client.MatchingLabels{"app": "nginx"}); err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, ip := range p.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+	}
+	return ips
 }
 
 // checkNodeFamilies checks that every Node has a Pod CIDR and an
@@ -168,8 +204,8 @@ func loadBalancerIPs(t *testing.T, c client.Client, svc *corev1.Service, familie
 }
 
 // checkDNSFamilies asks kube-dns, from the client namespace, for svc's
-// name and wants every ClusterIP of it back (A and AAAA).
-func checkDNSFamilies(t *testing.T, c client.Client, svc *corev1.Service) {
+// name and wants the addresses ips back (A and AAAA).
+func checkDNSFamilies(t *testing.T, c client.Client, svc *corev1.Service, ips []string) {
 	t.Helper()
 	var dns corev1.Service
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, &dns); err != nil {
@@ -180,7 +216,7 @@ func checkDNSFamilies(t *testing.T, c client.Client, svc *corev1.Service) {
 		return dial(ctx, network, hostPort(dns.Spec.ClusterIP, 53))
 	}}
 	name := fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, svc.Namespace)
-	want := slices.Sorted(slices.Values(svc.Spec.ClusterIPs))
+	want := slices.Sorted(slices.Values(ips))
 	var got []string
 	var err error
 	if werr := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, dnsTimeout, true, func(ctx context.Context) (bool, error) {
