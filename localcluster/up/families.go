@@ -164,9 +164,10 @@ func checkClusterCIDR(p netip.Prefix, nodes int) error {
 	return nil
 }
 
-// The fabric's ranges, one a family; a host's IPv6 address ends in the
-// digits of its IPv4 address's last number (172.30.0.11,
-// fc00:f853:ccd:e793::11).
+// The fabric's ranges, one a family. The fabric is a private bridge that
+// only the namespaces `svcnet up` makes are plugged into; a host's IPv6
+// address ends in the digits of its IPv4 address's last number
+// (172.30.0.11, fc00:f853:ccd:e793::11).
 var fabricCIDRs = map[corev1.IPFamily]netip.Prefix{
 	corev1.IPv4Protocol: netip.MustParsePrefix("172.30.0.0/24"),
 	// kind's Docker network's IPv6 range.
