@@ -215,10 +215,10 @@ func addrAdd(addr netip.Prefix, iface string) []string {
 // RefuseUnserved makes the fabric itself own ranges (with addr on its
 // bridge): a connection a node sends there because no rule of its own
 // caught it is refused at once instead of timing out. Benchmarks use it to
-// notice the first moment a node serves a ClusterIP. Nodes added later
-// send the ranges of addr's family to addr (IPv4 ones could go on-link,
-// as the fabric answers ARP for a local route, but NDP is answered for
-// configured addresses only); call it once per family.
+// notice the first moment a node serves a ClusterIP. IPv4 ranges are
+// routed on-link from the nodes, as the fabric answers ARP for a local
+// route; NDP is answered for configured addresses only, so nodes added
+// later send IPv6 ranges to addr. Call it once per family.
 func (l *Lab) RefuseUnserved(addr netip.Prefix, ranges ...netip.Prefix) error {
 	cmds := [][]string{addrAdd(addr, "br0")}
 	for _, r := range ranges {
@@ -343,11 +343,14 @@ func (n *Node) AddFamily(ip netip.Prefix, podCIDR netip.Prefix, serviceCIDRs ...
 }
 
 // routeServices routes the Service ranges of from's family out of eth0:
-// to the fabric's RefuseUnserved address of that family when it has one,
-// else on-link.
+// on-link, or for IPv6 to the fabric's RefuseUnserved address when it has
+// one (RefuseUnserved says why).
 func (n *Node) routeServices(from netip.Addr, serviceCIDRs []netip.Prefix) error {
 	var cmds [][]string
-	via := n.lab.refuserOf(from)
+	var via netip.Addr
+	if from.Is6() {
+		via = n.lab.refuserOf(from)
+	}
 	for _, s := range serviceCIDRs {
 		if s.Addr().Is4() != from.Is4() {
 			continue
@@ -367,13 +370,12 @@ func (n *Node) routeServices(from netip.Addr, serviceCIDRs []netip.Prefix) error
 // Route makes n reach other's Pods through other's fabric address of each
 // family both have.
 func (n *Node) Route(other *Node) error {
-	for _, cidr := range other.PodCIDRs {
-		for _, ip := range other.IPs {
-			if ip.Is4() == cidr.Addr().Is4() && n.has(ip) {
-				if err := n.lab.RouteVia(n.NetNS, cidr, ip); err != nil {
-					return err
-				}
-			}
+	for i, cidr := range other.PodCIDRs {
+		if !n.has(other.IPs[i]) {
+			continue
+		}
+		if err := n.lab.RouteVia(n.NetNS, cidr, other.IPs[i]); err != nil {
+			return err
 		}
 	}
 	return nil
