@@ -224,8 +224,23 @@ func (w *segmentWatch) Doubles() []string {
 	return out
 }
 
-// ChangedTo tells when hw first answered after since, if it did.
+// answerWait is how long the watch waits for an answer it expects: an
+// address's new owner may serve traffic (its gratuitous announcement
+// moved the client's neighbour entry) a question or two before it
+// answers one, and on a loaded machine the answer's reading lags more.
+const answerWait = time.Second
+
+// ChangedTo tells when hw first answered after since, waiting up to
+// answerWait for it to.
 func (w *segmentWatch) ChangedTo(hw string, since time.Time) (time.Time, bool) {
+	for end := time.Now().Add(answerWait); ; time.Sleep(w.period) {
+		if at, ok := w.changedTo(hw, since); ok || time.Now().After(end) {
+			return at, ok
+		}
+	}
+}
+
+func (w *segmentWatch) changedTo(hw string, since time.Time) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range w.changes {
@@ -234,6 +249,16 @@ func (w *segmentWatch) ChangedTo(hw string, since time.Time) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// CurrentIs waits up to answerWait for hw to be the last answerer, and
+// returns the last answerer then.
+func (w *segmentWatch) CurrentIs(hw string) string {
+	for end := time.Now().Add(answerWait); ; time.Sleep(w.period) {
+		if got := w.Current(); got == hw || time.Now().After(end) {
+			return got
+		}
+	}
 }
 
 // Close stops the watch.
