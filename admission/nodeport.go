@@ -6,9 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/allocator/feed"
 	"github.com/svcnet-io/svcnet/allocator/portrange"
@@ -17,6 +21,9 @@ import (
 // nodePorts chooses nodePorts and healthCheckNodePorts.
 type nodePorts struct {
 	alloc *portrange.Allocator
+	// live reads the API server itself, not the cache: whether the Service
+	// the allocator believes holds a port still does.
+	live client.Reader
 }
 
 func needsNodePorts(svc *corev1.Service) bool {
@@ -32,8 +39,8 @@ func needsHealthCheckNodePort(svc *corev1.Service) bool {
 // explicit ones, with kube-apiserver's rules: ports of one Service with the
 // same number and different protocols share a nodePort;
 // allocateLoadBalancerNodePorts: false allocates none.
-func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun bool) (undo func(), warnings []string, err error) {
-	a := &portAssignment{n: n, svcKey: feed.ServiceKey(svc), dryRun: dryRun, committed: committedPorts(old)}
+func (n *nodePorts) assign(ctx context.Context, svc, old *corev1.Service, dryRun bool) (undo func(), warnings []string, err error) {
+	a := &portAssignment{ctx: ctx, n: n, svcKey: feed.ServiceKey(svc), dryRun: dryRun, committed: committedPorts(old)}
 	if !needsNodePorts(svc) {
 		return a.undo, nil, nil
 	}
@@ -51,6 +58,7 @@ func (n *nodePorts) assign(_ context.Context, svc, old *corev1.Service, dryRun b
 // portAssignment is one request's reservations, to undo if the request
 // fails or is refused later.
 type portAssignment struct {
+	ctx       context.Context
 	n         *nodePorts
 	svcKey    string
 	dryRun    bool
@@ -88,7 +96,17 @@ func (a *portAssignment) static(port int, owner, field string) error {
 	if a.committed[int32(port)] {
 		return nil
 	}
-	if err := a.n.alloc.Reserve(port, owner, a.svcKey, a.dryRun); err != nil {
+	err := a.n.alloc.Reserve(port, owner, a.svcKey, a.dryRun)
+	if errors.Is(err, portrange.ErrAllocated) {
+		gone, lerr := a.n.holderGone(a.ctx, port)
+		if lerr != nil {
+			return lerr
+		}
+		if gone {
+			err = a.n.alloc.Reserve(port, owner, a.svcKey, a.dryRun)
+		}
+	}
+	if err != nil {
 		countNodePortError(scopeStatic, a.dryRun)
 		return userError{fmt.Sprintf("%s: Invalid value: %d: %v", field, port, err)}
 	}
@@ -97,6 +115,29 @@ func (a *portAssignment) static(port int, owner, field string) error {
 		a.reserved = append(a.reserved, heldPort{port, owner})
 	}
 	return nil
+}
+
+// holderGone reads the Service the allocator believes holds port from the
+// API server and, if it was deleted or no longer uses port, evicts it:
+// the Services' watch lags the API server, and a port a client just freed
+// there (upstream's "should prevent NodePort collisions" deletes a Service
+// and at once asks for its port) is free, as in kube-apiserver.
+func (n *nodePorts) holderGone(ctx context.Context, port int) (bool, error) {
+	holder, ok := n.alloc.Holder(port)
+	if !ok {
+		return false, nil // reserved by a request in flight: really taken
+	}
+	ns, name, _ := strings.Cut(holder, "/")
+	var svc corev1.Service
+	err := n.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("reading Service %s, which holds nodePort %d: %w", holder, port, err)
+	case slices.ContainsFunc(feed.NodePortUses(&svc), func(u feed.NodePortUse) bool { return u.Port == port }):
+		return false, nil
+	}
+	return n.alloc.Evict(port, holder), nil
 }
 
 // dynamic allocates a free port.

@@ -83,7 +83,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err := watch(&corev1.Service{}, feed.NodePortHandler(alloc)); err != nil {
 			return err
 		}
-		h.parts = append(h.parts, &nodePorts{alloc: alloc})
+		h.parts = append(h.parts, &nodePorts{alloc: alloc, live: mgr.GetAPIReader()})
 	}
 	if len(h.parts) == 0 {
 		return errors.New("admission: nothing to allocate")

@@ -182,13 +182,15 @@ func (a *Allocator) Observe(port int, owner string) {
 }
 
 // Forget records that a Service port stopped using port; when no one uses
-// it any more it goes into quarantine under owner.
+// it any more it goes into quarantine under owner. A port reserved but
+// not committed is not one the caller's Service used: it was Evicted from
+// that Service and handed to another, and stays with the other.
 func (a *Allocator) Forget(port int, owner string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	i, ok := a.index(port)
 	st, used := a.used[port]
-	if !ok || !used {
+	if !ok || !used || !st.pendingUntil.IsZero() {
 		return
 	}
 	if st.count--; st.count > 0 {
@@ -303,6 +305,37 @@ func (a *Allocator) Reserve(port int, owner, svc string, dryRun bool) error {
 		a.reserve(port, owner)
 	}
 	return nil
+}
+
+// Holder is the Service ("namespace/name") that committed port, if one
+// did; a port only reserved at admission has no committed holder.
+func (a *Allocator) Holder(port int) (svc string, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, used := a.used[port]
+	if !used || !st.pendingUntil.IsZero() {
+		return "", false
+	}
+	return serviceOf(st.owner), true
+}
+
+// Evict drops svc's committed use of port, which the caller has found
+// gone from the API server (the Service deleted, or its port changed)
+// before the Services' watch told the allocator: the port is free at once,
+// as in kube-apiserver, whose delete releases it. The watch's late Forget
+// of it is then a no-op. It reports whether svc held port.
+func (a *Allocator) Evict(port int, svc string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, used := a.used[port]
+	if !used || !st.pendingUntil.IsZero() || serviceOf(st.owner) != svc {
+		return false
+	}
+	delete(a.used, port)
+	if i, ok := a.index(port); ok {
+		a.set.Remove(i)
+	}
+	return true
 }
 
 // serviceOf turns an owner "ns/name/port" into "ns/name".

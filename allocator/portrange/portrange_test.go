@@ -185,3 +185,46 @@ func BenchmarkAllocate(b *testing.B) {
 		})
 	}
 }
+
+// TestEvictBeforeTheWatch: a Service deleted and another created at once
+// with its port, before the watch delivered the delete. The port is
+// refused while the allocator believes the first holds it, evicted when
+// the caller found it gone, reserved for the second, and the watch's late
+// Forget of the first leaves the second's reservation alone.
+func TestEvictBeforeTheWatch(t *testing.T) {
+	a, _ := newTest(t, "30000-30099", time.Minute)
+	a.Observe(30050, Owner("ns", "first", "http"))
+	if svc, ok := a.Holder(30050); !ok || svc != "ns/first" {
+		t.Fatalf("Holder = %q, %v; want ns/first", svc, ok)
+	}
+	if err := a.Reserve(30050, Owner("ns", "second", "http"), "ns/second", false); !errors.Is(err, ErrAllocated) {
+		t.Fatalf("Reserve while held = %v, want ErrAllocated", err)
+	}
+	if a.Evict(30050, "ns/other") {
+		t.Fatal("evicted a port from a Service that does not hold it")
+	}
+	if !a.Evict(30050, "ns/first") {
+		t.Fatal("Evict of the holder reported nothing held")
+	}
+	if err := a.Reserve(30050, Owner("ns", "second", "http"), "ns/second", false); err != nil {
+		t.Fatalf("Reserve after Evict: %v", err)
+	}
+	if _, ok := a.Holder(30050); ok {
+		t.Fatal("a reservation counts as a committed holder")
+	}
+	if a.Evict(30050, "ns/second") {
+		t.Fatal("evicted a reservation")
+	}
+	a.Forget(30050, Owner("ns", "first", "http")) // the watch, late
+	if err := a.Reserve(30050, Owner("ns", "third", "http"), "ns/third", false); !errors.Is(err, ErrAllocated) {
+		t.Fatalf("the late Forget freed the second's reservation: Reserve = %v", err)
+	}
+	a.Observe(30050, Owner("ns", "second", "http")) // the watch: committed
+	if svc, ok := a.Holder(30050); !ok || svc != "ns/second" {
+		t.Fatalf("Holder = %q, %v; want ns/second", svc, ok)
+	}
+	a.Forget(30050, Owner("ns", "second", "http"))
+	if st := a.Stats(); st.Allocated != 0 || st.Quarantined != 1 {
+		t.Fatalf("after the second's delete: %+v, want the port in quarantine", st)
+	}
+}
