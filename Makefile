@@ -79,7 +79,7 @@ TIMEOUT ?= 60m
 OUT     ?=
 
 .PHONY: conformance
-conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] e2e tests on svcnet up (SUITE=conformance|network|endpoints-free, FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
+conformance: deps k8s-bins node-images build e2e-bins ## Run upstream's [sig-network] e2e tests on svcnet up (SUITE=conformance|network|endpoints-free|dual|ipv6, FOCUS, SKIP, PROCS, TIMEOUT, ARGS, OUT); results in _output/conformance/.
 	$(GO) build -o $(BIN)/conformance ./test/conformance
 	$(BIN)/conformance -suite '$(SUITE)' -focus '$(FOCUS)' -skip '$(SKIP)' -procs $(PROCS) -timeout $(TIMEOUT) $(if $(OUT),-out '$(OUT)') -- $(ARGS)
 
