@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,8 @@ import (
 // nodePort, and a LoadBalancer address of each family; and cluster DNS
 // answers a Service's name with its ClusterIP of every family (A and
 // AAAA), and a headless Service's with every Pod address of every
-// family.
+// family; and session affinity, both traffic policies, source ranges
+// and ExternalName work over every family (checkFamilyPolicies).
 func TestUpIPFamilies(t *testing.T) {
 	requireNetns(t)
 	for _, tc := range []struct {
@@ -94,10 +96,13 @@ func testUpFamily(t *testing.T, family, mode, announce string, families []corev1
 		}
 	}
 	for _, ip := range loadBalancerIPs(t, c, services[corev1.ServiceTypeLoadBalancer], families) {
-		reachNginx(t, "LoadBalancer", hostPort(ip, 80))
+		if !reachNginx(t, "LoadBalancer", hostPort(ip, 80)) {
+			logRoutes(t, ip, "svcnet-client", "svcnet-router")
+		}
 	}
 	checkDNSFamilies(t, c, services[corev1.ServiceTypeClusterIP], services[corev1.ServiceTypeClusterIP].Spec.ClusterIPs)
 	checkDNSFamilies(t, c, headlessNginx(t, c, policy), nginxPodIPs(t, c))
+	t.Run("policies, affinity, source ranges and ExternalName", func(t *testing.T) { checkFamilyPolicies(t, c, policy, nodes) })
 }
 
 // headlessNginx creates a headless Service of nginx's Pods with policy.
@@ -165,8 +170,8 @@ func checkNodeFamilies(t *testing.T, c client.Client, families []corev1.IPFamily
 func hostPort(ip string, port int) string { return net.JoinHostPort(ip, strconv.Itoa(port)) }
 
 // reachNginx fetches nginx's welcome page at addr from the client
-// namespace, waiting for the nodes' rules.
-func reachNginx(t *testing.T, what, addr string) {
+// namespace, waiting for the nodes' rules, and tells whether it did.
+func reachNginx(t *testing.T, what, addr string) bool {
 	t.Helper()
 	url := "http://" + addr + "/"
 	var body string
@@ -176,6 +181,18 @@ func reachNginx(t *testing.T, what, addr string) {
 		return err == nil && strings.Contains(body, "Welcome to nginx!"), nil
 	}); werr != nil {
 		t.Errorf("%s %s from the client: %v %.200q", what, url, err, body)
+		return false
+	}
+	return true
+}
+
+// logRoutes logs how each of the namespaces routes ip, for a failure
+// that depends on the route (BGP's, the router's, the client's).
+func logRoutes(t *testing.T, ip string, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		out, err := exec.Command("ip", "-n", ns, "route", "get", ip).CombinedOutput()
+		t.Logf("%s: ip route get %s: %s %v", ns, ip, strings.TrimSpace(string(out)), err)
 	}
 }
 

@@ -297,7 +297,10 @@ func pinnedPod(name, node string, labels map[string]string, ctr corev1.Container
 
 // podNetNS is the network namespace of Pod name in namespace migrate on
 // the default cluster's nodes.
-func podNetNS(name string) string { return "svcnet-pod-" + migrateNS + "-" + name }
+func podNetNS(name string) string { return podNetNSIn(migrateNS, name) }
+
+// podNetNSIn is the network namespace of Pod name in namespace ns.
+func podNetNSIn(ns, name string) string { return "svcnet-pod-" + ns + "-" + name }
 
 // runOnNode runs commands in node's network namespace.
 func runOnNode(node string) nodecheck.Run {
