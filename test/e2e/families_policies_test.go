@@ -96,35 +96,13 @@ func checkFamilyPolicies(t *testing.T, c client.Client, policy corev1.IPFamilyPo
 // waits until they are Ready.
 func runEchoWorkload(t *testing.T, c client.Client, nodes []string) {
 	t.Helper()
-	ctx := context.Background()
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: familiesNS}}}
-	pod := func(name, node string, labels map[string]string, ctr corev1.Container) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: familiesNS, Name: name, Labels: labels},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{ctr}}}
-	}
 	for _, n := range nodes {
 		objs = append(objs,
-			pod("echo-"+n, n, map[string]string{"app": "echo"}, corev1.Container{Name: "echo", Image: echoImage, Args: []string{"netexec", "--http-port=8080"}}),
-			pod("client-"+n, n, nil, corev1.Container{Name: "pause", Image: "registry.k8s.io/pause:3.10"}))
+			pinnedPodIn(familiesNS, "echo-"+n, n, map[string]string{"app": "echo"}, corev1.Container{Name: "echo", Image: echoImage, Args: []string{"netexec", "--http-port=8080"}}),
+			pinnedPodIn(familiesNS, "client-"+n, n, nil, corev1.Container{Name: "pause", Image: "registry.k8s.io/pause:3.10"}))
 	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	waitFor(t, "the families workload's Pods Ready", func() (bool, string) {
-		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(familiesNS)); err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, p := range list.Items {
-			if podReady(&p) {
-				ready++
-			}
-		}
-		return ready == 2*len(nodes), fmt.Sprintf("%d of %d Ready", ready, 2*len(nodes))
-	})
+	createAndWaitReady(t, c, familiesNS, objs, 2*len(nodes))
 }
 
 // waitReadyEndpoints waits until svc has want Ready endpoints in the

@@ -260,24 +260,7 @@ func migrateWorkload(t *testing.T, c client.Client, nodes []string) (web, udp, n
 			pinnedPod("client-"+n, n, nil, corev1.Container{Name: "pause", Image: "registry.k8s.io/pause:3.10"}))
 		webPods["web-"+n] = true
 	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	waitFor(t, "the workload's Pods ready", func() (bool, string) {
-		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(migrateNS)); err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, p := range list.Items {
-			if podReady(&p) {
-				ready++
-			}
-		}
-		return ready == pods, fmt.Sprintf("%d of %d Ready", ready, pods)
-	})
+	createAndWaitReady(t, c, migrateNS, objs, pods)
 	for _, n := range nodes {
 		// The proxy programs the Service once its endpoints are Ready.
 		waitFor(t, "web answers "+n+"'s client", func() (bool, string) {
@@ -291,8 +274,38 @@ func migrateWorkload(t *testing.T, c client.Client, nodes []string) (web, udp, n
 
 // pinnedPod is a Pod of namespace migrate on node with one container.
 func pinnedPod(name, node string, labels map[string]string, ctr corev1.Container) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: migrateNS, Name: name, Labels: labels},
+	return pinnedPodIn(migrateNS, name, node, labels, ctr)
+}
+
+// pinnedPodIn is a Pod of namespace ns on node with one container.
+func pinnedPodIn(ns, name, node string, labels map[string]string, ctr corev1.Container) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{ctr}}}
+}
+
+// createAndWaitReady creates objs and waits until pods Pods of namespace
+// ns are Ready.
+func createAndWaitReady(t *testing.T, c client.Client, ns string, objs []client.Object, pods int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	waitFor(t, "the Pods of "+ns+" Ready", func() (bool, string) {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, p := range list.Items {
+			if podReady(&p) {
+				ready++
+			}
+		}
+		return ready == pods, fmt.Sprintf("%d of %d Ready", ready, pods)
+	})
 }
 
 // podNetNS is the network namespace of Pod name in namespace migrate on
