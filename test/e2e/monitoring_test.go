@@ -41,10 +41,12 @@ const (
 	// monitoringPool is svcnet up's LoadBalancer range in the test: small,
 	// so that the test can fill it.
 	monitoringPool = "192.168.240.0/28"
-	// monitoringNodePorts is the nodePort range: 18 ports, which web and
-	// the Services that fill the pool (17 with the /28) take all but one
-	// of.
-	monitoringNodePorts = "30000-30017"
+	// monitoringNodePorts is the nodePort range: 18 ports, which web, the
+	// Services that fill the pool and NodePort Services after them
+	// (fillNodePorts) take all but one of.
+	monitoringNodePorts      = "30000-30017"
+	monitoringNodePortsFirst = 30000
+	monitoringNodePortsSize  = 18
 	// tenantCIDR is a ServiceCIDR bound to the namespace tenant, which the
 	// test fills.
 	tenantCIDR = "10.97.0.0/28"
@@ -61,9 +63,9 @@ const (
 // Prometheus (make prometheus), as the chart's ServiceMonitor and
 // PodMonitor do, with svcnet's rules and kubernetes-mixin's kube-proxy
 // alerts loaded. Through a workload and its faults (a full pool, which
-// also nearly fills a small nodePort range, a full ServiceCIDR bound to a
-// namespace, an announcing node's link cut, an announcement that selects
-// no node, an agent stopped) each alert fires in the scenario it
+// with NodePort Services nearly fills a small nodePort range, a full
+// ServiceCIDR bound to a namespace, an announcing node's link cut, an
+// announcement that selects no node, an agent stopped) each alert fires in the scenario it
 // describes, but SvcnetNodeRulesStale (promtool's cases only: a node's
 // syncs cannot be made to fail without touching the host), and every
 // query of every shipped dashboard and of kubernetes-mixin's proxy
@@ -121,6 +123,7 @@ func TestUpMonitoring(t *testing.T) {
 
 	t.Log("fill the pool: one Service more than it has addresses")
 	fillPool(t, c, prom)
+	fillNodePorts(t, c)
 	prom.waitFiring(t, "SvcnetLoadBalancerPoolNearlyFull", map[string]string{"pool": upPool, "job": jobManager})
 	prom.waitFiring(t, "SvcnetNodePortRangeNearlyFull", map[string]string{"range": monitoringNodePorts, "job": jobManager})
 
@@ -358,6 +361,21 @@ func (p *prometheus) query(expr string) ([]series, error) {
 	return v, p.api("/api/v1/query", url.Values{"query": {expr}}, "vector", &v)
 }
 
+// scalar runs expr, which must give one series, and returns its value
+// as a whole number.
+func (p *prometheus) scalar(expr string) (int, error) {
+	s, err := p.query(expr)
+	if err != nil {
+		return 0, err
+	}
+	if len(s) != 1 {
+		return 0, fmt.Errorf("%s: %d series, want 1", expr, len(s))
+	}
+	var n int
+	_, err = fmt.Sscan(fmt.Sprint(s[0].Value[1]), &n)
+	return n, err
+}
+
 // waitTargetsUp waits until n targets answer.
 func (p *prometheus) waitTargetsUp(t *testing.T, n int) {
 	t.Helper()
@@ -530,18 +548,60 @@ func announcedBy(t *testing.T, c client.Client, svc *corev1.Service) string {
 func fillPool(t *testing.T, c client.Client, prom *prometheus) {
 	t.Helper()
 	ctx := context.Background()
-	var free int
-	waitFor(t, "the pool's free addresses", func() (bool, string) {
-		s, err := prom.query(fmt.Sprintf("svcnet_loadbalancer_pool_capacity{pool=%q} - svcnet_loadbalancer_pool_allocated{pool=%q}", upPool, upPool))
-		if err != nil || len(s) != 1 {
-			return false, fmt.Sprint(s, err)
+	var capacity, allocated, held int
+	// The pool's free addresses, once the scraped allocation agrees with
+	// the Services that hold an address: a scrape taken while the
+	// allocation moved would fill the pool with one Service too few or too
+	// many, and then the nodePort range would not be as nearly full as the
+	// test means it.
+	waitFor(t, "the pool's allocation scraped as the Services hold it", func() (bool, string) {
+		var err error
+		if capacity, err = prom.scalar(fmt.Sprintf("svcnet_loadbalancer_pool_capacity{pool=%q}", upPool)); err != nil {
+			return false, err.Error()
 		}
-		_, err = fmt.Sscan(fmt.Sprint(s[0].Value[1]), &free)
-		return err == nil, fmt.Sprint(s)
+		if allocated, err = prom.scalar(fmt.Sprintf("svcnet_loadbalancer_pool_allocated{pool=%q}", upPool)); err != nil {
+			return false, err.Error()
+		}
+		var list corev1.ServiceList
+		if err := c.List(ctx, &list); err != nil {
+			return false, err.Error()
+		}
+		held = 0
+		for _, svc := range list.Items {
+			held += len(svc.Status.LoadBalancer.Ingress)
+		}
+		return allocated == held, fmt.Sprintf("capacity %d, allocated %d, %d addresses held by Services", capacity, allocated, held)
 	})
+	free := capacity - allocated
+	t.Logf("the pool: capacity %d, %d held; %d Services to fill it and one more", capacity, allocated, free)
 	for i := range free + 1 {
 		must(t, c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: monitoringNS, Name: fmt.Sprintf("fill-%d", i)}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}))
+	}
+}
+
+// fillNodePorts creates NodePort Services until the nodePort range has
+// one port left.
+func fillNodePorts(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var list corev1.ServiceList
+	must(t, c.List(ctx, &list))
+	used := 0
+	for _, svc := range list.Items {
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort >= monitoringNodePortsFirst && p.NodePort < monitoringNodePortsFirst+monitoringNodePortsSize {
+				used++
+			}
+		}
+		if svc.Spec.HealthCheckNodePort != 0 {
+			used++
+		}
+	}
+	t.Logf("the nodePort range: %d of %d ports held; %d NodePort Services to leave one", used, monitoringNodePortsSize, monitoringNodePortsSize-1-used)
+	for i := range monitoringNodePortsSize - 1 - used {
+		must(t, c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: monitoringNS, Name: fmt.Sprintf("nodeport-%d", i)}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}))
 	}
 }
 
@@ -571,12 +631,9 @@ spec:
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Labels: map[string]string{"svcnet.io/tenant": "yes"}}}))
 	var free int
 	waitFor(t, "the tenant ServiceCIDR's free addresses", func() (bool, string) {
-		s, err := prom.query(`svcnet_clusterip_cidr_available{servicecidr="tenant"}`)
-		if err != nil || len(s) != 1 {
-			return false, fmt.Sprint(s, err)
-		}
-		_, err = fmt.Sscan(fmt.Sprint(s[0].Value[1]), &free)
-		return err == nil && free > 1, fmt.Sprint(s)
+		var err error
+		free, err = prom.scalar(`svcnet_clusterip_cidr_available{servicecidr="tenant"}`)
+		return err == nil && free > 1, fmt.Sprint(free, err)
 	})
 	for i := range free - 1 {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: fmt.Sprintf("svc-%d", i)},
