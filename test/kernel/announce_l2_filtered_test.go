@@ -24,6 +24,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/segmentwatch"
 )
 
 // l2LivenessPort is the UDP path's port in these tests.
@@ -54,13 +55,13 @@ func droppedFrames(t *testing.T, lab *netlab.Lab) int {
 }
 
 // watch watches who answers for addr from the lab's client.
-func (l *l2Lab) watch(t *testing.T, addr netip.Addr) *segmentWatch {
+func (l *l2Lab) watch(t *testing.T, addr netip.Addr) *segmentwatch.Watch {
 	t.Helper()
 	src := netip.MustParseAddr("192.168.60.100")
 	if addr.Is6() {
 		src = netip.MustParseAddr("fd00:60::100")
 	}
-	w, err := watchSegment(l.client, "eth0", src, addr, 10*time.Millisecond)
+	w, err := segmentwatch.Start(l.client, "eth0", src, addr, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,27 +71,15 @@ func (l *l2Lab) watch(t *testing.T, addr netip.Addr) *segmentWatch {
 
 // answerers waits a few dead intervals (the segments settled) and
 // returns the nodes that answered for the watched address since.
-func (l *l2Lab) answerers(w *segmentWatch) (nodes []string, doubles []string) {
+func (l *l2Lab) answerers(w *segmentwatch.Watch) (nodes []string, doubles []string) {
 	since := time.Now()
 	time.Sleep(4 * l2DeadAfter)
 	for _, n := range l2Nodes {
-		if answeredSince(w, l.macs[n], since) {
+		if w.AnsweredSince(l.macs[n], since) {
 			nodes = append(nodes, n)
 		}
 	}
 	return nodes, w.Doubles()
-}
-
-// answeredSince tells whether hw answered a question asked after since.
-func answeredSince(w *segmentWatch, hw string, since time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for r, hws := range w.answers {
-		if hws[hw] && !w.asked[r].Before(since) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestL2AnnounceFramesDropped is issue #47: a segment that drops the
@@ -213,7 +202,7 @@ func TestAnnounceL2FramesDropped(t *testing.T) {
 	svc = c.service(t, svc)
 	var addr netip.Addr
 	g.Eventually(func(g Gomega) { addr = lbAddress(g, c, svc) }).WithTimeout(converge).Should(Succeed())
-	w, err := watchSegment(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
+	w, err := segmentwatch.Start(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer w.Close()
 	rank := announcementpolicy.Rank(svcnetv1alpha1.L2NodeElectionRendezvous, addr, l2Nodes)

@@ -21,6 +21,7 @@ import (
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/segmentwatch"
 )
 
 const (
@@ -224,7 +225,7 @@ func TestL2Announce(t *testing.T) {
 			if addr.Is6() {
 				src = netip.MustParseAddr("fd00:60::100")
 			}
-			w, err := watchSegment(l.client, "eth0", src, addr, 10*time.Millisecond)
+			w, err := segmentwatch.Start(l.client, "eth0", src, addr, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/svcnet-io/svcnet/dataplane/announce"
 	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
+	"github.com/svcnet-io/svcnet/test/harness/segmentwatch"
 )
 
 // announcePool is the LoadBalancerIPPool of the announcement tests: on the
@@ -140,7 +141,7 @@ func TestAnnounceL2(t *testing.T) {
 		svc = c.service(t, svc)
 		var addr netip.Addr
 		g.Eventually(func(g Gomega) { addr = lbAddress(g, c, svc) }).WithTimeout(converge).Should(Succeed())
-		w, err := watchSegment(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
+		w, err := segmentwatch.Start(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +170,7 @@ func TestAnnounceL2(t *testing.T) {
 		svc = c.service(t, svc)
 		var addr netip.Addr
 		g.Eventually(func(g Gomega) { addr = lbAddress(g, c, svc) }).WithTimeout(converge).Should(Succeed())
-		w, err := watchSegment(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
+		w, err := segmentwatch.Start(c.client, "eth0", netip.MustParseAddr(clientIP), addr, 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,9 @@
 // Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
 
-package kernel
+// Package segmentwatch listens on a lab's segment for who answers for an
+// address (ARP or NDP): the kernel tests' and the failover benchmark's
+// witness that never two nodes answer at once.
+package segmentwatch
 
 import (
 	"encoding/binary"
@@ -21,7 +24,7 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
-// segmentWatch is a listener on the nodes' segment: every period it asks
+// Watch is a listener on the nodes' segment: every period it asks
 // who has an address (an ARP request, or a Neighbor Solicitation to the
 // address's solicited-node group) and records which hardware addresses
 // answer each question, so a test can tell that never two nodes answered
@@ -29,7 +32,7 @@ import (
 // source address (one of srcSpread after src), which the answers are
 // sent to: an answer counts for the question it answers, however late
 // it is read, not for the one being asked when it arrives.
-type segmentWatch struct {
+type Watch struct {
 	addr   netip.Addr
 	conn   *packet.Conn
 	ifi    *net.Interface
@@ -58,12 +61,12 @@ type segmentWatch struct {
 const srcSpread = 64
 
 // srcOf is the source address of question round.
-func (w *segmentWatch) srcOf(round int) netip.Addr {
+func (w *Watch) srcOf(round int) netip.Addr {
 	return w.srcs[round%srcSpread]
 }
 
 // roundOf is the latest question asked from src, -1 if none was.
-func (w *segmentWatch) roundOf(src netip.Addr) int {
+func (w *Watch) roundOf(src netip.Addr) int {
 	i, ok := w.srcIndex[src]
 	if !ok || w.round < i {
 		return -1
@@ -76,10 +79,10 @@ type answerChange struct {
 	hw string
 }
 
-// watchSegment starts watching addr from namespace ns's interface iface,
+// Start starts watching addr from namespace ns's interface iface,
 // whose address src it asks from.
-func watchSegment(ns, iface string, src, addr netip.Addr, period time.Duration) (*segmentWatch, error) {
-	w := &segmentWatch{addr: addr, src: src, period: period, round: -1, answers: map[int]map[string]bool{}, asked: map[int]time.Time{},
+func Start(ns, iface string, src, addr netip.Addr, period time.Duration) (*Watch, error) {
+	w := &Watch{addr: addr, src: src, period: period, round: -1, answers: map[int]map[string]bool{}, asked: map[int]time.Time{},
 		srcIndex: map[netip.Addr]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for a := src; len(w.srcs) < srcSpread; a = a.Next() {
 		w.srcIndex[a] = len(w.srcs)
@@ -106,7 +109,7 @@ func watchSegment(ns, iface string, src, addr netip.Addr, period time.Duration) 
 	return w, nil
 }
 
-func (w *segmentWatch) ask() {
+func (w *Watch) ask() {
 	defer close(w.done)
 	t := time.NewTicker(w.period)
 	defer t.Stop()
@@ -125,7 +128,7 @@ func (w *segmentWatch) ask() {
 	}
 }
 
-func (w *segmentWatch) send(src netip.Addr) {
+func (w *Watch) send(src netip.Addr) {
 	if w.addr.Is4() {
 		req, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, src, ethernet.Broadcast, w.addr)
 		if err != nil {
@@ -152,7 +155,7 @@ func (w *segmentWatch) send(src netip.Addr) {
 	_, _ = w.conn.WriteTo(append(pkt, body...), &packet.Addr{HardwareAddr: mac})
 }
 
-func (w *segmentWatch) read() {
+func (w *Watch) read() {
 	buf := make([]byte, 1<<16)
 	for {
 		n, _, err := w.conn.ReadFrom(buf)
@@ -179,7 +182,7 @@ func (w *segmentWatch) read() {
 // answerer returns who a packet says has the address and the source
 // address of the question it answers, if it answers one (gratuitous
 // announcements are not answers).
-func (w *segmentWatch) answerer(b []byte) (string, netip.Addr) {
+func (w *Watch) answerer(b []byte) (string, netip.Addr) {
 	if w.addr.Is4() {
 		var p arp.Packet
 		if p.UnmarshalBinary(b) != nil || p.Operation != arp.OperationReply || p.SenderIP != w.addr {
@@ -205,14 +208,14 @@ func (w *segmentWatch) answerer(b []byte) (string, netip.Addr) {
 }
 
 // Current is the node that answered last, "" if none yet.
-func (w *segmentWatch) Current() string {
+func (w *Watch) Current() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
 }
 
 // Doubles lists the questions two nodes answered.
-func (w *segmentWatch) Doubles() []string {
+func (w *Watch) Doubles() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -224,23 +227,23 @@ func (w *segmentWatch) Doubles() []string {
 	return out
 }
 
-// answerWait is how long the watch waits for an answer it expects: an
+// AnswerWait is how long the watch waits for an answer it expects: an
 // address's new owner may serve traffic (its gratuitous announcement
 // moved the client's neighbour entry) a question or two before it
 // answers one, and on a loaded machine the answer's reading lags more.
-const answerWait = time.Second
+const AnswerWait = time.Second
 
 // ChangedTo tells when hw first answered after since, waiting up to
-// answerWait for it to.
-func (w *segmentWatch) ChangedTo(hw string, since time.Time) (time.Time, bool) {
-	for end := time.Now().Add(answerWait); ; time.Sleep(w.period) {
+// AnswerWait for it to.
+func (w *Watch) ChangedTo(hw string, since time.Time) (time.Time, bool) {
+	for end := time.Now().Add(AnswerWait); ; time.Sleep(w.period) {
 		if at, ok := w.changedTo(hw, since); ok || time.Now().After(end) {
 			return at, ok
 		}
 	}
 }
 
-func (w *segmentWatch) changedTo(hw string, since time.Time) (time.Time, bool) {
+func (w *Watch) changedTo(hw string, since time.Time) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range w.changes {
@@ -251,18 +254,37 @@ func (w *segmentWatch) changedTo(hw string, since time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// CurrentIs waits up to answerWait for hw to be the last answerer, and
+// CurrentIs waits up to AnswerWait for hw to be the last answerer, and
 // returns the last answerer then.
-func (w *segmentWatch) CurrentIs(hw string) string {
-	for end := time.Now().Add(answerWait); ; time.Sleep(w.period) {
+func (w *Watch) CurrentIs(hw string) string {
+	for end := time.Now().Add(AnswerWait); ; time.Sleep(w.period) {
 		if got := w.Current(); got == hw || time.Now().After(end) {
 			return got
 		}
 	}
 }
 
+// Rounds is how many questions were asked.
+func (w *Watch) Rounds() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.round + 1
+}
+
+// AnsweredSince tells whether hw answered a question asked after since.
+func (w *Watch) AnsweredSince(hw string, since time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r, hws := range w.answers {
+		if hws[hw] && !w.asked[r].Before(since) {
+			return true
+		}
+	}
+	return false
+}
+
 // Close stops the watch.
-func (w *segmentWatch) Close() {
+func (w *Watch) Close() {
 	close(w.stop)
 	<-w.done
 	_ = w.conn.Close()
