@@ -14,12 +14,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/mdlayher/arp"
-	"github.com/mdlayher/ethernet"
-	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netlink"
 	vns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +30,7 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/frr"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 	"github.com/svcnet-io/svcnet/test/builder"
+	"github.com/svcnet-io/svcnet/test/harness/segmentwatch"
 	"github.com/svcnet-io/svcnet/test/testenv"
 )
 
@@ -48,9 +45,9 @@ import (
 const (
 	annTries     = 50 // a link cut's; a SIGKILL's are annKillTries
 	annKillTries = 20
-	annRouterIP  = "192.168.50.254"
-	annClientIP  = "192.168.50.100"
-	annPoolCIDR  = "192.168.78.0/28"
+	// annRouterID is the router's BGP identifier, an IPv4 address
+	// whatever the family.
+	annRouterID  = "192.168.50.254"
 	annHoldTime  = 3 * time.Second
 	annKeepalive = annHoldTime / 3 // MetalLB's native BGP keeps this ratio, unsettable
 	// annBFDInterval and annBFDMultiplier are both ends' BFD in the
@@ -62,11 +59,40 @@ const (
 	annBFDFastInterval = 100 * time.Millisecond
 )
 
+// annFamily is the address plan of a failover cluster: nodes, Pods,
+// Services, client, router and pool all of one family.
+type annFamily struct {
+	name string // "IPv4" or "IPv6"
+	// nodeIP and podCIDR are node i's (1 to 3) as fmt patterns.
+	nodeIP, podCIDR          string
+	clusterCIDR, serviceCIDR string
+	client, router           netip.Prefix
+	pool                     string
+}
+
+var (
+	annIPv4 = annFamily{name: "IPv4", nodeIP: "192.168.50.%d/24", podCIDR: "10.244.%d.0/24", clusterCIDR: "10.244.0.0/16",
+		serviceCIDR: "10.96.0.0/16", client: netip.MustParsePrefix("192.168.50.100/24"), router: netip.MustParsePrefix("192.168.50.254/24"),
+		pool: "192.168.78.0/28"}
+	annIPv6 = annFamily{name: "IPv6", nodeIP: "fd00:50::%d/64", podCIDR: "fd00:244:0:%d::/64", clusterCIDR: "fd00:244::/48",
+		serviceCIDR: "fd00:96::/112", client: netip.MustParsePrefix("fd00:50::100/64"), router: netip.MustParsePrefix("fd00:50::fe/64"),
+		pool: "fd00:78::10/124"}
+)
+
+// ipFlag is ip(8)'s flag for the family.
+func (f annFamily) ipFlag() string {
+	if f.client.Addr().Is6() {
+		return "-6"
+	}
+	return "-4"
+}
+
 // annSetup is one configuration of the failover benchmark, run on a
 // cluster of its own.
 type annSetup struct {
-	mode svcnetv1alpha1.AnnouncementMode
-	impl annImpl
+	mode   svcnetv1alpha1.AnnouncementMode
+	impl   annImpl
+	family annFamily
 	// bfdInterval, when set, runs BFD beside each BGP session at this
 	// transmit and receive interval (times annBFDMultiplier): on the
 	// peer, and bfdd with neighbor X bfd on the router.
@@ -80,6 +106,9 @@ type annSetup struct {
 
 func (s annSetup) name() string {
 	n := fmt.Sprintf("%s, %s", s.impl, s.mode)
+	if s.impl == annByMetalLB && s.metallbFRR() && s.bfdInterval == 0 {
+		n += " (FRR mode)"
+	}
 	if s.bfdInterval > 0 {
 		n += fmt.Sprintf(" with BFD %s x %d", fmtDur(s.bfdInterval), annBFDMultiplier)
 	}
@@ -89,29 +118,50 @@ func (s annSetup) name() string {
 	return n
 }
 
-// annSetups are the failover benchmark's configurations, svcnet's and
-// MetalLB's of a mode one after the other.
+// metallbFRR tells whether MetalLB's speaker runs its FRR mode: for BFD,
+// which its native BGP lacks, and for IPv6, which its native BGP does not
+// announce.
+func (s annSetup) metallbFRR() bool {
+	return s.mode == svcnetv1alpha1.AnnouncementModeBGP && (s.bfdInterval > 0 || s.family.name == annIPv6.name)
+}
+
+// annSetups are the IPv4 failover benchmark's (o) configurations,
+// svcnet's and MetalLB's of a mode one after the other.
 var annSetups = []annSetup{
-	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, faults: []string{"kill", "link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annByMetalLB, faults: []string{"kill", "link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, framesDropped: true, faults: []string{"link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, faults: []string{"kill", "link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, faults: []string{"kill", "link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, bfdInterval: annBFDInterval, faults: []string{"kill", "link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, bfdInterval: annBFDInterval, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, family: annIPv4, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annByMetalLB, family: annIPv4, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, family: annIPv4, framesDropped: true, faults: []string{"link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, family: annIPv4, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, family: annIPv4, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, family: annIPv4, bfdInterval: annBFDInterval, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, family: annIPv4, bfdInterval: annBFDInterval, faults: []string{"kill", "link"}},
 	// A SIGKILL moves nothing with BFD at any interval (the routes stay,
 	// see annNote): the faster rows cut links only.
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, bfdInterval: annBFDFastInterval, faults: []string{"link"}},
-	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, bfdInterval: annBFDFastInterval, faults: []string{"link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, family: annIPv4, bfdInterval: annBFDFastInterval, faults: []string{"link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, family: annIPv4, bfdInterval: annBFDFastInterval, faults: []string{"link"}},
+}
+
+// annSetups6 are the IPv6 failover benchmark's (q): L2 over NDP and BGP
+// over IPv6 sessions, each side's, and BFD at the default interval.
+var annSetups6 = []annSetup{
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annBySvcnet, family: annIPv6, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeL2, impl: annByMetalLB, family: annIPv6, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, family: annIPv6, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, family: annIPv6, faults: []string{"kill", "link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annBySvcnet, family: annIPv6, bfdInterval: annBFDInterval, faults: []string{"link"}},
+	{mode: svcnetv1alpha1.AnnouncementModeBGP, impl: annByMetalLB, family: annIPv6, bfdInterval: annBFDInterval, faults: []string{"link"}},
 }
 
 type annCluster struct {
 	root, dir, kubeconfig string
 	annSetup
-	env            *testenv.Env
-	lab            *netlab.Lab
-	nodes          []*netlab.Node
-	macs           map[string]string
+	env   *testenv.Env
+	lab   *netlab.Lab
+	nodes []*netlab.Node
+	macs  map[string]string
+	// nodeAddrs are each node's addresses on the fabric, its link-local
+	// one included (a BGP route over IPv6 may name it as next hop).
+	nodeAddrs      map[string][]netip.Addr
 	client, router string
 	frr            *frr.Router
 	agents         map[string]*proc
@@ -128,8 +178,8 @@ func startAnnCluster(ctx context.Context, root string, setup annSetup) (*annClus
 	if err != nil {
 		return nil, err
 	}
-	c := &annCluster{root: root, dir: dir, annSetup: setup, macs: map[string]string{}, agents: map[string]*proc{}, speakers: map[string]*proc{}}
-	if c.env, err = testenv.Start(testenv.Options{ServiceCIDRs: "10.96.0.0/16"}); err != nil {
+	c := &annCluster{root: root, dir: dir, annSetup: setup, macs: map[string]string{}, nodeAddrs: map[string][]netip.Addr{}, agents: map[string]*proc{}, speakers: map[string]*proc{}}
+	if c.env, err = testenv.Start(testenv.Options{ServiceCIDRs: setup.family.serviceCIDR}); err != nil {
 		return nil, err
 	}
 	if _, err := c.env.StartManager(controllers.Options{
@@ -160,7 +210,7 @@ func startAnnCluster(ctx context.Context, root string, setup annSetup) (*annClus
 		if err := c.installMetalLB(ctx); err != nil {
 			return c, err
 		}
-		if c.bfdInterval > 0 {
+		if c.metallbFRR() {
 			if c.reloader, err = startFRRReloader(root, dir, c.nodes); err != nil {
 				return c, err
 			}
@@ -179,9 +229,10 @@ func (c *annCluster) addNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	f := c.family
 	for i := 1; i <= 3; i++ {
-		n, err := c.lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf("192.168.50.%d/24", 10+i)),
-			netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)), netip.MustParsePrefix("10.96.0.0/16"))
+		n, err := c.lab.AddNode(fmt.Sprintf("node%d", i), netip.MustParsePrefix(fmt.Sprintf(f.nodeIP, 10+i)),
+			netip.MustParsePrefix(fmt.Sprintf(f.podCIDR, i)), netip.MustParsePrefix(f.serviceCIDR))
 		if err != nil {
 			return err
 		}
@@ -189,7 +240,7 @@ func (c *annCluster) addNodes(ctx context.Context) error {
 		if err := c.lab.Forward(n.NetNS, u.Host, u.Host); err != nil {
 			return err
 		}
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelHostname: n.Name}}}
 		if err := c.env.Client.Create(ctx, node); err != nil {
 			return err
 		}
@@ -197,13 +248,9 @@ func (c *annCluster) addNodes(ctx context.Context) error {
 		if err := c.env.Client.Status().Update(ctx, node); err != nil {
 			return err
 		}
-		_ = netns.Do(netlab.Path(n.NetNS), func() error {
-			ifi, err := net.InterfaceByName("eth0")
-			if err == nil {
-				c.macs[n.Name] = ifi.HardwareAddr.String()
-			}
+		if err := c.readFabricLink(n); err != nil {
 			return err
-		})
+		}
 	}
 	for _, a := range c.nodes {
 		for _, b := range c.nodes {
@@ -217,11 +264,30 @@ func (c *annCluster) addNodes(ctx context.Context) error {
 	return nil
 }
 
+// readFabricLink records n's MAC and addresses on the fabric.
+func (c *annCluster) readFabricLink(n *netlab.Node) error {
+	return netns.Do(netlab.Path(n.NetNS), func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		c.macs[n.Name] = ifi.HardwareAddr.String()
+		addrs, err := ifi.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				c.nodeAddrs[n.Name] = append(c.nodeAddrs[n.Name], p.Addr())
+			}
+		}
+		return err
+	})
+}
+
 // addClient puts the client on the segment: the pool on its link (L2), or
 // behind a router running FRR (BGP).
 func (c *annCluster) addClient() error {
 	var err error
-	if c.client, err = c.lab.AddClient("client", netip.MustParsePrefix(annClientIP+"/24")); err != nil {
+	f := c.family
+	if c.client, err = c.lab.AddClient("client", f.client); err != nil {
 		return err
 	}
 	ns, _ := vns.GetFromPath(netlab.Path(c.client))
@@ -230,11 +296,22 @@ func (c *annCluster) addClient() error {
 		return err
 	}
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
-		_, err = c.lab.Run(c.client, "ip", "route", "add", annPoolCIDR, "dev", "eth0")
+		_, err = c.lab.Run(c.client, "ip", "route", "add", f.pool, "dev", "eth0")
 		return err
 	}
-	if c.router, err = c.lab.AddRouter("router", netip.MustParsePrefix(annRouterIP+"/24")); err != nil {
+	if c.router, err = c.lab.AddRouter("router", f.router); err != nil {
 		return err
+	}
+	// Linux has no switch for a router's IPv6 redirects (AddRouter turns
+	// off the IPv4 ones): the client ignores them. And the router's
+	// multipath hash of an IPv6 flow includes its flow label, which Linux
+	// picks anew for each connection: the client sends none, so that all
+	// its connections take one next hop, as IPv4's hash of the addresses
+	// makes them.
+	for _, s := range []string{"net.ipv6.conf.all.accept_redirects=0", "net.ipv6.conf.eth0.accept_redirects=0", "net.ipv6.auto_flowlabels=0"} {
+		if _, err := c.lab.Run(c.client, "sysctl", "-qw", s); err != nil {
+			return err
+		}
 	}
 	rns, _ := vns.GetFromPath(netlab.Path(c.router))
 	defer rns.Close()
@@ -250,17 +327,17 @@ func (c *annCluster) addClient() error {
 		neighbors = append(neighbors, nb)
 	}
 	if c.frr, err = frr.Start(frr.Config{Root: filepath.Join(c.root, "bin/frr/root"), StateDir: filepath.Join(c.dir, "frr"),
-		NetNS: netlab.Path(c.router), RouterID: netip.MustParseAddr(annRouterIP), ASN: 64500, Neighbors: neighbors,
+		NetNS: netlab.Path(c.router), RouterID: netip.MustParseAddr(annRouterID), ASN: 64500, Neighbors: neighbors,
 		Keepalive: annKeepalive, Hold: annHoldTime}); err != nil {
 		return err
 	}
-	_, err = c.lab.Run(c.client, "ip", "route", "add", annPoolCIDR, "via", annRouterIP)
+	_, err = c.lab.Run(c.client, "ip", "route", "add", f.pool, "via", f.router.Addr().String())
 	return err
 }
 
 func (c *annCluster) startAgent(n *netlab.Node) error {
 	p, err := startProc(filepath.Join(c.dir, n.Name+".log"), "ip", "netns", "exec", n.NetNS, filepath.Join(c.root, "bin/svcnet-agent"), "agent",
-		"--kubeconfig="+c.kubeconfig, "--node-name="+n.Name, "--mode=nftables", "--cluster-cidr=10.244.0.0/16",
+		"--kubeconfig="+c.kubeconfig, "--node-name="+n.Name, "--mode=nftables", "--cluster-cidr="+c.family.clusterCIDR,
 		"--conntrack-max-per-core=0", "--healthz-bind-address=0", "--metrics-bind-address=0", "--v=2")
 	if err != nil {
 		return err
@@ -273,7 +350,7 @@ func (c *annCluster) startAgent(n *netlab.Node) error {
 // the LoadBalancer Service, and waits for the client to reach it.
 func (c *annCluster) deploy(ctx context.Context) error {
 	objs := []client.Object{
-		&svcnetv1alpha1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{annPoolCIDR}}},
+		&svcnetv1alpha1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: svcnetv1alpha1.LoadBalancerIPPoolSpec{CIDRs: []string{c.family.pool}}},
 	}
 	if c.impl == annBySvcnet {
 		objs = append(objs, c.announcement())
@@ -315,7 +392,7 @@ func (c *annCluster) deploy(ctx context.Context) error {
 func (c *annCluster) announcement() *svcnetv1alpha1.LoadBalancerAnnouncement {
 	a := &svcnetv1alpha1.LoadBalancerAnnouncement{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: svcnetv1alpha1.LoadBalancerAnnouncementSpec{Mode: c.mode}}
 	if c.mode == svcnetv1alpha1.AnnouncementModeBGP {
-		a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: annRouterIP, ASN: 64500,
+		a.Spec.BGP = &svcnetv1alpha1.BGPAnnouncement{LocalASN: 64512, Peers: []svcnetv1alpha1.BGPPeer{{Address: c.family.router.Addr().String(), ASN: 64500,
 			HoldTime: &metav1.Duration{Duration: annHoldTime}, KeepaliveTime: &metav1.Duration{Duration: annKeepalive}}}}
 		if c.bfdInterval > 0 {
 			a.Spec.BGP.Peers[0].BFD = &svcnetv1alpha1.BGPPeerBFD{ReceiveInterval: &metav1.Duration{Duration: c.bfdInterval},
@@ -342,13 +419,14 @@ func (c *annCluster) carrier(_ context.Context) string {
 	}
 	// Asked by netlink, not by running ip: a check costs well under a
 	// millisecond, so it does not blur the time it measures.
-	routes, err := c.routes.RouteGetWithOptions(c.vip.AsSlice(), &netlink.RouteGetOptions{Iif: "eth0", SrcAddr: net.ParseIP(annClientIP)})
+	routes, err := c.routes.RouteGetWithOptions(c.vip.AsSlice(), &netlink.RouteGetOptions{Iif: "eth0", SrcAddr: c.family.client.Addr().AsSlice()})
 	if err != nil || len(routes) == 0 || routes[0].Gw == nil {
 		return ""
 	}
-	for _, n := range c.nodes {
-		if routes[0].Gw.Equal(n.IP.AsSlice()) {
-			return n.Name
+	gw, _ := netip.AddrFromSlice(routes[0].Gw)
+	for name, addrs := range c.nodeAddrs {
+		if slices.Contains(addrs, gw.Unmap()) {
+			return name
 		}
 	}
 	return ""
@@ -358,13 +436,17 @@ func (c *annCluster) carrier(_ context.Context) string {
 // answered.
 func (c *annCluster) connect() error {
 	hc := netlab.Client(c.client, 100*time.Millisecond)
-	_, err := netlab.Get(context.Background(), hc, "http://"+c.vip.String()+"/")
+	_, err := netlab.Get(context.Background(), hc, "http://"+netip.AddrPortFrom(c.vip, 80).String()+"/")
 	return err
 }
 
 // neighbourMAC is the client's neighbour entry for the address (L2).
 func (c *annCluster) neighbourMAC() string {
-	neighs, err := c.neigh.NeighList(0, netlink.FAMILY_V4)
+	family := netlink.FAMILY_V4
+	if c.vip.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	neighs, err := c.neigh.NeighList(0, family)
 	if err != nil {
 		return ""
 	}
@@ -493,7 +575,7 @@ func (c *annCluster) routerView() string {
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		return "neighbour entry " + c.neighbourMAC()
 	}
-	route, _ := c.lab.Run(c.router, "ip", "route", "show", c.vip.String())
+	route, _ := c.lab.Run(c.router, "ip", c.family.ipFlag(), "route", "show", c.vip.String())
 	sum, _ := c.frr.Vtysh("show bgp summary")
 	return fmt.Sprintf("route %q; the client's flow to %q; a new connection: %v; %s", strings.TrimSpace(route), c.carrier(context.Background()),
 		c.connect(), strings.Join(strings.Fields(sum), " "))
@@ -510,7 +592,7 @@ var errNeverMoved = errors.New("traffic never left")
 // sessions' routes in place: svcnet's agent by graceful restart, MetalLB's
 // FRR mode because the sessions are FRR's, not the speaker's.
 func (c *annCluster) keepsRoutesOnKill() bool {
-	return c.mode == svcnetv1alpha1.AnnouncementModeBGP && (c.impl == annBySvcnet || c.bfdInterval > 0)
+	return c.mode == svcnetv1alpha1.AnnouncementModeBGP && (c.impl == annBySvcnet || c.metallbFRR())
 }
 
 // announcer is the process that announces for node: svcnet's agent, or
@@ -563,7 +645,7 @@ func (c *annCluster) restore(ctx context.Context, how, victim string) error {
 // client reaches it; BGP: every node a next hop, sessions up).
 func (c *annCluster) steady(ctx context.Context) bool {
 	if c.mode == svcnetv1alpha1.AnnouncementModeBGP {
-		out, _ := c.lab.Run(c.router, "ip", "route", "show", c.vip.String())
+		out, _ := c.lab.Run(c.router, "ip", c.family.ipFlag(), "route", "show", c.vip.String())
 		if len(viaNodeRE.FindAllString(out, -1)) != len(c.nodes) {
 			return false
 		}
@@ -587,83 +669,6 @@ func nodeByName(nodes []*netlab.Node, name string) *netlab.Node {
 	return nil
 }
 
-// arpWatch asks the segment who has the address every 10 ms and counts the
-// questions answered by two nodes.
-type arpWatch struct {
-	conn    *packet.Conn
-	ifi     *net.Interface
-	addr    netip.Addr
-	mu      sync.Mutex
-	answers map[string]bool
-	doubles int
-	rounds  int
-	stop    chan struct{}
-}
-
-func watchARP(ns string, addr netip.Addr) (*arpWatch, error) {
-	w := &arpWatch{addr: addr, answers: map[string]bool{}, stop: make(chan struct{})}
-	err := netns.Do(netlab.Path(ns), func() error {
-		var err error
-		if w.ifi, err = net.InterfaceByName("eth0"); err != nil {
-			return err
-		}
-		w.conn, err = packet.Listen(w.ifi, packet.Datagram, int(ethernet.EtherTypeARP), nil)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	go w.read()
-	go w.ask()
-	return w, nil
-}
-
-func (w *arpWatch) ask() {
-	src := netip.MustParseAddr(annClientIP)
-	for {
-		w.mu.Lock()
-		if len(w.answers) > 1 {
-			w.doubles++
-		}
-		w.rounds++
-		w.answers = map[string]bool{}
-		w.mu.Unlock()
-		if req, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, src, ethernet.Broadcast, w.addr); err == nil {
-			b, _ := req.MarshalBinary()
-			_, _ = w.conn.WriteTo(b, &packet.Addr{HardwareAddr: ethernet.Broadcast})
-		}
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func (w *arpWatch) read() {
-	buf := make([]byte, 1500)
-	for {
-		n, _, err := w.conn.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		var p arp.Packet
-		if p.UnmarshalBinary(buf[:n]) == nil && p.Operation == arp.OperationReply && p.SenderIP == w.addr {
-			w.mu.Lock()
-			w.answers[p.SenderHardwareAddr.String()] = true
-			w.mu.Unlock()
-		}
-	}
-}
-
-func (w *arpWatch) close() (doubles, rounds int) {
-	close(w.stop)
-	_ = w.conn.Close()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.doubles, w.rounds
-}
-
 // annResult is one scenario's tries.
 type annResult struct {
 	name            string
@@ -673,7 +678,60 @@ type annResult struct {
 	stuck int
 }
 
-func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
+// annTable is one failover table: (o) on IPv4, (q) on IPv6.
+type annTable struct {
+	letter           string
+	setups           []annSetup
+	tries, killTries int
+}
+
+// run measures every setup of the table, each on a cluster of its own,
+// and writes a row for each of its faults.
+func (t annTable) run(ctx context.Context, b *strings.Builder, root string) error {
+	if err := frr.Available(filepath.Join(root, "bin/frr/root")); err != nil {
+		return err
+	}
+	load := newLoadSampler()
+	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
+	for _, s := range t.setups {
+		c, err := startAnnCluster(ctx, root, s)
+		if err == nil && s.framesDropped {
+			err = c.dropHeartbeatFrames()
+		}
+		if err != nil {
+			if c != nil {
+				c.stop()
+			}
+			progress("(%s) %s: %v\n", t.letter, s.name(), err)
+			fmt.Fprintf(b, "| (%s) %s | not measured: %s | | | | | |\n", t.letter, s.name(), err)
+			continue
+		}
+		for _, how := range s.faults {
+			n := t.tries
+			if how == "kill" {
+				n = t.killTries
+			}
+			res, err := t.scenario(ctx, c, how, n)
+			if err != nil {
+				// A scenario that cannot go on says so in its row; the
+				// others still run.
+				progress("(%s) %s: %v\n", t.letter, res.name, err)
+				fmt.Fprintf(b, "| (%s) %s | not measured: %s | | | | | |\n", t.letter, res.name, err)
+				break
+			}
+			t.writeRow(b, res)
+		}
+		c.stop()
+	}
+	if l := load.stop(); l != "" {
+		b.WriteString("\n" + l + "\n")
+	}
+	return nil
+}
+
+// scenario kills the carrier tries times, restoring it after each, while
+// a listener on the segment (L2) counts questions two nodes answered.
+func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
 	fault := map[string]string{"kill": "announcer SIGKILL", "link": "link cut"}[how]
 	res := annResult{name: c.name() + ", " + fault}
 	deadline := time.Now().Add(time.Minute)
@@ -682,18 +740,19 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 			return res, errors.New("the cluster never settled")
 		}
 	}
-	var w *arpWatch
+	var w *segmentwatch.Watch
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		var err error
-		if w, err = watchARP(c.client, c.vip); err != nil {
+		if w, err = segmentwatch.Start(c.client, "eth0", c.family.client.Addr(), c.vip, 10*time.Millisecond); err != nil {
 			return res, err
 		}
+		defer w.Close()
 	}
 	for i := range tries {
 		took, outage, victim, err := c.failover(ctx, how)
 		if errors.Is(err, errNeverMoved) {
 			res.stuck++
-			progress("(o) %s try %d: %v\n", res.name, i+1, err)
+			progress("(%s) %s try %d: %v\n", t.letter, res.name, i+1, err)
 			if err := c.restore(ctx, how, victim); err != nil {
 				return res, err
 			}
@@ -704,20 +763,20 @@ func runAnnScenario(ctx context.Context, c *annCluster, how string, tries int) (
 		}
 		res.took = append(res.took, took)
 		res.outages = append(res.outages, outage)
-		progress("(o) %s try %d: %s killed, moved after %s, longest gap %s\n", res.name, i+1, victim, took, outage)
+		progress("(%s) %s try %d: %s killed, moved after %s, longest gap %s\n", t.letter, res.name, i+1, victim, took, outage)
 		if err := c.restore(ctx, how, victim); err != nil {
 			return res, err
 		}
 	}
 	if w != nil {
-		res.doubles, res.rounds = w.close()
+		res.doubles, res.rounds = len(w.Doubles()), w.Rounds()
 	}
 	return res, nil
 }
 
 func announceReport(ctx context.Context, root string, scale int, skip string) (string, error) {
 	var b strings.Builder
-	tries, killTries := max(1, annTries/scale), max(1, annKillTries/scale)
+	t := annTable{letter: "o", setups: annSetups, tries: max(1, annTries/scale), killTries: max(1, annKillTries/scale)}
 	b.WriteString("## LoadBalancer announcements: failover\n\n")
 	fmt.Fprintf(&b, "svcnet vs MetalLB, recorded on %s (`go run ./test/bench -only o`).\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
@@ -736,68 +795,57 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s, and BFD in the rows that say so, at the interval and multiplier they name on both ends "+
 		"(%s x %d is MetalLB's BFDProfile default and svcnet's; FRR's bfdd on the router); svcnet: graceful restart 120 s. A listener on the segment asks who has "+
 		"the address every 10 ms and counts questions answered by two nodes. %d tries of a link cut, %d of a SIGKILL; figures are the median "+
-		"and the range (smallest to largest) of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, tries, killTries)
+		"and the range (smallest to largest) of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, t.tries, t.killTries)
 	if skip != "" {
 		fmt.Fprintf(&b, "Not run: %s.\n", skip)
 		return b.String(), nil
 	}
-	if err := frr.Available(filepath.Join(root, "bin/frr/root")); err != nil {
+	if err := t.run(ctx, &b, root); err != nil {
 		return "", err
-	}
-	load := newLoadSampler()
-	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
-	for _, s := range annSetups {
-		c, err := startAnnCluster(ctx, root, s)
-		if err == nil && s.framesDropped {
-			err = c.dropHeartbeatFrames()
-		}
-		if err != nil {
-			if c != nil {
-				c.stop()
-			}
-			progress("(o) %s: %v\n", s.name(), err)
-			fmt.Fprintf(&b, "| (o) %s | not measured: %s | | | | | |\n", s.name(), err)
-			continue
-		}
-		for _, how := range s.faults {
-			n := tries
-			if how == "kill" {
-				n = killTries
-			}
-			res, err := runAnnScenario(ctx, c, how, n)
-			if err != nil {
-				// A scenario that cannot go on says so in its row; the
-				// others still run.
-				progress("(o) %s: %v\n", res.name, err)
-				fmt.Fprintf(&b, "| (o) %s | not measured: %s | | | | | |\n", res.name, err)
-				break
-			}
-			writeAnnRow(&b, res)
-		}
-		c.stop()
-	}
-	if l := load.stop(); l != "" {
-		b.WriteString("\n" + l + "\n")
 	}
 	b.WriteString(annNote)
 	return b.String(), nil
 }
 
-func writeAnnRow(b *strings.Builder, r annResult) {
+// announceReport6 is the failover benchmark on an IPv6-only fabric (q).
+func announceReport6(ctx context.Context, root string, scale int, skip string) (string, error) {
+	var b strings.Builder
+	t := annTable{letter: "q", setups: annSetups6, tries: max(1, annTries/scale), killTries: max(1, annKillTries/scale)}
+	b.WriteString("## LoadBalancer announcements over IPv6: failover (q)\n\n")
+	fmt.Fprintf(&b, "svcnet vs MetalLB, recorded on %s (`go run ./test/bench -only q`).\n\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "The failover benchmark of the section above on a fabric with IPv6 alone: nodes (%s), Pods, Services, client, router and pool (%s) "+
+		"have IPv6 addresses only. L2 is NDP: the new carrier's unsolicited Neighbor Advertisement moves the client's neighbour entry, and the "+
+		"listener on the segment sends a Neighbor Solicitation every 10 ms. BGP runs over IPv6 sessions to the router, whose routes to the "+
+		"address name the nodes' IPv6 next hops; the client sends no flow label (net.ipv6.auto_flowlabels=0), which the router's multipath "+
+		"hash would otherwise take in, so that all its connections take one next hop as on IPv4. MetalLB's native BGP does not announce IPv6, so its BGP rows run its FRR mode, with and "+
+		"without BFD; a SIGKILLed speaker then leaves FRR's sessions and routes in place. Timers, tries and figures as above: keepalive %s, "+
+		"hold time %s, BFD %s x %d, %d tries of a link cut, %d of a SIGKILL; MetalLB %s.\n\n",
+		fmt.Sprintf(annIPv6.nodeIP, 11)+" to 13", annIPv6.pool, annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, t.tries, t.killTries, metallbVersion(root))
+	if skip != "" {
+		fmt.Fprintf(&b, "Not run: %s.\n", skip)
+		return b.String(), nil
+	}
+	if err := t.run(ctx, &b, root); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func (t annTable) writeRow(b *strings.Builder, r annResult) {
 	doubles := "-"
 	if r.rounds > 0 {
 		doubles = fmt.Sprintf("%d of %d questions", r.doubles, r.rounds)
 	}
 	stuck := fmt.Sprintf("%d of %d", r.stuck, r.stuck+len(r.took))
 	if len(r.took) == 0 {
-		fmt.Fprintf(b, "| (o) %s | | | | | %s | %s |\n", r.name, stuck, doubles)
+		fmt.Fprintf(b, "| (%s) %s | | | | | %s | %s |\n", t.letter, r.name, stuck, doubles)
 		return
 	}
 	if !slices.ContainsFunc(r.took, func(d time.Duration) bool { return d > 0 }) {
-		fmt.Fprintf(b, "| (o) %s | nothing moves (the routes stay) | | %s | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
+		fmt.Fprintf(b, "| (%s) %s | nothing moves (the routes stay) | | %s | %s | %s | %s |\n", t.letter, r.name, fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
 		return
 	}
-	fmt.Fprintf(b, "| (o) %s | %s | %s | %s | %s | %s | %s |\n", r.name, fmtDur(durMedian(r.took)), durRange(r.took), fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
+	fmt.Fprintf(b, "| (%s) %s | %s | %s | %s | %s | %s | %s |\n", t.letter, r.name, fmtDur(durMedian(r.took)), durRange(r.took), fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
 }
 
 // durMedian is median of durations.

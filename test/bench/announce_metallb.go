@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -88,20 +89,37 @@ func (c *annCluster) metallbObjects() []client.Object {
 			"spec":     spec,
 		}}
 	}
-	objs := []client.Object{obj("v1beta1", "IPAddressPool", map[string]any{"addresses": []any{annPoolCIDR}})}
+	objs := []client.Object{obj("v1beta1", "IPAddressPool", map[string]any{"addresses": []any{c.family.pool}})}
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		return append(objs, obj("v1beta1", "L2Advertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
 	}
-	peer := map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": annRouterIP, "holdTime": annHoldTime.String()}
+	peer := map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": c.family.router.Addr().String(), "holdTime": annHoldTime.String()}
+	if c.metallbFRR() {
+		// FRR mode takes a keepaliveTime.
+		peer["keepaliveTime"] = annKeepalive.String()
+	}
 	if c.bfdInterval > 0 {
-		// FRR mode takes a keepaliveTime, and BFD from a BFDProfile
-		// (intervals in milliseconds).
-		peer["keepaliveTime"], peer["bfdProfile"] = annKeepalive.String(), "bench"
+		// BFD comes from a BFDProfile (intervals in milliseconds).
+		peer["bfdProfile"] = "bench"
 		objs = append(objs, obj("v1beta1", "BFDProfile", map[string]any{"receiveInterval": c.bfdInterval.Milliseconds(),
 			"transmitInterval": c.bfdInterval.Milliseconds(), "detectMultiplier": int64(annBFDMultiplier)}))
 	}
-	return append(objs, obj("v1beta2", "BGPPeer", peer),
-		obj("v1beta1", "BGPAdvertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
+	objs = append(objs, obj("v1beta1", "BGPAdvertisement", map[string]any{"ipAddressPools": []any{"bench"}}))
+	if c.family.name == annIPv4.name {
+		return append(objs, obj("v1beta2", "BGPPeer", peer))
+	}
+	// FRR takes its router ID from an IPv4 address, which an IPv6-only
+	// node lacks: as MetalLB's users there do, each node's peer names one,
+	// the peer selecting the node by its hostname label.
+	for i, n := range c.nodes {
+		p := maps.Clone(peer)
+		p["routerID"] = fmt.Sprintf("10.0.0.%d", i+1)
+		p["nodeSelectors"] = []any{map[string]any{"matchLabels": map[string]any{corev1.LabelHostname: n.Name}}}
+		o := obj("v1beta2", "BGPPeer", p)
+		o.SetName("bench-" + n.Name)
+		objs = append(objs, o)
+	}
+	return objs
 }
 
 // startSpeaker runs MetalLB's speaker in n's namespace, as its DaemonSet's
@@ -123,7 +141,7 @@ func (c *annCluster) startSpeaker(ctx context.Context, n *netlab.Node) error {
 		}
 	}
 	env := []string{"KUBECONFIG=" + c.kubeconfig}
-	if c.bfdInterval > 0 {
+	if c.metallbFRR() {
 		env = append(env, "METALLB_BGP_TYPE=frr", "FRR_CONFIG_FILE="+c.reloader.confFile(n.Name), "FRR_RELOADER_PID_FILE="+c.reloader.pidFile)
 	}
 	argv := append(append([]string{"ip", "netns", "exec", n.NetNS, "env"}, env...), filepath.Join(c.root, "bin/metallb/speaker"),

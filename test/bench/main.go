@@ -138,6 +138,13 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		}
 		b.WriteString("\n" + ann)
 	}
+	if selected(only, "q") {
+		ann6, err := announceReport6(ctx, root, scale, skip)
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n" + ann6)
+	}
 	if selected(only, "p") {
 		mg, err := migrationReport(ctx, root, scale, skip)
 		if err != nil {
