@@ -57,10 +57,14 @@ test: deps k8s-bins node-images frr metallb prometheus images helm verify-manife
 	cd examples/envtest && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 .PHONY: bench
-bench: deps k8s-bins frr build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md.
+bench: deps k8s-bins frr metallb build ## Run the benchmarks side by side with upstream; writes docs/BENCHMARKS.md and the records of test/bench/results.
 	tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./allocator/... ./controllers/... ./dataplane/... | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' | tee $$tmp; \
 	$(GO) run ./test/bench -micro $$tmp -out docs/BENCHMARKS.md
+
+.PHONY: bench-report
+bench-report: ## Render docs/BENCHMARKS.md's recorded sections again from test/bench/results alone (runs nothing).
+	$(GO) run ./test/bench -report -out docs/BENCHMARKS.md
 
 # make conformance: upstream's [sig-network] e2e tests on `svcnet up`
 # (docs/conformance.md). SUITE chooses the tests: conformance (the 47

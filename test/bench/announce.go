@@ -26,6 +26,8 @@ import (
 	svcnetv1alpha1 "github.com/svcnet-io/svcnet/api/v1alpha1"
 	"github.com/svcnet-io/svcnet/controllers"
 	"github.com/svcnet-io/svcnet/controllers/endpointslice"
+	"github.com/svcnet-io/svcnet/dataplane/announce"
+	"github.com/svcnet-io/svcnet/internal/announcementpolicy"
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
 	"github.com/svcnet-io/svcnet/localcluster/frr"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
@@ -45,6 +47,11 @@ import (
 const (
 	annTries     = 50 // a link cut's; a SIGKILL's are annKillTries
 	annKillTries = 20
+	// annProbeEvery is how often the client opens a new connection, and
+	// the listener on the segment asks; annProbeTimeout a connection's
+	// time to be answered.
+	annProbeEvery   = 10 * time.Millisecond
+	annProbeTimeout = 100 * time.Millisecond
 	// annRouterID is the router's BGP identifier, an IPv4 address
 	// whatever the family.
 	annRouterID  = "192.168.50.254"
@@ -435,7 +442,7 @@ func (c *annCluster) carrier(_ context.Context) string {
 // connect makes one new connection to the address; nil when it was
 // answered.
 func (c *annCluster) connect() error {
-	hc := netlab.Client(c.client, 100*time.Millisecond)
+	hc := netlab.Client(c.client, annProbeTimeout)
 	_, err := netlab.Get(context.Background(), hc, "http://"+netip.AddrPortFrom(c.vip, 80).String()+"/")
 	return err
 }
@@ -547,9 +554,9 @@ func (c *annCluster) failover(ctx context.Context, how string) (took, outage tim
 // ones before it were answered or not, until ctx ends, and sends the time
 // each answered one completed.
 func (c *annCluster) probe(ctx context.Context) <-chan time.Time {
-	answered := make(chan time.Time, int(annGiveUp/(10*time.Millisecond))+100)
+	answered := make(chan time.Time, int(annGiveUp/annProbeEvery)+100)
 	go func() {
-		tick := time.NewTicker(10 * time.Millisecond)
+		tick := time.NewTicker(annProbeEvery)
 		defer tick.Stop()
 		for {
 			select {
@@ -669,30 +676,100 @@ func nodeByName(nodes []*netlab.Node, name string) *netlab.Node {
 	return nil
 }
 
-// annResult is one scenario's tries.
+// annResult is one scenario's tries, as recorded.
 type annResult struct {
-	name            string
-	took, outages   []time.Duration
-	doubles, rounds int
-	// stuck counts the tries whose traffic never moved (errNeverMoved).
-	stuck int
+	Name string `json:"name"`
+	// NotMeasured says why the scenario could not run, or not to its end.
+	NotMeasured string `json:"notMeasured,omitempty"`
+	// Took are the tries' times to move, Outages their longest gaps.
+	Took    []time.Duration `json:"took,omitempty"`
+	Outages []time.Duration `json:"outages,omitempty"`
+	// Doubles counts the questions two nodes answered, of Rounds (L2).
+	Doubles int `json:"doubles,omitempty"`
+	Rounds  int `json:"rounds,omitempty"`
+	// Stuck counts the tries whose traffic never moved (errNeverMoved).
+	Stuck int `json:"stuck,omitempty"`
+}
+
+// annSettings are what a failover table ran with, recorded beside its
+// samples: its text is written from them, not from the code of the day.
+type annSettings struct {
+	Tries     int `json:"tries"`
+	KillTries int `json:"killTries"`
+	// ProbeEvery and ProbeTimeout are the client's new connections.
+	ProbeEvery   time.Duration `json:"probeEvery"`
+	ProbeTimeout time.Duration `json:"probeTimeout"`
+	GiveUp       time.Duration `json:"giveUp"`
+	// Heartbeat and DeadAfter are svcnet's L2 liveness.
+	Heartbeat       time.Duration `json:"heartbeat"`
+	DeadAfter       time.Duration `json:"deadAfter"`
+	Keepalive       time.Duration `json:"keepalive"`
+	Hold            time.Duration `json:"hold"`
+	BFDInterval     time.Duration `json:"bfdInterval"`
+	BFDMultiplier   int           `json:"bfdMultiplier"`
+	GracefulRestart time.Duration `json:"gracefulRestart"`
+	NodeIPs         string        `json:"nodeIPs"`
+	Pool            string        `json:"pool"`
+}
+
+func annSettingsFor(f annFamily, scale int) annSettings {
+	l2 := announce.DefaultOptions()
+	return annSettings{Tries: max(1, annTries/scale), KillTries: max(1, annKillTries/scale), ProbeEvery: annProbeEvery, ProbeTimeout: annProbeTimeout,
+		GiveUp: annGiveUp, Heartbeat: l2.HeartbeatInterval, DeadAfter: l2.DeadAfter, Keepalive: annKeepalive, Hold: annHoldTime,
+		BFDInterval: annBFDInterval, BFDMultiplier: annBFDMultiplier, GracefulRestart: announcementpolicy.DefaultGracefulRestartTime,
+		NodeIPs: fmt.Sprintf(f.nodeIP, 11) + " to " + fmt.Sprintf(f.nodeIP, 13), Pool: f.pool}
+}
+
+// annData is a failover table's record.
+type annData struct {
+	Settings annSettings `json:"settings"`
+	Rows     []annResult `json:"rows"`
 }
 
 // annTable is one failover table: (o) on IPv4, (q) on IPv6.
 type annTable struct {
-	letter           string
-	setups           []annSetup
-	tries, killTries int
+	letter, title string
+	family        annFamily
+	setups        []annSetup
+	// intro and note are the text before and after the table.
+	intro func(rec *record[annData]) string
+	note  string
 }
 
-// run measures every setup of the table, each on a cluster of its own,
-// and writes a row for each of its faults.
-func (t annTable) run(ctx context.Context, b *strings.Builder, root string) error {
-	if err := frr.Available(filepath.Join(root, "bin/frr/root")); err != nil {
-		return err
+var (
+	annTableIPv4 = annTable{letter: "o", title: "## LoadBalancer announcements: failover", family: annIPv4, setups: annSetups,
+		intro: annIntroIPv4, note: annNote}
+	annTableIPv6 = annTable{letter: "q", title: "## LoadBalancer announcements over IPv6: failover (q)", family: annIPv6, setups: annSetups6,
+		intro: annIntroIPv6}
+)
+
+// report runs the table, records it in resultsDir when keep is set, and
+// renders it from the record.
+func (t annTable) report(ctx context.Context, root string, scale int, skip string, keep bool) (string, error) {
+	if skip != "" {
+		return fmt.Sprintf("%s\n\nNot run: %s.\n", t.title, skip), nil
 	}
+	if err := frr.Available(filepath.Join(root, "bin/frr/root")); err != nil {
+		return "", err
+	}
+	rec := newRecord[annData](root, t.letter)
+	rec.Tools["metallb"] = metallbVersion(root)
+	settings := annSettingsFor(t.family, scale)
 	load := newLoadSampler()
-	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
+	rows := t.run(ctx, root, settings)
+	rec.finish(load, annData{Settings: settings, Rows: rows})
+	if keep {
+		if err := rec.save(root); err != nil {
+			return "", err
+		}
+	}
+	return t.render(rec), nil
+}
+
+// run measures every setup of the table, each on a cluster of its own:
+// a row for each of its faults.
+func (t annTable) run(ctx context.Context, root string, settings annSettings) []annResult {
+	var rows []annResult
 	for _, s := range t.setups {
 		c, err := startAnnCluster(ctx, root, s)
 		if err == nil && s.framesDropped {
@@ -703,37 +780,34 @@ func (t annTable) run(ctx context.Context, b *strings.Builder, root string) erro
 				c.stop()
 			}
 			progress("(%s) %s: %v\n", t.letter, s.name(), err)
-			fmt.Fprintf(b, "| (%s) %s | not measured: %s | | | | | |\n", t.letter, s.name(), err)
+			rows = append(rows, annResult{Name: s.name(), NotMeasured: err.Error()})
 			continue
 		}
 		for _, how := range s.faults {
-			n := t.tries
+			n := settings.Tries
 			if how == "kill" {
-				n = t.killTries
+				n = settings.KillTries
 			}
 			res, err := t.scenario(ctx, c, how, n)
 			if err != nil {
 				// A scenario that cannot go on says so in its row; the
 				// others still run.
-				progress("(%s) %s: %v\n", t.letter, res.name, err)
-				fmt.Fprintf(b, "| (%s) %s | not measured: %s | | | | | |\n", t.letter, res.name, err)
+				progress("(%s) %s: %v\n", t.letter, res.Name, err)
+				rows = append(rows, annResult{Name: res.Name, NotMeasured: err.Error()})
 				break
 			}
-			t.writeRow(b, res)
+			rows = append(rows, res)
 		}
 		c.stop()
 	}
-	if l := load.stop(); l != "" {
-		b.WriteString("\n" + l + "\n")
-	}
-	return nil
+	return rows
 }
 
 // scenario kills the carrier tries times, restoring it after each, while
 // a listener on the segment (L2) counts questions two nodes answered.
 func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries int) (annResult, error) {
 	fault := map[string]string{"kill": "announcer SIGKILL", "link": "link cut"}[how]
-	res := annResult{name: c.name() + ", " + fault}
+	res := annResult{Name: c.name() + ", " + fault}
 	deadline := time.Now().Add(time.Minute)
 	for !c.steady(ctx) {
 		if time.Now().After(deadline) {
@@ -743,7 +817,7 @@ func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries
 	var w *segmentwatch.Watch
 	if c.mode == svcnetv1alpha1.AnnouncementModeL2 {
 		var err error
-		if w, err = segmentwatch.Start(c.client, "eth0", c.family.client.Addr(), c.vip, 10*time.Millisecond); err != nil {
+		if w, err = segmentwatch.Start(c.client, "eth0", c.family.client.Addr(), c.vip, annProbeEvery); err != nil {
 			return res, err
 		}
 		defer w.Close()
@@ -751,8 +825,8 @@ func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries
 	for i := range tries {
 		took, outage, victim, err := c.failover(ctx, how)
 		if errors.Is(err, errNeverMoved) {
-			res.stuck++
-			progress("(%s) %s try %d: %v\n", t.letter, res.name, i+1, err)
+			res.Stuck++
+			progress("(%s) %s try %d: %v\n", t.letter, res.Name, i+1, err)
 			if err := c.restore(ctx, how, victim); err != nil {
 				return res, err
 			}
@@ -761,26 +835,52 @@ func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries
 		if err != nil {
 			return res, fmt.Errorf("try %d: %w", i+1, err)
 		}
-		res.took = append(res.took, took)
-		res.outages = append(res.outages, outage)
-		progress("(%s) %s try %d: %s killed, moved after %s, longest gap %s\n", t.letter, res.name, i+1, victim, took, outage)
+		res.Took = append(res.Took, took)
+		res.Outages = append(res.Outages, outage)
+		progress("(%s) %s try %d: %s killed, moved after %s, longest gap %s\n", t.letter, res.Name, i+1, victim, took, outage)
 		if err := c.restore(ctx, how, victim); err != nil {
 			return res, err
 		}
 	}
 	if w != nil {
-		res.doubles, res.rounds = len(w.Doubles()), w.Rounds()
+		res.Doubles, res.Rounds = len(w.Doubles()), w.Rounds()
 	}
 	return res, nil
 }
 
-func announceReport(ctx context.Context, root string, scale int, skip string) (string, error) {
+// render writes the table's section from its record alone.
+func (t annTable) render(rec *record[annData]) string {
 	var b strings.Builder
-	t := annTable{letter: "o", setups: annSetups, tries: max(1, annTries/scale), killTries: max(1, annKillTries/scale)}
-	b.WriteString("## LoadBalancer announcements: failover\n\n")
-	fmt.Fprintf(&b, "svcnet vs MetalLB, recorded on %s (`go run ./test/bench -only o`).\n\n", time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&b, "Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
-		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every 10 ms with a 100 ms timeout, "+
+	fmt.Fprintf(&b, "%s\n\nsvcnet vs MetalLB, recorded on %s at %s in %s (`go run ./test/bench -only %s`; the samples: %s/%s.json).\n\n",
+		t.title, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, t.letter, resultsDir, t.letter)
+	b.WriteString(t.intro(rec) + "\n\n")
+	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rec.Data.Rows {
+		t.writeRow(&b, r)
+	}
+	if l := rec.loadNote(); l != "" {
+		b.WriteString("\n" + l + "\n")
+	}
+	b.WriteString(t.note)
+	return b.String()
+}
+
+// renderAnnouncementsFrom renders t from its record in root, "" if it
+// has none.
+func renderAnnouncementsFrom(t annTable) func(root string) (string, error) {
+	return func(root string) (string, error) {
+		rec, err := loadRecord[annData](root, t.letter)
+		if err != nil || rec == nil {
+			return "", err
+		}
+		return t.render(rec), nil
+	}
+}
+
+func annIntroIPv4(rec *record[annData]) string {
+	s := rec.Data.Settings
+	return fmt.Sprintf("Three nodes, each running `svcnet agent` (nftables) inside its network namespace as the DaemonSet's hostNetwork Pod would, "+
+		"a LoadBalancer Service with an endpoint on every node, and a client that opens a new connection every %s with a %s timeout, "+
 		"whether the ones before it were answered or not. "+
 		"The announcer is svcnet's agent, or MetalLB's speaker (%s, built from its Go module) on every node beside an agent that then only forwards; "+
 		"the address comes from svcnet's pool in both. The speakers run as MetalLB's manifests run them: memberlist on (its LAN defaults), "+
@@ -791,61 +891,50 @@ func announceReport(ctx context.Context, root string, scale int, skip string) (s
 		"for the client's flow) is killed, its announcer by SIGKILL or its link cut on the fabric, and the time is from the kill to the first "+
 		"successful connection carried by another node (L2: the client's neighbour entry names another node's MAC; BGP: the router's route "+
 		"for the flow has another next hop). \"longest gap\" is the longest time without a successful connection. The router sends no ICMP redirects: on this one segment "+
-		"they would send the client straight to a node, past the router's failover. svcnet L2: heartbeats every 100 ms, "+
-		"a peer dead after 500 ms. BGP, both: keepalive %s, hold time %s, and BFD in the rows that say so, at the interval and multiplier they name on both ends "+
-		"(%s x %d is MetalLB's BFDProfile default and svcnet's; FRR's bfdd on the router); svcnet: graceful restart 120 s. A listener on the segment asks who has "+
-		"the address every 10 ms and counts questions answered by two nodes. %d tries of a link cut, %d of a SIGKILL; figures are the median "+
-		"and the range (smallest to largest) of the tries.\n\n", metallbVersion(root), annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, t.tries, t.killTries)
-	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
-	}
-	if err := t.run(ctx, &b, root); err != nil {
-		return "", err
-	}
-	b.WriteString(annNote)
-	return b.String(), nil
+		"they would send the client straight to a node, past the router's failover. svcnet L2: heartbeats every %s, "+
+		"a peer dead after %s. BGP, both: keepalive %s, hold time %s, and BFD in the rows that say so, at the interval and multiplier they name on both ends "+
+		"(%s x %d is MetalLB's BFDProfile default and svcnet's; FRR's bfdd on the router); svcnet: graceful restart %s. A listener on the segment asks who has "+
+		"the address every %s and counts questions answered by two nodes. %d tries of a link cut, %d of a SIGKILL; figures are the median "+
+		"and the range (smallest to largest) of the tries.",
+		fmtTimer(s.ProbeEvery), fmtTimer(s.ProbeTimeout), rec.Tools["metallb"], fmtTimer(s.Heartbeat), fmtTimer(s.DeadAfter), fmtTimer(s.Keepalive),
+		fmtTimer(s.Hold), fmtTimer(s.BFDInterval), s.BFDMultiplier, fmtTimer(s.GracefulRestart), fmtTimer(s.ProbeEvery), s.Tries, s.KillTries)
 }
 
-// announceReport6 is the failover benchmark on an IPv6-only fabric (q).
-func announceReport6(ctx context.Context, root string, scale int, skip string) (string, error) {
-	var b strings.Builder
-	t := annTable{letter: "q", setups: annSetups6, tries: max(1, annTries/scale), killTries: max(1, annKillTries/scale)}
-	b.WriteString("## LoadBalancer announcements over IPv6: failover (q)\n\n")
-	fmt.Fprintf(&b, "svcnet vs MetalLB, recorded on %s (`go run ./test/bench -only q`).\n\n", time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&b, "The failover benchmark of the section above on a fabric with IPv6 alone: nodes (%s), Pods, Services, client, router and pool (%s) "+
+func annIntroIPv6(rec *record[annData]) string {
+	s := rec.Data.Settings
+	return fmt.Sprintf("The failover benchmark of (o) on a fabric with IPv6 alone: nodes (%s), Pods, Services, client, router and pool (%s) "+
 		"have IPv6 addresses only. L2 is NDP: the new carrier's unsolicited Neighbor Advertisement moves the client's neighbour entry, and the "+
-		"listener on the segment sends a Neighbor Solicitation every 10 ms. BGP runs over IPv6 sessions to the router, whose routes to the "+
+		"listener on the segment sends a Neighbor Solicitation every %s. BGP runs over IPv6 sessions to the router, whose routes to the "+
 		"address name the nodes' IPv6 next hops; the client sends no flow label (net.ipv6.auto_flowlabels=0), which the router's multipath "+
-		"hash would otherwise take in, so that all its connections take one next hop as on IPv4. MetalLB's native BGP does not announce IPv6, so its BGP rows run its FRR mode, with and "+
-		"without BFD; a SIGKILLed speaker then leaves FRR's sessions and routes in place. Timers, tries and figures as above: keepalive %s, "+
-		"hold time %s, BFD %s x %d, %d tries of a link cut, %d of a SIGKILL; MetalLB %s.\n\n",
-		fmt.Sprintf(annIPv6.nodeIP, 11)+" to 13", annIPv6.pool, annKeepalive, annHoldTime, annBFDInterval, annBFDMultiplier, t.tries, t.killTries, metallbVersion(root))
-	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
-	}
-	if err := t.run(ctx, &b, root); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+		"hash would otherwise take in, so that all its connections take one next hop as on IPv4. MetalLB's native BGP does not announce "+
+		"IPv6, so its BGP rows run its FRR mode, with and without BFD, each node's BGPPeer naming a router ID; a SIGKILLed speaker then "+
+		"leaves FRR's sessions and routes in place. The client opens a new connection every %s with a %s timeout; svcnet L2: heartbeats "+
+		"every %s, a peer dead after %s; BGP, both: keepalive %s, hold time %s, BFD %s x %d; svcnet: graceful restart %s; MetalLB %s. "+
+		"%d tries of a link cut, %d of a SIGKILL; figures are the median and the range (smallest to largest) of the tries.",
+		s.NodeIPs, s.Pool, fmtTimer(s.ProbeEvery), fmtTimer(s.ProbeEvery), fmtTimer(s.ProbeTimeout), fmtTimer(s.Heartbeat), fmtTimer(s.DeadAfter),
+		fmtTimer(s.Keepalive), fmtTimer(s.Hold), fmtTimer(s.BFDInterval), s.BFDMultiplier, fmtTimer(s.GracefulRestart), rec.Tools["metallb"],
+		s.Tries, s.KillTries)
 }
 
 func (t annTable) writeRow(b *strings.Builder, r annResult) {
+	if r.NotMeasured != "" {
+		fmt.Fprintf(b, "| (%s) %s | not measured: %s | | | | | |\n", t.letter, r.Name, r.NotMeasured)
+		return
+	}
 	doubles := "-"
-	if r.rounds > 0 {
-		doubles = fmt.Sprintf("%d of %d questions", r.doubles, r.rounds)
+	if r.Rounds > 0 {
+		doubles = fmt.Sprintf("%d of %d questions", r.Doubles, r.Rounds)
 	}
-	stuck := fmt.Sprintf("%d of %d", r.stuck, r.stuck+len(r.took))
-	if len(r.took) == 0 {
-		fmt.Fprintf(b, "| (%s) %s | | | | | %s | %s |\n", t.letter, r.name, stuck, doubles)
+	stuck := fmt.Sprintf("%d of %d", r.Stuck, r.Stuck+len(r.Took))
+	if len(r.Took) == 0 {
+		fmt.Fprintf(b, "| (%s) %s | | | | | %s | %s |\n", t.letter, r.Name, stuck, doubles)
 		return
 	}
-	if !slices.ContainsFunc(r.took, func(d time.Duration) bool { return d > 0 }) {
-		fmt.Fprintf(b, "| (%s) %s | nothing moves (the routes stay) | | %s | %s | %s | %s |\n", t.letter, r.name, fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
+	if !slices.ContainsFunc(r.Took, func(d time.Duration) bool { return d > 0 }) {
+		fmt.Fprintf(b, "| (%s) %s | nothing moves (the routes stay) | | %s | %s | %s | %s |\n", t.letter, r.Name, fmtDur(durMedian(r.Outages)), durRange(r.Outages), stuck, doubles)
 		return
 	}
-	fmt.Fprintf(b, "| (%s) %s | %s | %s | %s | %s | %s | %s |\n", t.letter, r.name, fmtDur(durMedian(r.took)), durRange(r.took), fmtDur(durMedian(r.outages)), durRange(r.outages), stuck, doubles)
+	fmt.Fprintf(b, "| (%s) %s | %s | %s | %s | %s | %s | %s |\n", t.letter, r.Name, fmtDur(durMedian(r.Took)), durRange(r.Took), fmtDur(durMedian(r.Outages)), durRange(r.Outages), stuck, doubles)
 }
 
 // durMedian is median of durations.
@@ -860,6 +949,14 @@ func durMedian(ds []time.Duration) time.Duration {
 // durRange is "smallest-largest of N".
 func durRange(ds []time.Duration) string {
 	return fmt.Sprintf("%d-%d ms of %d", slices.Min(ds).Milliseconds(), slices.Max(ds).Milliseconds(), len(ds))
+}
+
+// fmtTimer writes a setting: whole seconds as "3 s", else milliseconds.
+func fmtTimer(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmtSeconds(d)
+	}
+	return fmtDur(d)
 }
 
 func fmtDur(d time.Duration) string {

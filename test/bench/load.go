@@ -25,7 +25,7 @@ type loadSampler struct {
 func newLoadSampler() *loadSampler {
 	s := &loadSampler{done: make(chan struct{}), start: time.Now()}
 	go func() {
-		t := time.NewTicker(10 * time.Second)
+		t := time.NewTicker(loadEvery)
 		defer t.Stop()
 		for {
 			s.sample()
@@ -59,16 +59,35 @@ func (s *loadSampler) sample() {
 
 // stop ends the sampling and describes the load seen.
 func (s *loadSampler) stop() string {
+	samples := s.finish()
+	return describeLoad(samples, time.Since(s.start), numCPU())
+}
+
+// finish ends the sampling and returns the samples.
+func (s *loadSampler) finish() []float64 {
 	close(s.done)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.samples) == 0 {
+	return slices.Clone(s.samples)
+}
+
+// describeLoad is the sentence on the load of a run that took took, ""
+// without samples.
+func describeLoad(samples []float64, took time.Duration, cores int) string {
+	if len(samples) == 0 {
 		return ""
 	}
-	sorted := slices.Clone(s.samples)
-	slices.Sort(sorted)
-	return fmt.Sprintf("The machine's 1-minute load average during these %s (sampled every 10 s; %d cores, shared with other work): "+
-		"min %.1f, median %.1f, max %.1f.", time.Since(s.start).Round(time.Minute), numCPU(), sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1])
+	sorted := slices.Sorted(slices.Values(samples))
+	return fmt.Sprintf("The machine's 1-minute load average during these %s (sampled every %s; %d cores, shared with other work): "+
+		"min %.1f, median %.1f, max %.1f.", took.Round(time.Minute), fmtSeconds(loadEvery), cores, sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1])
+}
+
+// loadEvery is how often the load is sampled.
+const loadEvery = 10 * time.Second
+
+// fmtSeconds writes whole seconds as "10 s".
+func fmtSeconds(d time.Duration) string {
+	return fmt.Sprintf("%d s", int(d.Seconds()))
 }
 
 // section is one "## " section of BENCHMARKS.md: its heading line and

@@ -27,7 +27,12 @@ func main() {
 	scale := flag.Int("scale", 1, "divide every workload size by this (a quick smoke run: 10)")
 	micro := flag.String("micro", "", "file with `go test -bench` output to include")
 	only := flag.String("only", "", "run only the scenarios whose name starts with one of these letters, e.g. ab")
+	fromRecords := flag.Bool("report", false, "run nothing: render the recorded sections from "+resultsDir+" alone into -out (make bench-report)")
 	flag.Parse()
+	if *fromRecords {
+		writeReport(*out)
+		return
+	}
 	if *dpRole != "" {
 		runDatapathRole()
 	}
@@ -49,7 +54,7 @@ func main() {
 	}
 	var b strings.Builder
 	writeHeader(&b, *scale)
-	if err := runReports(context.Background(), &b, root, *scale, *only, skip); err != nil {
+	if err := runReports(context.Background(), &b, root, *scale, *only, skip, *out != "-"); err != nil {
 		fail(err)
 	}
 	b.WriteString("\n## How to read the tables\n" + howToRead)
@@ -62,7 +67,9 @@ func main() {
 	}
 	fmt.Fprintf(&b, "\n## Rerun\n\n```\nmake bench            # everything, writes this file\ngo run ./test/bench -scale 10 -out -   # quick smoke run to standard output\n"+
 		"go run ./test/bench -only mn -out docs/BENCHMARKS.md   # only (m) and (n), replacing their sections (about 45 minutes on 2 cores)\n"+
-		"make build && go run ./test/bench -only p -out docs/BENCHMARKS.md   # only the migration (p), with the agent of bin/\n```\n")
+		"make build && go run ./test/bench -only p -out docs/BENCHMARKS.md   # only the migration (p), with the agent of bin/\n"+
+		"go run ./test/bench -only q -out docs/BENCHMARKS.md   # only the IPv6 failover (q), recording its samples in %s\n"+
+		"make bench-report     # the recorded sections again from %s alone: this file, unchanged\n```\n", resultsDir, resultsDir)
 	if *out == "-" {
 		fmt.Print(b.String())
 		return
@@ -73,6 +80,11 @@ func main() {
 		// others, so the file stays whole and regenerable section by
 		// section.
 		if old, err := os.ReadFile(*out); err == nil {
+			if *only != "" {
+				// A partial run dates its own sections, not the
+				// document: the header stays the last full run's.
+				text = text[strings.Index(text, "\n## ")+1:]
+			}
 			text = mergeSections(string(old), text)
 		}
 	}
@@ -80,6 +92,31 @@ func main() {
 		fail(err)
 	}
 	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+}
+
+// writeReport renders the recorded sections into out, keeping the rest
+// of the document.
+func writeReport(out string) {
+	root, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	text, err := report(root)
+	if err != nil {
+		fail(err)
+	}
+	if out == "-" {
+		fmt.Print(text)
+		return
+	}
+	old, err := os.ReadFile(out)
+	if err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(out, []byte(mergeSections(string(old), text)), 0o644); err != nil {
+		fail(err)
+	}
+	fmt.Fprintln(os.Stderr, "bench: rendered the recorded sections into", out)
 }
 
 func writeHeader(b *strings.Builder, scale int) {
@@ -94,8 +131,9 @@ func writeHeader(b *strings.Builder, scale int) {
 }
 
 // runReports runs the scenarios -only selects, each section after the
-// other; skip says why the ones that need network namespaces cannot run.
-func runReports(ctx context.Context, b *strings.Builder, root string, scale int, only, skip string) error {
+// other; skip says why the ones that need network namespaces cannot run,
+// and keep whether recorded sections keep their records in resultsDir.
+func runReports(ctx context.Context, b *strings.Builder, root string, scale int, only, skip string, keep bool) error {
 	if selected(only, "abcd") {
 		es, err := esReport(ctx, root, scale, only)
 		if err != nil {
@@ -132,14 +170,14 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		b.WriteString("\n" + sc)
 	}
 	if selected(only, "o") {
-		ann, err := announceReport(ctx, root, scale, skip)
+		ann, err := annTableIPv4.report(ctx, root, scale, skip, keep)
 		if err != nil {
 			return err
 		}
 		b.WriteString("\n" + ann)
 	}
 	if selected(only, "q") {
-		ann6, err := announceReport6(ctx, root, scale, skip)
+		ann6, err := annTableIPv6.report(ctx, root, scale, skip, keep)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,174 @@
+// Copyright The svcnet Authors. SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Recorded sections: a section measured by a run is kept as a record (the
+// machine, the commit, the tools, the load and the raw samples) in
+// resultsDir, and its text in BENCHMARKS.md is rendered from that record
+// alone, by the same function whether the run has just ended or
+// `make bench-report` renders it again later. A section not yet recorded
+// this way keeps the text its last run wrote.
+const resultsDir = "test/bench/results"
+
+// record is one recorded run of a section; Data holds its samples and
+// its settings, in the section's own form.
+type record[T any] struct {
+	Section  string    `json:"section"`
+	Recorded time.Time `json:"recorded"`
+	// Took is the run's wall time.
+	Took time.Duration `json:"took"`
+	// Commit is the code that ran: HEAD, "-dirty" if the tracked files
+	// differed from it.
+	Commit  string            `json:"commit"`
+	Machine machine           `json:"machine"`
+	Tools   map[string]string `json:"tools,omitempty"`
+	// Load is the machine's 1-minute load average, every loadEvery.
+	Load []float64 `json:"load"`
+	Data T         `json:"data"`
+}
+
+type machine struct {
+	CPU    string `json:"cpu"`
+	Cores  int    `json:"cores"`
+	Kernel string `json:"kernel"`
+	Go     string `json:"go"`
+}
+
+// newRecord starts the record of a run of section that begins now.
+func newRecord[T any](root, section string) *record[T] {
+	return &record[T]{Section: section, Recorded: time.Now().UTC().Truncate(time.Second), Commit: commitOf(root),
+		Machine: machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernelRelease(), Go: runtime.Version()},
+		Tools:   map[string]string{}}
+}
+
+// finish closes the record with the run's load and samples.
+func (r *record[T]) finish(load *loadSampler, data T) {
+	r.Took = time.Since(r.Recorded).Truncate(time.Second)
+	r.Load = load.finish()
+	r.Data = data
+}
+
+// loadNote describes the load the record saw, "" if none was sampled.
+func (r *record[T]) loadNote() string {
+	return describeLoad(r.Load, r.Took, r.Machine.Cores)
+}
+
+// resultsFile is where section's record is kept.
+func resultsFile(root, section string) string {
+	return filepath.Join(root, resultsDir, section+".json")
+}
+
+// save writes the record to resultsDir, indented, each list of samples
+// on a line.
+func (r *record[T]) save(root string) error {
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(root, resultsDir), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(resultsFile(root, r.Section), append(compactNumbers(b), '\n'), 0o644)
+}
+
+// loadRecord reads section's record; nil and no error if there is none.
+func loadRecord[T any](root, section string) (*record[T], error) {
+	b, err := os.ReadFile(resultsFile(root, section))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record[T]
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%s: %w", resultsFile(root, section), err)
+	}
+	return &r, nil
+}
+
+// numberList is a JSON list of numbers, as MarshalIndent spreads it.
+var numberList = regexp.MustCompile(`\[\s*-?[0-9][0-9.e+-]*(?:,\s*-?[0-9][0-9.e+-]*)*\s*\]`)
+
+// compactNumbers puts each list of numbers of an indented JSON document
+// on one line: a record's samples stay short, its rows one a line.
+func compactNumbers(b []byte) []byte {
+	return numberList.ReplaceAllFunc(b, func(l []byte) []byte {
+		return []byte(strings.Join(strings.Fields(string(l)), ""))
+	})
+}
+
+// commitOf is the commit root's tracked files are at, "-dirty" when they
+// differ from it (the results and BENCHMARKS.md themselves apart).
+func commitOf(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+		":!"+resultsDir, ":!docs/BENCHMARKS.md").Output()
+	if err != nil || len(bytes.TrimSpace(st)) > 0 {
+		commit += "-dirty"
+	}
+	return commit
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// recordedSection renders a section from its record, "" when it has
+// none yet.
+type recordedSection struct {
+	letter string
+	render func(root string) (string, error)
+}
+
+// recordedSections are the sections BENCHMARKS.md takes from resultsDir.
+var recordedSections = []recordedSection{
+	{letter: "o", render: renderAnnouncementsFrom(annTableIPv4)},
+	{letter: "q", render: renderAnnouncementsFrom(annTableIPv6)},
+}
+
+// report renders every recorded section from resultsDir alone, in the
+// order of recordedSections: what `make bench-report` merges into the
+// document.
+func report(root string) (string, error) {
+	var b strings.Builder
+	for _, s := range recordedSections {
+		text, err := s.render(root)
+		if err != nil {
+			return "", fmt.Errorf("section (%s): %w", s.letter, err)
+		}
+		if text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
+}
