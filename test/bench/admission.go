@@ -219,49 +219,150 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-func admissionReport(ctx context.Context, root string, scale int, only string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Allocation at admission: svcnet's webhook vs kube-apiserver alone\n\n")
-	fmt.Fprintf(&b, "A fresh kube-apiserver per run; %d client workers create the Services (QPS 1000). "+
-		"\"kube-apiserver alone\" has no webhook: it allocates ClusterIPs and nodePorts itself. "+
-		"\"svcnet\" runs `svcnet manager --controllers=clusterip,nodeport` as its own process, its webhook installed by URL on loopback: "+
-		"svcnet chooses, kube-apiserver commits. Throughput is Services created per second; latencies are per create as the client saw it, "+
-		"and inside the webhook from svcnet's svcnet_admission_duration_seconds histogram (interpolated like histogram_quantile). "+
-		"Each side runs three times; the run with the median throughput is shown.\n\n", admissionWorkers)
-	fmt.Fprintf(&b, "| scenario | allocator | Services/s | client p50 | client p99 | webhook p50 | webhook p99 | svcnet CPU s | svcnet peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+// admRun is one run of a scenario as recorded: its wall time and the
+// figures of its creates (the latencies' quantiles from every create of
+// the run, the webhook's from its histogram).
+type admRun struct {
+	Svcnet     bool          `json:"svcnet"`
+	Wall       time.Duration `json:"wall"`
+	Creates    int           `json:"creates"`
+	ClientP50  time.Duration `json:"clientP50"`
+	ClientP99  time.Duration `json:"clientP99"`
+	WebhookP50 time.Duration `json:"webhookP50,omitempty"`
+	WebhookP99 time.Duration `json:"webhookP99,omitempty"`
+	CPU        float64       `json:"cpu,omitempty"`
+	RSSMiB     float64       `json:"rssMiB,omitempty"`
+}
+
+func admRunOf(r admResult, svcnet bool) admRun {
+	return admRun{Svcnet: svcnet, Wall: r.wall, Creates: len(r.clientLatency), ClientP50: percentile(r.clientLatency, 0.5),
+		ClientP99: percentile(r.clientLatency, 0.99), WebhookP50: time.Duration(r.webhookP50 * float64(time.Second)),
+		WebhookP99: time.Duration(r.webhookP99 * float64(time.Second)), CPU: r.cpu, RSSMiB: r.rssMiB}
+}
+
+// admScenarioRuns are a scenario's runs, the two sides interleaved.
+type admScenarioRuns struct {
+	Name     string   `json:"name"`
+	Services int      `json:"services"`
+	Runs     []admRun `json:"runs"`
+}
+
+// admData is (e) and (f)'s record.
+type admData struct {
+	Workers   int               `json:"workers"`
+	Repeats   int               `json:"repeats"`
+	Scenarios []admScenarioRuns `json:"scenarios"`
+}
+
+// admRepeats is how many times each side runs a scenario.
+const admRepeats = 3
+
+const admTitle = "## Allocation at admission: svcnet's webhook vs kube-apiserver alone"
+
+func admissionReport(ctx context.Context, root string, scale int, only string, keep bool) (string, error) {
+	rec := newRecord[admData](root, "ef")
+	rec.Tools["kube-apiserver"] = toolVersion(filepath.Join(root, "bin/k8s/kube-apiserver"))
+	data := admData{Workers: admissionWorkers, Repeats: admRepeats}
+	sampler := newLoadSampler()
 	for _, sc := range admScenarios(scale) {
 		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
 			continue
 		}
-		var tput [2]float64
-		for k, withSvcnet := range []bool{false, true} {
-			var runs []admResult
-			for i := range 3 {
+		runs := admScenarioRuns{Name: sc.name, Services: sc.services}
+		// The sides alternate, so that a slow minute of a shared
+		// machine falls on both.
+		for i := range admRepeats {
+			for _, withSvcnet := range []bool{false, true} {
 				dir, err := os.MkdirTemp("", "svcnet-bench-")
 				if err != nil {
 					return "", err
 				}
-				progress("%s, svcnet=%v (run %d/3)\n", sc.name, withSvcnet, i+1)
+				progress("%s, svcnet=%v (run %d/%d)\n", sc.name, withSvcnet, i+1, admRepeats)
 				r, err := runAdmission(ctx, root, dir, sc, withSvcnet)
 				if err != nil {
 					return "", fmt.Errorf("%s: %w", sc.name, err)
 				}
 				_ = os.RemoveAll(dir)
-				runs = append(runs, r)
+				runs.Runs = append(runs.Runs, admRunOf(r, withSvcnet))
 			}
-			slices.SortFunc(runs, func(a, b admResult) int { return cmp.Compare(a.wall, b.wall) })
-			r := runs[1]
-			tput[k] = float64(sc.services) / r.wall.Seconds()
-			name, hook, proc := "kube-apiserver alone", "| - | - |", "- | -"
-			if withSvcnet {
-				name = "svcnet"
-				hook = fmt.Sprintf("| %.2f ms | %.2f ms |", r.webhookP50*1000, r.webhookP99*1000)
-				proc = fmt.Sprintf("%.2f | %.0f", r.cpu, r.rssMiB)
-			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f ms | %.1f ms %s %s |\n", sc.name, name, tput[k],
-				float64(percentile(r.clientLatency, 0.5).Microseconds())/1000, float64(percentile(r.clientLatency, 0.99).Microseconds())/1000, hook, proc)
 		}
-		fmt.Fprintf(&b, "| %s | **svcnet/alone** | **%.2fx** | | | | | | |\n", sc.name, ratio(tput[1], tput[0]))
+		data.Scenarios = append(data.Scenarios, runs)
 	}
-	return b.String(), nil
+	rec.finish(sampler, data)
+	if keep {
+		if err := rec.save(root); err != nil {
+			return "", err
+		}
+	}
+	return renderAdmission(rec), nil
+}
+
+// renderAdmissionFrom renders (e) and (f) from their record, "" if none.
+func renderAdmissionFrom(root string) (string, error) {
+	rec, err := loadRecord[admData](root, "ef")
+	if err != nil || rec == nil {
+		return "", err
+	}
+	return renderAdmission(rec), nil
+}
+
+// renderAdmission writes (e) and (f) from their record alone.
+func renderAdmission(rec *record[admData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\nRecorded on %s at %s in %s (`go run ./test/bench -only ef`; the runs: %s/ef.json).\n\n",
+		admTitle, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, resultsDir)
+	fmt.Fprintf(&b, "A fresh kube-apiserver (%s) per run; %d client workers create the Services (QPS 1000). "+
+		"\"kube-apiserver alone\" has no webhook: it allocates ClusterIPs and nodePorts itself. "+
+		"\"svcnet\" runs `svcnet manager --controllers=clusterip,nodeport` as its own process, its webhook installed by URL on loopback: "+
+		"svcnet chooses, kube-apiserver commits. Throughput is Services created per second; latencies are per create as the client saw it "+
+		"(p50 and p99 of each run's creates), and inside the webhook from svcnet's svcnet_admission_duration_seconds histogram "+
+		"(interpolated like histogram_quantile). Each side runs %d times, the sides alternating; each cell is the median of the runs "+
+		"with the smallest and largest, and the ratio is of the medians. %s\n\n", rec.Tools["kube-apiserver"], d.Workers, d.Repeats, rec.loadNote())
+	b.WriteString("| scenario | allocator | Services/s | client p50 (ms) | client p99 (ms) | webhook p50 (ms) | webhook p99 (ms) | svcnet CPU s | svcnet peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, sc := range d.Scenarios {
+		var tput [2]float64
+		for k, side := range []string{"kube-apiserver alone", "svcnet"} {
+			var runs []admRun
+			for _, r := range sc.Runs {
+				if r.Svcnet == (k == 1) {
+					runs = append(runs, r)
+				}
+			}
+			col := func(f func(admRun) float64, format string) string {
+				vs := make([]float64, len(runs))
+				for i, r := range runs {
+					vs[i] = f(r)
+				}
+				return spreadOf(vs, format)
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			tputs := make([]float64, len(runs))
+			for i, r := range runs {
+				tputs[i] = float64(sc.Services) / r.Wall.Seconds()
+			}
+			tput[k] = median(tputs)
+			hook, proc := "| - | - |", "- | -"
+			if k == 1 {
+				hook = fmt.Sprintf("| %s | %s |", col(func(r admRun) float64 { return ms(r.WebhookP50) }, "%.2f"),
+					col(func(r admRun) float64 { return ms(r.WebhookP99) }, "%.2f"))
+				proc = fmt.Sprintf("%s | %s", col(func(r admRun) float64 { return r.CPU }, "%.2f"), col(func(r admRun) float64 { return r.RSSMiB }, "%.0f"))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s %s %s |\n", sc.Name, side, spreadOf(tputs, "%.0f"),
+				col(func(r admRun) float64 { return ms(r.ClientP50) }, "%.1f"), p99Cell(runs, col(func(r admRun) float64 { return ms(r.ClientP99) }, "%.1f")), hook, proc)
+		}
+		fmt.Fprintf(&b, "| %s | **svcnet/alone** | **%.2fx** | | | | | | |\n", sc.Name, ratio(tput[1], tput[0]))
+	}
+	return b.String()
+}
+
+// p99Cell is a p99 column's cell: named only when each run had at least
+// ten creates beyond it.
+func p99Cell(runs []admRun, cell string) string {
+	for _, r := range runs {
+		if r.Creates < 1000 {
+			return fmt.Sprintf("- (%d creates)", r.Creates)
+		}
+	}
+	return cell
 }

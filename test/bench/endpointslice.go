@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -41,10 +40,11 @@ type esScenario struct {
 	services, pods int // pods per service
 	rollSteps      int // rolling replacement in this many equal steps
 	scaleTo        int // scale the (single) service down to this many Pods
-	// repeat runs the scenario this many times per controller and reports
-	// the run with the median time.
-	repeat int
 }
+
+// esRepeats is how many times each controller runs each scenario, the
+// controllers alternating.
+const esRepeats = 3
 
 type esResult struct {
 	converge  time.Duration // of the measured phase
@@ -86,10 +86,10 @@ func esImpls(root string) []esImpl {
 
 func esScenarios(scale int) []esScenario {
 	return []esScenario{
-		{name: fmt.Sprintf("(a) 1 Service x %d Pods", 5000/scale), services: 1, pods: 5000 / scale, repeat: 3},
-		{name: fmt.Sprintf("(b) %d Services x 10 Pods", 500/scale), services: 500 / scale, pods: 10, repeat: 3},
-		{name: fmt.Sprintf("(c) rolling replacement of %d Pods in 10%% steps", 1000/scale), services: 1, pods: 1000 / scale, rollSteps: 10, repeat: 1},
-		{name: fmt.Sprintf("(d) scale %d -> %d Pods", 1000/scale, 150/scale), services: 1, pods: 1000 / scale, scaleTo: 150 / scale, repeat: 1},
+		{name: fmt.Sprintf("(a) 1 Service x %d Pods", 5000/scale), services: 1, pods: 5000 / scale},
+		{name: fmt.Sprintf("(b) %d Services x 10 Pods", 500/scale), services: 500 / scale, pods: 10},
+		{name: fmt.Sprintf("(c) rolling replacement of %d Pods in 10%% steps", 1000/scale), services: 1, pods: 1000 / scale, rollSteps: 10},
+		{name: fmt.Sprintf("(d) scale %d -> %d Pods", 1000/scale, 150/scale), services: 1, pods: 1000 / scale, scaleTo: 150 / scale},
 	}
 }
 
@@ -314,52 +314,141 @@ func (w *esWorld) change(ctx context.Context, impl esImpl, sc esScenario, writes
 	return nil
 }
 
-func esReport(ctx context.Context, root string, scale int, only string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## EndpointSlice controller: svcnet vs kube-controller-manager\n\n")
-	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s, v1.37.1), "+
-		"with --kube-api-qps=%s --kube-api-burst=%s --endpointslice-updates-batch-period=%s, %d Nodes. "+
-		"For (a) and (b) the objects exist before the controller starts and the time is from process start to every Service's slices "+
-		"holding exactly its ready Pods; for (c) and (d) the time and writes are those of the change, after the initial sync. "+
-		"Writes are EndpointSlice creates, updates and deletes seen by a watch. CPU is the process's user+system time for the whole run; RSS its peak. "+
-		"(a) and (b) run three times per controller and show the run with the median time.\n\n",
-		esQPS, esBurst, esBatchPeriod, esNodes)
-	fmt.Fprintf(&b, "| scenario | controller | time | writes | slices | mean fill | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
+// esRun is one run of a scenario by one controller, as recorded.
+type esRun struct {
+	Controller string        `json:"controller"`
+	Converge   time.Duration `json:"converge"`
+	Writes     int64         `json:"writes"`
+	Slices     int           `json:"slices"`
+	Endpoints  int           `json:"endpoints"`
+	CPU        float64       `json:"cpu"`
+	RSSMiB     float64       `json:"rssMiB"`
+}
+
+// esScenarioRuns are a scenario's runs, the controllers alternating.
+type esScenarioRuns struct {
+	Name string  `json:"name"`
+	Runs []esRun `json:"runs"`
+}
+
+// esData is (a) to (d)'s record.
+type esData struct {
+	QPS         string           `json:"qps"`
+	Burst       string           `json:"burst"`
+	BatchPeriod string           `json:"batchPeriod"`
+	Nodes       int              `json:"nodes"`
+	Repeats     int              `json:"repeats"`
+	Scenarios   []esScenarioRuns `json:"scenarios"`
+}
+
+const esTitle = "## EndpointSlice controller: svcnet vs kube-controller-manager"
+
+func esReport(ctx context.Context, root string, scale int, only string, keep bool) (string, error) {
+	rec := newRecord[esData](root, "abcd")
+	rec.Tools["kube-controller-manager"] = toolVersion(filepath.Join(root, "bin/k8s/kube-controller-manager"))
+	data := esData{QPS: esQPS, Burst: esBurst, BatchPeriod: esBatchPeriod, Nodes: esNodes, Repeats: esRepeats}
+	sampler := newLoadSampler()
 	for _, sc := range esScenarios(scale) {
 		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
 			continue
 		}
-		var results []esResult
-		for _, impl := range esImpls(root) {
-			var runs []esResult
-			for i := range sc.repeat {
-				dir, err := os.MkdirTemp("", "svcnet-bench-")
+		runs := esScenarioRuns{Name: sc.name}
+		for i := range esRepeats {
+			for _, impl := range esImpls(root) {
+				r, err := runESOnce(ctx, root, impl, sc, i)
 				if err != nil {
 					return "", err
 				}
-				progress("%s with %s (run %d/%d)\n", sc.name, impl.name, i+1, sc.repeat)
-				r, err := runES(ctx, root, dir, impl, sc)
-				if err != nil {
-					return "", fmt.Errorf("%s, %s: %w", sc.name, impl.name, err)
-				}
-				if os.Getenv("SVCNET_BENCH_KEEP") == "" {
-					os.RemoveAll(dir)
-				}
-				runs = append(runs, r)
+				runs.Runs = append(runs.Runs, esRun{Controller: impl.name, Converge: r.converge, Writes: r.writes, Slices: r.slices,
+					Endpoints: r.endpoints, CPU: r.cpu, RSSMiB: r.rssMiB})
 			}
-			slices.SortFunc(runs, func(a, b esResult) int { return cmp.Compare(a.converge, b.converge) })
-			r := runs[len(runs)/2]
-			results = append(results, r)
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %.1f | %.2f | %.0f |\n", sc.name, impl.name, r.converge.Round(time.Millisecond),
-				r.writes, r.slices, float64(r.endpoints)/float64(max(r.slices, 1)), r.cpu, r.rssMiB)
 		}
-		s, u := results[0], results[1]
-		fmt.Fprintf(&b, "| %s | **svcnet/upstream** | **%.2fx** | **%.2fx** | %d vs %d | | **%.2fx** | **%.2fx** |\n", sc.name,
-			ratio(s.converge.Seconds(), u.converge.Seconds()), ratio(float64(s.writes), float64(u.writes)), s.slices, u.slices,
-			ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
+		data.Scenarios = append(data.Scenarios, runs)
 	}
-	return b.String(), nil
+	rec.finish(sampler, data)
+	if keep {
+		if err := rec.save(root); err != nil {
+			return "", err
+		}
+	}
+	return renderES(rec), nil
 }
+
+// runESOnce runs a scenario by a controller in a folder of its own,
+// kept with SVCNET_BENCH_KEEP.
+func runESOnce(ctx context.Context, root string, impl esImpl, sc esScenario, i int) (esResult, error) {
+	dir, err := os.MkdirTemp("", "svcnet-bench-")
+	if err != nil {
+		return esResult{}, err
+	}
+	progress("%s with %s (run %d/%d)\n", sc.name, impl.name, i+1, esRepeats)
+	r, err := runES(ctx, root, dir, impl, sc)
+	if err != nil {
+		return r, fmt.Errorf("%s, %s: %w", sc.name, impl.name, err)
+	}
+	if os.Getenv("SVCNET_BENCH_KEEP") == "" {
+		_ = os.RemoveAll(dir)
+	}
+	return r, nil
+}
+
+// renderESFrom renders (a) to (d) from their record, "" if none.
+func renderESFrom(root string) (string, error) {
+	rec, err := loadRecord[esData](root, "abcd")
+	if err != nil || rec == nil {
+		return "", err
+	}
+	return renderES(rec), nil
+}
+
+// renderES writes (a) to (d) from their record alone.
+func renderES(rec *record[esData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\nRecorded on %s at %s in %s (`go run ./test/bench -only abcd`; the runs: %s/abcd.json).\n\n",
+		esTitle, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, resultsDir)
+	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s; kube-controller-manager %s), "+
+		"with --kube-api-qps=%s --kube-api-burst=%s --endpointslice-updates-batch-period=%s, %d Nodes. "+
+		"For (a) and (b) the objects exist before the controller starts and the time is from process start to every Service's slices "+
+		"holding exactly its ready Pods; for (c) and (d) the time and writes are those of the change, after the initial sync. "+
+		"Writes are EndpointSlice creates, updates and deletes seen by a watch. CPU is the process's user+system time for the whole run; RSS its peak. "+
+		"Each controller runs each scenario %d times, the controllers alternating; each cell is the median of the runs with the smallest "+
+		"and largest, and the ratios are of the medians. %s\n\n",
+		rec.Tools["kube-controller-manager"], d.QPS, d.Burst, d.BatchPeriod, d.Nodes, d.Repeats, rec.loadNote())
+	b.WriteString("| scenario | controller | time (s) | writes | slices | mean fill | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
+	for _, sc := range d.Scenarios {
+		var meds [2]esMedians
+		for k, name := range []string{"svcnet", "kube-controller-manager"} {
+			var runs []esRun
+			for _, r := range sc.Runs {
+				if r.Controller == name {
+					runs = append(runs, r)
+				}
+			}
+			col := func(f func(esRun) float64) []float64 {
+				vs := make([]float64, len(runs))
+				for i, r := range runs {
+					vs[i] = f(r)
+				}
+				return vs
+			}
+			times, writes, sliceCounts := col(func(r esRun) float64 { return r.Converge.Seconds() }), col(func(r esRun) float64 { return float64(r.Writes) }),
+				col(func(r esRun) float64 { return float64(r.Slices) })
+			cpu, rss := col(func(r esRun) float64 { return r.CPU }), col(func(r esRun) float64 { return r.RSSMiB })
+			fill := col(func(r esRun) float64 { return float64(r.Endpoints) / float64(max(r.Slices, 1)) })
+			meds[k] = esMedians{time: median(times), writes: median(writes), slices: median(sliceCounts), cpu: median(cpu), rss: median(rss)}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", sc.Name, name, spreadOf(times, "%.3f"), spreadOf(writes, "%.0f"),
+				spreadOf(sliceCounts, "%.0f"), spreadOf(fill, "%.1f"), spreadOf(cpu, "%.2f"), spreadOf(rss, "%.0f"))
+		}
+		s, u := meds[0], meds[1]
+		fmt.Fprintf(&b, "| %s | **svcnet/upstream** | **%.2fx** | **%.2fx** | %.0f vs %.0f | | **%.2fx** | **%.2fx** |\n", sc.Name,
+			ratio(s.time, u.time), ratio(s.writes, u.writes), s.slices, u.slices, ratio(s.cpu, u.cpu), ratio(s.rss, u.rss))
+	}
+	return b.String()
+}
+
+// esMedians are one controller's medians in a scenario.
+type esMedians struct{ time, writes, slices, cpu, rss float64 }
 
 func ratio(a, b float64) float64 {
 	if b == 0 {

@@ -135,14 +135,14 @@ func writeHeader(b *strings.Builder, scale int) {
 // and keep whether recorded sections keep their records in resultsDir.
 func runReports(ctx context.Context, b *strings.Builder, root string, scale int, only, skip string, keep bool) error {
 	if selected(only, "abcd") {
-		es, err := esReport(ctx, root, scale, only)
+		es, err := esReport(ctx, root, scale, only, keep)
 		if err != nil {
 			return err
 		}
 		b.WriteString(es)
 	}
 	if selected(only, "ef") {
-		adm, err := admissionReport(ctx, root, scale, only)
+		adm, err := admissionReport(ctx, root, scale, only, keep)
 		if err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func runReports(ctx context.Context, b *strings.Builder, root string, scale int,
 		b.WriteString("\n" + ann6)
 	}
 	if selected(only, "p") {
-		mg, err := migrationReport(ctx, root, scale, skip)
+		mg, err := migrationReport(ctx, root, scale, skip, keep)
 		if err != nil {
 			return err
 		}
@@ -206,9 +206,8 @@ How to read the EndpointSlice table: targets are (c) writes at most 0.7x upstrea
 after (d), and time and CPU in (a) and (b) at most 1.0x. The times of (a) and (b) are process start, cache sync and the
 writes: svcnet starts its workers the moment its informers and handlers are synced (client-go's sync channels, not
 controller-runtime's 100 ms polls) and sends a large sync's writes 8 at a time; (b)'s 500 creates are paced by the shared
-client rate limit (QPS 100, burst 200: at least 3 s) for both. On 2 shared cores the times move by about 15% between runs,
-as does the write count of (c); (d)'s time is mostly the benchmark deleting 850 Pods and moved between 0.9x and 1.4x
-in four runs (no target). The slice counts and memory ratios are stable. Rerun before trusting a ratio near 1.
+client rate limit (QPS 100, burst 200: at least 3 s) for both. (d)'s time is mostly the benchmark deleting 850 Pods (no
+target). The ranges beside each median show how far the runs moved: a ratio whose sides' ranges overlap is not a difference.
 
 How to read the node agent table: targets are a change p99 of at most 100 ms at 1,000 Services (g), a cold sync of at most
 0.5x kube-proxy's (h) and one change at 10,000 Services within 50 ms (i). A change's time includes the API server's write and

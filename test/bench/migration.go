@@ -37,13 +37,38 @@ var migrationPairs = [][2]string{{"iptables", "iptables"}, {"nftables", "nftable
 // migrateWait bounds each step of a move.
 const migrateWait = time.Minute
 
-// moveResult is one direction of one run: the traffic of the move and
-// how long it took, from the label's change to the node served by the
-// new proxy alone with nothing of the old one left.
+// moveResult is one direction of one run, as recorded: the traffic of
+// the move and how long it took, from the label's change to the node
+// served by the new proxy alone with nothing of the old one left.
 type moveResult struct {
-	traffic trafficload.Result
-	took    time.Duration
+	NewOK      int           `json:"newOK"`
+	NewFailed  int           `json:"newFailed"`
+	KeptBroken bool          `json:"keptBroken"`
+	LongestGap time.Duration `json:"longestGap"`
+	Took       time.Duration `json:"took"`
 }
+
+func moveOf(r trafficload.Result, took time.Duration) moveResult {
+	return moveResult{NewOK: r.NewOK, NewFailed: len(r.NewFailed), KeptBroken: len(r.KeptBroken) > 0, LongestGap: r.LongestGap, Took: took}
+}
+
+// migrationPairRuns are one pair's runs, each direction's.
+type migrationPairRuns struct {
+	KubeProxyMode string       `json:"kubeProxyMode"`
+	Mode          string       `json:"mode"`
+	There         []moveResult `json:"there"`
+	Back          []moveResult `json:"back"`
+}
+
+// migrationData is (p)'s record.
+type migrationData struct {
+	Runs                int                 `json:"runs"`
+	NewConnectionPeriod time.Duration       `json:"newConnectionPeriod"`
+	KeptRequestPeriod   time.Duration       `json:"keptRequestPeriod"`
+	Pairs               []migrationPairRuns `json:"pairs"`
+}
+
+const migrationTitle = "## Moving a node from kube-proxy to svcnet's agent and back, under traffic (p)"
 
 // migration is one run's world: the node, its proxies and the load.
 type migration struct {
@@ -55,34 +80,52 @@ type migration struct {
 	kubeProxy, agent      *proc
 }
 
-func migrationReport(ctx context.Context, root string, scale int, skip string) (string, error) {
-	var b strings.Builder
-	b.WriteString("## Moving a node from kube-proxy to svcnet's agent and back, under traffic (p)\n\n")
+func migrationReport(ctx context.Context, root string, scale int, skip string, keep bool) (string, error) {
 	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
+		return fmt.Sprintf("%s\n\nNot run: %s.\n", migrationTitle, skip), nil
 	}
-	runs := max(1, *migrateRepeats/scale)
+	rec := newRecord[migrationData](root, "p")
+	rec.Tools["kube-proxy"] = toolVersion(filepath.Join(root, "bin/k8s/kube-proxy"))
+	data := migrationData{Runs: max(1, *migrateRepeats/scale), NewConnectionPeriod: trafficload.NewConnectionPeriod,
+		KeptRequestPeriod: trafficload.KeptRequestPeriod}
 	sampler := newLoadSampler()
-	results := map[[2]string][2][]moveResult{}
 	for _, pair := range migrationPairs {
-		for i := range runs {
-			progress("(p) kube-proxy %s -> svcnet %s, run %d of %d\n", pair[0], pair[1], i+1, runs)
+		runs := migrationPairRuns{KubeProxyMode: pair[0], Mode: pair[1]}
+		for i := range data.Runs {
+			progress("(p) kube-proxy %s -> svcnet %s, run %d of %d\n", pair[0], pair[1], i+1, data.Runs)
 			there, back, err := migrateOnce(ctx, root, pair[0], pair[1])
 			if err != nil {
 				return "", fmt.Errorf("(p) kube-proxy %s -> svcnet %s: %w", pair[0], pair[1], err)
 			}
-			r := results[pair]
-			r[0], r[1] = append(r[0], there), append(r[1], back)
-			results[pair] = r
+			runs.There, runs.Back = append(runs.There, there), append(runs.Back, back)
+		}
+		data.Pairs = append(data.Pairs, runs)
+	}
+	rec.finish(sampler, data)
+	if keep {
+		if err := rec.save(root); err != nil {
+			return "", err
 		}
 	}
-	writeMigrationSection(&b, runs, results, sampler.stop())
-	return b.String(), nil
+	return renderMigration(rec), nil
 }
 
-func writeMigrationSection(b *strings.Builder, runs int, results map[[2]string][2][]moveResult, loadNote string) {
-	fmt.Fprintf(b, "One node (a network namespace) with a ClusterIP Service of one endpoint; upstream's kube-proxy v1.37.1 "+
+// renderMigrationFrom renders (p) from its record in root, "" if none.
+func renderMigrationFrom(root string) (string, error) {
+	rec, err := loadRecord[migrationData](root, "p")
+	if err != nil || rec == nil {
+		return "", err
+	}
+	return renderMigration(rec), nil
+}
+
+// renderMigration writes (p) from its record alone.
+func renderMigration(rec *record[migrationData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\nRecorded on %s at %s in %s (`make build && go run ./test/bench -only p`; the samples: %s/p.json).\n\n",
+		migrationTitle, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, resultsDir)
+	fmt.Fprintf(&b, "One node (a network namespace) with a ClusterIP Service of one endpoint; upstream's kube-proxy %s "+
 		"(bin/k8s) serves it, svcnet's agent (bin/svcnet-agent) starts beside it on standby, both on kube-proxy's health and "+
 		"metrics addresses. The node then moves by its `svcnet.io/proxy` label as docs/operations.md moves one: to svcnet "+
 		"(the label, the agent takes its rules over, kube-proxy is stopped, the agent removes kube-proxy's leftovers) and back "+
@@ -94,27 +137,28 @@ func writeMigrationSection(b *strings.Builder, runs int, results map[[2]string][
 		"iptables mode, where the agent rewrites kube-proxy's chains in place; back: svcnet's table gone in nftables mode, "+
 		"kube-proxy's first sync in iptables mode). UDP flows are covered by test/kernel/migrate_test.go and "+
 		"test/e2e/migrate_test.go, not measured here. %s\n\n",
-		trafficload.NewConnectionPeriod, trafficload.KeptRequestPeriod, runs, loadNote)
+		rec.Tools["kube-proxy"], d.NewConnectionPeriod, d.KeptRequestPeriod, d.Runs, rec.loadNote())
 	b.WriteString("| kube-proxy -> svcnet | direction | new connections | failed new connections | long-lived connection broke | longest gap between new connections (ms) | took (s) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
-	for _, pair := range migrationPairs {
-		for dir, name := range []string{"to svcnet", "back to kube-proxy"} {
-			rs := results[pair][dir]
+	for _, pair := range d.Pairs {
+		for dir, rs := range [][]moveResult{pair.There, pair.Back} {
 			var oks, gaps, took []float64
 			failed, broke := 0, 0
 			for _, r := range rs {
-				oks = append(oks, float64(r.traffic.NewOK))
-				gaps = append(gaps, float64(r.traffic.LongestGap.Microseconds())/1000)
-				took = append(took, r.took.Seconds())
-				failed += len(r.traffic.NewFailed)
-				if len(r.traffic.KeptBroken) > 0 {
+				oks = append(oks, float64(r.NewOK))
+				gaps = append(gaps, float64(r.LongestGap.Microseconds())/1000)
+				took = append(took, r.Took.Seconds())
+				failed += r.NewFailed
+				if r.KeptBroken {
 					broke++
 				}
 			}
-			fmt.Fprintf(b, "| %s -> %s | %s | %s | %d in %d runs | in %d of %d runs | %s | %s |\n", pair[0], pair[1], name,
-				spreadOf(oks, "%.0f"), failed, len(rs), broke, len(rs), spreadOf(gaps, "%.1f"), spreadOf(took, "%.2f"))
+			fmt.Fprintf(&b, "| %s -> %s | %s | %s | %d in %d runs | in %d of %d runs | %s | %s |\n", pair.KubeProxyMode, pair.Mode,
+				[]string{"to svcnet", "back to kube-proxy"}[dir], spreadOf(oks, "%.0f"), failed, len(rs), broke, len(rs), spreadOf(gaps, "%.1f"),
+				spreadOf(took, "%.2f"))
 		}
 	}
+	return b.String()
 }
 
 // migrateOnce runs one move there and back in a fresh world.
@@ -204,7 +248,7 @@ func (m *migration) toSvcnet(ctx context.Context) (moveResult, error) {
 	if err := m.served(ctx, "svcnet alone"); err != nil {
 		return moveResult{}, err
 	}
-	return moveResult{traffic: m.load.Phase(), took: took}, nil
+	return moveOf(m.load.Phase(), took), nil
 }
 
 // toKubeProxy hands the node back to kube-proxy and stops the agent.
@@ -234,7 +278,7 @@ func (m *migration) toKubeProxy(ctx context.Context) (moveResult, error) {
 		return moveResult{}, err
 	}
 	m.load.Stop()
-	return moveResult{traffic: m.load.Phase(), took: took}, nil
+	return moveOf(m.load.Phase(), took), nil
 }
 
 func (m *migration) startKubeProxy() error {

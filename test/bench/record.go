@@ -131,6 +131,16 @@ func commitOf(root string) string {
 	return commit
 }
 
+// toolVersion is what a binary says with --version, its last word:
+// "Kubernetes v1.37.1" gives v1.37.1.
+func toolVersion(path string) string {
+	out, err := exec.Command(path, "--version").Output()
+	if f := strings.Fields(string(out)); err == nil && len(f) > 0 {
+		return f[len(f)-1]
+	}
+	return "version unknown"
+}
+
 func kernelRelease() string {
 	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
 	if err != nil {
@@ -148,7 +158,10 @@ type recordedSection struct {
 
 // recordedSections are the sections BENCHMARKS.md takes from resultsDir.
 var recordedSections = []recordedSection{
+	{letter: "abcd", render: renderESFrom},
+	{letter: "ef", render: renderAdmissionFrom},
 	{letter: "o", render: renderAnnouncementsFrom(annTableIPv4)},
+	{letter: "p", render: renderMigrationFrom},
 	{letter: "q", render: renderAnnouncementsFrom(annTableIPv6)},
 }
 

@@ -111,3 +111,59 @@ func TestLoadRecordRefusesUnknownFields(t *testing.T) {
 		t.Errorf("a section without a record: %v, %v; want nil, nil", rec, err)
 	}
 }
+
+// TestAdmissionRendering: medians with their ranges over interleaved
+// runs, the ratio of the medians, and no p99 named from fewer than ten
+// creates beyond it.
+func TestAdmissionRendering(t *testing.T) {
+	run := func(svcnet bool, wall time.Duration, creates int) admRun {
+		r := admRun{Svcnet: svcnet, Wall: wall, Creates: creates, ClientP50: 10 * time.Millisecond, ClientP99: 40 * time.Millisecond}
+		if svcnet {
+			r.WebhookP50, r.WebhookP99, r.CPU, r.RSSMiB = 60*time.Microsecond, 300*time.Microsecond, 2.5, 63
+		}
+		return r
+	}
+	rec := &record[admData]{Section: "ef", Recorded: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC), Took: 5 * time.Minute, Commit: "abc",
+		Tools: map[string]string{"kube-apiserver": "v1.37.1"}, Data: admData{Workers: 32, Repeats: 3, Scenarios: []admScenarioRuns{
+			{Name: "(e) create 5000 ClusterIP Services", Services: 5000, Runs: []admRun{
+				run(false, 20*time.Second, 5000), run(true, 10*time.Second, 5000), run(false, 25*time.Second, 5000),
+				run(true, 12500*time.Millisecond, 5000), run(false, 10*time.Second, 5000), run(true, 20*time.Second, 5000)}},
+			{Name: "(f) create 200 NodePort Services", Services: 200, Runs: []admRun{run(false, time.Second, 200), run(true, time.Second, 200)}},
+		}}}
+	got := renderAdmission(rec)
+	for _, want := range []string{
+		"| (e) create 5000 ClusterIP Services | kube-apiserver alone | 250 (200-500) | 10.0 (10.0-10.0) | 40.0 (40.0-40.0) | - | - | - | - |",
+		"| (e) create 5000 ClusterIP Services | svcnet | 400 (250-500) | 10.0 (10.0-10.0) | 40.0 (40.0-40.0) | 0.06 (0.06-0.06) | 0.30 (0.30-0.30) | 2.50 (2.50-2.50) | 63 (63-63) |",
+		"| (e) create 5000 ClusterIP Services | **svcnet/alone** | **1.60x** |",
+		"| (f) create 200 NodePort Services | kube-apiserver alone | 200 | 10.0 | - (200 creates) |",
+		"Each side runs 3 times, the sides alternating",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered text lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestESRendering: each controller's runs apart, medians with ranges,
+// ratios of the medians.
+func TestESRendering(t *testing.T) {
+	run := func(c string, converge time.Duration, writes int64) esRun {
+		return esRun{Controller: c, Converge: converge, Writes: writes, Slices: 50, Endpoints: 5000, CPU: 0.3, RSSMiB: 80}
+	}
+	rec := &record[esData]{Section: "abcd", Recorded: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC), Took: 9 * time.Minute, Commit: "abc",
+		Tools: map[string]string{"kube-controller-manager": "v1.37.1"}, Data: esData{QPS: "100", Burst: "200", BatchPeriod: "0s", Nodes: 10,
+			Repeats: 3, Scenarios: []esScenarioRuns{{Name: "(a) 1 Service x 5000 Pods", Runs: []esRun{
+				run("svcnet", 400*time.Millisecond, 50), run("kube-controller-manager", 800*time.Millisecond, 50),
+				run("svcnet", 300*time.Millisecond, 50), run("kube-controller-manager", 600*time.Millisecond, 60),
+				run("svcnet", 500*time.Millisecond, 50), run("kube-controller-manager", 700*time.Millisecond, 50)}}}}}
+	got := renderES(rec)
+	for _, want := range []string{
+		"| (a) 1 Service x 5000 Pods | svcnet | 0.400 (0.300-0.500) | 50 (50-50) | 50 (50-50) | 100.0 (100.0-100.0) | 0.30 (0.30-0.30) | 80 (80-80) |",
+		"| (a) 1 Service x 5000 Pods | kube-controller-manager | 0.700 (0.600-0.800) | 50 (50-60) |",
+		"| (a) 1 Service x 5000 Pods | **svcnet/upstream** | **0.57x** | **1.00x** | 50 vs 50 | | **1.00x** | **1.00x** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered text lacks %q:\n%s", want, got)
+		}
+	}
+}
