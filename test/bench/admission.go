@@ -288,22 +288,7 @@ func admissionReport(ctx context.Context, root string, scale int, only string, k
 		}
 		data.Scenarios = append(data.Scenarios, runs)
 	}
-	rec.finish(sampler, data)
-	if keep {
-		if err := rec.save(root); err != nil {
-			return "", err
-		}
-	}
-	return renderAdmission(rec), nil
-}
-
-// renderAdmissionFrom renders (e) and (f) from their record, "" if none.
-func renderAdmissionFrom(root string) (string, error) {
-	rec, err := loadRecord[admData](root, "ef")
-	if err != nil || rec == nil {
-		return "", err
-	}
-	return renderAdmission(rec), nil
+	return rec.close(root, sampler, data, keep, renderAdmission)
 }
 
 // renderAdmission writes (e) and (f) from their record alone.

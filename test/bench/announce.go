@@ -757,13 +757,7 @@ func (t annTable) report(ctx context.Context, root string, scale int, skip strin
 	settings := annSettingsFor(t.family, scale)
 	load := newLoadSampler()
 	rows := t.run(ctx, root, settings)
-	rec.finish(load, annData{Settings: settings, Rows: rows})
-	if keep {
-		if err := rec.save(root); err != nil {
-			return "", err
-		}
-	}
-	return t.render(rec), nil
+	return rec.close(root, load, annData{Settings: settings, Rows: rows}, keep, t.render)
 }
 
 // run measures every setup of the table, each on a cluster of its own:
@@ -863,18 +857,6 @@ func (t annTable) render(rec *record[annData]) string {
 	}
 	b.WriteString(t.note)
 	return b.String()
-}
-
-// renderAnnouncementsFrom renders t from its record in root, "" if it
-// has none.
-func renderAnnouncementsFrom(t annTable) func(root string) (string, error) {
-	return func(root string) (string, error) {
-		rec, err := loadRecord[annData](root, t.letter)
-		if err != nil || rec == nil {
-			return "", err
-		}
-		return t.render(rec), nil
-	}
 }
 
 func annIntroIPv4(rec *record[annData]) string {

@@ -365,13 +365,7 @@ func esReport(ctx context.Context, root string, scale int, only string, keep boo
 		}
 		data.Scenarios = append(data.Scenarios, runs)
 	}
-	rec.finish(sampler, data)
-	if keep {
-		if err := rec.save(root); err != nil {
-			return "", err
-		}
-	}
-	return renderES(rec), nil
+	return rec.close(root, sampler, data, keep, renderES)
 }
 
 // runESOnce runs a scenario by a controller in a folder of its own,
@@ -390,15 +384,6 @@ func runESOnce(ctx context.Context, root string, impl esImpl, sc esScenario, i i
 		_ = os.RemoveAll(dir)
 	}
 	return r, nil
-}
-
-// renderESFrom renders (a) to (d) from their record, "" if none.
-func renderESFrom(root string) (string, error) {
-	rec, err := loadRecord[esData](root, "abcd")
-	if err != nil || rec == nil {
-		return "", err
-	}
-	return renderES(rec), nil
 }
 
 // renderES writes (a) to (d) from their record alone.

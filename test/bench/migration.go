@@ -101,22 +101,7 @@ func migrationReport(ctx context.Context, root string, scale int, skip string, k
 		}
 		data.Pairs = append(data.Pairs, runs)
 	}
-	rec.finish(sampler, data)
-	if keep {
-		if err := rec.save(root); err != nil {
-			return "", err
-		}
-	}
-	return renderMigration(rec), nil
-}
-
-// renderMigrationFrom renders (p) from its record in root, "" if none.
-func renderMigrationFrom(root string) (string, error) {
-	rec, err := loadRecord[migrationData](root, "p")
-	if err != nil || rec == nil {
-		return "", err
-	}
-	return renderMigration(rec), nil
+	return rec.close(root, sampler, data, keep, renderMigration)
 }
 
 // renderMigration writes (p) from its record alone.

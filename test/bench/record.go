@@ -56,11 +56,29 @@ func newRecord[T any](root, section string) *record[T] {
 		Tools:   map[string]string{}}
 }
 
-// finish closes the record with the run's load and samples.
-func (r *record[T]) finish(load *loadSampler, data T) {
+// close ends the record with the run's load and samples, keeps it in
+// resultsDir when keep is set, and renders it.
+func (r *record[T]) close(root string, load *loadSampler, data T, keep bool, render func(*record[T]) string) (string, error) {
 	r.Took = time.Since(r.Recorded).Truncate(time.Second)
 	r.Load = load.finish()
 	r.Data = data
+	if keep {
+		if err := r.save(root); err != nil {
+			return "", err
+		}
+	}
+	return render(r), nil
+}
+
+// renderFrom renders section from its record in root, "" if it has none.
+func renderFrom[T any](section string, render func(*record[T]) string) func(root string) (string, error) {
+	return func(root string) (string, error) {
+		rec, err := loadRecord[T](root, section)
+		if err != nil || rec == nil {
+			return "", err
+		}
+		return render(rec), nil
+	}
 }
 
 // loadNote describes the load the record saw, "" if none was sampled.
@@ -158,11 +176,11 @@ type recordedSection struct {
 
 // recordedSections are the sections BENCHMARKS.md takes from resultsDir.
 var recordedSections = []recordedSection{
-	{letter: "abcd", render: renderESFrom},
-	{letter: "ef", render: renderAdmissionFrom},
-	{letter: "o", render: renderAnnouncementsFrom(annTableIPv4)},
-	{letter: "p", render: renderMigrationFrom},
-	{letter: "q", render: renderAnnouncementsFrom(annTableIPv6)},
+	{letter: "abcd", render: renderFrom("abcd", renderES)},
+	{letter: "ef", render: renderFrom("ef", renderAdmission)},
+	{letter: "o", render: renderFrom("o", annTableIPv4.render)},
+	{letter: "p", render: renderFrom("p", renderMigration)},
+	{letter: "q", render: renderFrom("q", annTableIPv6.render)},
 }
 
 // report renders every recorded section from resultsDir alone, in the
