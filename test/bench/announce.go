@@ -852,6 +852,9 @@ func (t annTable) render(rec *record[annData]) string {
 	for _, r := range rec.Data.Rows {
 		t.writeRow(&b, r)
 	}
+	if len(charted(rec.Data.Rows)) > 0 {
+		fmt.Fprintf(&b, "\n![(%s) the moved times of each row's tries, drawn from the record](img/%s)\n", t.letter, t.failoverFigureName())
+	}
 	if l := rec.loadNote(); l != "" {
 		b.WriteString("\n" + l + "\n")
 	}

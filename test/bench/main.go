@@ -91,6 +91,9 @@ func main() {
 	if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
 		fail(err)
 	}
+	if err := writeFigures(root); err != nil {
+		fail(err)
+	}
 	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
 }
 
@@ -114,6 +117,9 @@ func writeReport(out string) {
 		fail(err)
 	}
 	if err := os.WriteFile(out, []byte(mergeSections(string(old), text)), 0o644); err != nil {
+		fail(err)
+	}
+	if err := writeFigures(root); err != nil {
 		fail(err)
 	}
 	fmt.Fprintln(os.Stderr, "bench: rendered the recorded sections into", out)

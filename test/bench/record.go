@@ -172,15 +172,17 @@ func kernelRelease() string {
 type recordedSection struct {
 	letter string
 	render func(root string) (string, error)
+	// figures draws the section's charts from its record, if it has any.
+	figures func(root string) ([]figure, error)
 }
 
 // recordedSections are the sections BENCHMARKS.md takes from resultsDir.
 var recordedSections = []recordedSection{
 	{letter: "abcd", render: renderFrom("abcd", renderES)},
 	{letter: "ef", render: renderFrom("ef", renderAdmission)},
-	{letter: "o", render: renderFrom("o", annTableIPv4.render)},
+	{letter: "o", render: renderFrom("o", annTableIPv4.render), figures: figuresFrom("o", annTableIPv4.figures)},
 	{letter: "p", render: renderFrom("p", renderMigration)},
-	{letter: "q", render: renderFrom("q", annTableIPv6.render)},
+	{letter: "q", render: renderFrom("q", annTableIPv6.render), figures: figuresFrom("q", annTableIPv6.figures)},
 }
 
 // report renders every recorded section from resultsDir alone, in the

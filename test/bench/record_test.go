@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"gonum.org/v1/plot/vg"
 )
 
 // TestRecordedSectionsAreTheDocument renders every recorded section from
@@ -46,6 +48,18 @@ func TestRecordedSectionsAreTheDocument(t *testing.T) {
 		// the blank line between them is the document's.
 		if want, have := strings.TrimRight(text, "\n"), strings.TrimRight(got, "\n"); want != have {
 			t.Errorf("(%s): docs/BENCHMARKS.md differs from its record (-rendered +document); run make bench-report:\n%s", s.letter, cmp.Diff(want, have))
+		}
+		if s.figures == nil {
+			continue
+		}
+		figs, err := s.figures(root)
+		if err != nil {
+			t.Errorf("(%s): %v", s.letter, err)
+		}
+		for _, f := range figs {
+			if have, err := os.ReadFile(filepath.Join(root, figuresDir, f.name)); err != nil || !bytes.Equal(have, f.svg) {
+				t.Errorf("(%s): %s is not what its record draws (%v); run make bench-report", s.letter, filepath.Join(figuresDir, f.name), err)
+			}
 		}
 	}
 }
@@ -164,6 +178,44 @@ func TestESRendering(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rendered text lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestFailoverFigure: the chart is drawn the same twice from one record,
+// names the rows that moved and leaves out those that did not.
+func TestFailoverFigure(t *testing.T) {
+	rec := &record[annData]{Data: annData{Rows: []annResult{
+		{Name: "svcnet, L2, link cut", Took: []time.Duration{511 * time.Millisecond, 498 * time.Millisecond, 530 * time.Millisecond}},
+		{Name: "MetalLB, L2, link cut", Took: []time.Duration{5 * time.Second, 6 * time.Second, 7 * time.Second}},
+		{Name: "svcnet, BGP, announcer SIGKILL", Took: []time.Duration{0, 0}},
+		{Name: "MetalLB, BGP, link cut", NotMeasured: "no"},
+	}}}
+	a, err := annTableIPv6.figures(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := annTableIPv6.figures(rec)
+	if len(a) != 1 || len(b) != 1 || !bytes.Equal(a[0].svg, b[0].svg) {
+		t.Fatalf("two draws of one record differ")
+	}
+	svg := string(a[0].svg)
+	for _, want := range []string{"svcnet, L2, link cut", "MetalLB, L2, link cut", "<svg"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "announcer SIGKILL") || strings.Contains(svg, "MetalLB, BGP") {
+		t.Errorf("the chart shows a row that did not move")
+	}
+	if out := os.Getenv("SVCNET_BENCH_FIGURE"); out != "" {
+		// To look at: the same chart as PNG.
+		p, err := annTableIPv6.failoverPlot(charted(rec.Data.Rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Save(9*vg.Inch, 2*vg.Inch, out); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
