@@ -134,8 +134,8 @@ func compactNumbers(b []byte) []byte {
 }
 
 // commitOf is the commit root's tracked files are at, "-dirty" when they
-// differ from it (what the benchmark writes apart: the results, the
-// figures and BENCHMARKS.md).
+// differ from it: its code, that is, not the results, the documents and
+// figures a run writes or an engineer edits meanwhile.
 func commitOf(root string) string {
 	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {
@@ -143,7 +143,7 @@ func commitOf(root string) string {
 	}
 	commit := strings.TrimSpace(string(out))
 	st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".",
-		":!"+resultsDir, ":!"+figuresDir, ":!docs/BENCHMARKS.md").Output()
+		":!"+resultsDir, ":!docs", ":!*.md").Output()
 	if err != nil || len(bytes.TrimSpace(st)) > 0 {
 		commit += "-dirty"
 	}
