@@ -845,8 +845,7 @@ func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries
 // render writes the table's section from its record alone.
 func (t annTable) render(rec *record[annData]) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nsvcnet vs MetalLB, recorded on %s at %s in %s (`go run ./test/bench -only %s`; the samples: %s/%s.json).\n\n",
-		t.title, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, t.letter, resultsDir, t.letter)
+	fmt.Fprintf(&b, "%s\n\nsvcnet vs MetalLB. %s\n\n", t.title, rec.provenance("go run ./test/bench -only "+t.letter))
 	b.WriteString(t.intro(rec) + "\n\n")
 	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rec.Data.Rows {

@@ -390,8 +390,7 @@ func runESOnce(ctx context.Context, root string, impl esImpl, sc esScenario, i i
 func renderES(rec *record[esData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\nRecorded on %s at %s in %s (`go run ./test/bench -only abcd`; the runs: %s/abcd.json).\n\n",
-		esTitle, rec.Recorded.Format("2006-01-02"), rec.Commit, rec.Took, resultsDir)
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", esTitle, rec.provenance("go run ./test/bench -only abcd"))
 	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s; kube-controller-manager %s), "+
 		"with --kube-api-qps=%s --kube-api-burst=%s --endpointslice-updates-batch-period=%s, %d Nodes. "+
 		"For (a) and (b) the objects exist before the controller starts and the time is from process start to every Service's slices "+

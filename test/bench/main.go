@@ -80,11 +80,6 @@ func main() {
 		// others, so the file stays whole and regenerable section by
 		// section.
 		if old, err := os.ReadFile(*out); err == nil {
-			if *only != "" {
-				// A partial run dates its own sections, not the
-				// document: the header stays the last full run's.
-				text = text[strings.Index(text, "\n## ")+1:]
-			}
 			text = mergeSections(string(old), text)
 		}
 	}
@@ -108,6 +103,7 @@ func writeReport(out string) {
 	if err != nil {
 		fail(err)
 	}
+	text = docHeader + text
 	if out == "-" {
 		fmt.Print(text)
 		return
@@ -126,15 +122,19 @@ func writeReport(out string) {
 }
 
 func writeHeader(b *strings.Builder, scale int) {
-	fmt.Fprintf(b, "# Benchmarks\n\nWritten by `make bench` (`go run ./test/bench`) on %s: %s, %d cores, %s. "+
-		"Every comparison runs svcnet and the upstream component of Kubernetes v1.37.1 (built from Go modules into bin/k8s) "+
-		"one after the other on the same machine in the same run. Numbers from a 2-core machine shared with other work are noisy: "+
-		"compare ratios, and rerun before drawing conclusions from small differences.\n\n",
-		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version())
+	b.WriteString(docHeader)
 	if scale > 1 {
 		fmt.Fprintf(b, "**Smoke run: workloads divided by %d.**\n\n", scale)
 	}
 }
+
+// docHeader opens the document whatever ran: each recorded section says
+// when, at which commit and on what machine it ran.
+const docHeader = "# Benchmarks\n\nWritten by `make bench` (`go run ./test/bench`), one section or all of them at a time. Every comparison " +
+	"runs svcnet and the upstream component of Kubernetes (built from Go modules into bin/k8s) one after the other on the same " +
+	"machine in the same run. A section with a record in " + resultsDir + " opens with when, at which commit and on what machine " +
+	"it ran, and `make bench-report` renders it again from that record alone. A section without one is as its last run wrote it, " +
+	"on a 2-core machine shared with other work. Compare ratios, and rerun before drawing conclusions from small differences.\n\n"
 
 // runReports runs the scenarios -only selects, each section after the
 // other; skip says why the ones that need network namespaces cannot run,

@@ -81,6 +81,15 @@ func renderFrom[T any](section string, render func(*record[T]) string) func(root
 	}
 }
 
+// provenance is the sentence that opens a recorded section: when, at
+// which commit, how long and on what the run ran, how to run it again
+// and where its record is.
+func (r *record[T]) provenance(rerun string) string {
+	m := r.Machine
+	return fmt.Sprintf("Recorded on %s at %s in %s on %s (%d cores, Linux %s, %s): `%s`; the record: %s.",
+		r.Recorded.Format("2006-01-02"), r.Commit, r.Took, m.CPU, m.Cores, m.Kernel, m.Go, rerun, filepath.ToSlash(filepath.Join(resultsDir, r.Section+".json")))
+}
+
 // loadNote describes the load the record saw, "" if none was sampled.
 func (r *record[T]) loadNote() string {
 	return describeLoad(r.Load, r.Took, r.Machine.Cores)

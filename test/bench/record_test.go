@@ -24,7 +24,10 @@ func TestRecordedSectionsAreTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sections := splitSections(string(doc))
+	head, sections := splitSections(string(doc))
+	if head != docHeader {
+		t.Errorf("docs/BENCHMARKS.md's header is not docHeader; run make bench-report:\n%s", cmp.Diff(docHeader, head))
+	}
 	inDoc := map[string]string{}
 	for _, s := range sections {
 		inDoc[s.title] = s.text
