@@ -99,18 +99,14 @@ func TestRecordRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(want, annTableIPv6.render(back)); diff != "" {
 		t.Errorf("rendered from the file (-saved +loaded):\n%s", diff)
 	}
-	for _, s := range []string{
+	hasAll(t, want,
 		"| (q) svcnet, L2, link cut | 511 ms | 498-530 ms of 3 | 511 ms | 498-530 ms of 3 | 0 of 3 | 1 of 900 questions |",
 		"| (q) svcnet, BGP, announcer SIGKILL | nothing moves (the routes stay) | | 25 ms | 20-30 ms of 2 | 0 of 2 | - |",
 		"| (q) MetalLB, BGP (FRR mode), link cut | not measured: the cluster never settled |",
 		"during these 1h1m0s (sampled every 10 s; ",
 		"min 0.5, median 1.2, max 2.0.",
 		"hold time 3 s, BFD 300 ms x 3",
-	} {
-		if !strings.Contains(want, s) {
-			t.Errorf("rendered text lacks %q:\n%s", s, want)
-		}
-	}
+	)
 }
 
 func TestLoadRecordRefusesUnknownFields(t *testing.T) {
@@ -148,17 +144,13 @@ func TestAdmissionRendering(t *testing.T) {
 			{Name: "(f) create 200 NodePort Services", Services: 200, Runs: []admRun{run(false, time.Second, 200), run(true, time.Second, 200)}},
 		}}}
 	got := renderAdmission(rec)
-	for _, want := range []string{
+	hasAll(t, got,
 		"| (e) create 5000 ClusterIP Services | kube-apiserver alone | 250 (200-500) | 10.0 (10.0-10.0) | 40.0 (40.0-40.0) | - | - | - | - |",
 		"| (e) create 5000 ClusterIP Services | svcnet | 400 (250-500) | 10.0 (10.0-10.0) | 40.0 (40.0-40.0) | 0.06 (0.06-0.06) | 0.30 (0.30-0.30) | 2.50 (2.50-2.50) | 63 (63-63) |",
 		"| (e) create 5000 ClusterIP Services | **svcnet/alone** | **1.60x** |",
 		"| (f) create 200 NodePort Services | kube-apiserver alone | 200 | 10.0 | - (200 creates) |",
 		"Each side runs 3 times, the sides alternating",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("rendered text lacks %q:\n%s", want, got)
-		}
-	}
+	)
 }
 
 // TestESRendering: each controller's runs apart, medians with ranges,
@@ -174,15 +166,11 @@ func TestESRendering(t *testing.T) {
 				run("svcnet", 300*time.Millisecond, 50), run("kube-controller-manager", 600*time.Millisecond, 60),
 				run("svcnet", 500*time.Millisecond, 50), run("kube-controller-manager", 700*time.Millisecond, 50)}}}}}
 	got := renderES(rec)
-	for _, want := range []string{
+	hasAll(t, got,
 		"| (a) 1 Service x 5000 Pods | svcnet | 0.400 (0.300-0.500) | 50 (50-50) | 50 (50-50) | 100.0 (100.0-100.0) | 0.30 (0.30-0.30) | 80 (80-80) |",
 		"| (a) 1 Service x 5000 Pods | kube-controller-manager | 0.700 (0.600-0.800) | 50 (50-60) |",
 		"| (a) 1 Service x 5000 Pods | **svcnet/upstream** | **0.57x** | **1.00x** | 50 vs 50 | | **1.00x** | **1.00x** |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("rendered text lacks %q:\n%s", want, got)
-		}
-	}
+	)
 }
 
 // TestFailoverFigure: the chart is drawn the same twice from one record,
@@ -203,11 +191,7 @@ func TestFailoverFigure(t *testing.T) {
 		t.Fatalf("two draws of one record differ")
 	}
 	svg := string(a[0].svg)
-	for _, want := range []string{"svcnet, L2, link cut", "MetalLB, L2, link cut", "<svg"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("the chart lacks %q", want)
-		}
-	}
+	hasAll(t, svg, "svcnet, L2, link cut", "MetalLB, L2, link cut", "<svg")
 	if strings.Contains(svg, "announcer SIGKILL") || strings.Contains(svg, "MetalLB, BGP") {
 		t.Errorf("the chart shows a row that did not move")
 	}
@@ -219,6 +203,16 @@ func TestFailoverFigure(t *testing.T) {
 		}
 		if err := p.Save(9*vg.Inch, 2*vg.Inch, out); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// hasAll fails t for each of wants that text lacks.
+func hasAll(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q:\n%s", want, text)
 		}
 	}
 }
