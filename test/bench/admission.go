@@ -307,33 +307,18 @@ func renderAdmission(rec *record[admData]) string {
 	for _, sc := range d.Scenarios {
 		var tput [2]float64
 		for k, side := range []string{"kube-apiserver alone", "svcnet"} {
-			var runs []admRun
-			for _, r := range sc.Runs {
-				if r.Svcnet == (k == 1) {
-					runs = append(runs, r)
-				}
-			}
-			col := func(f func(admRun) float64, format string) string {
-				vs := make([]float64, len(runs))
-				for i, r := range runs {
-					vs[i] = f(r)
-				}
-				return spreadOf(vs, format)
-			}
-			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-			tputs := make([]float64, len(runs))
-			for i, r := range runs {
-				tputs[i] = float64(sc.Services) / r.Wall.Seconds()
-			}
+			runs := runsWhere(sc.Runs, func(r admRun) bool { return r.Svcnet == (k == 1) })
+			col := func(f func(admRun) float64, format string) string { return spreadOf(column(runs, f), format) }
+			tputs := column(runs, func(r admRun) float64 { return float64(sc.Services) / r.Wall.Seconds() })
 			tput[k] = median(tputs)
 			hook, proc := "| - | - |", "- | -"
 			if k == 1 {
-				hook = fmt.Sprintf("| %s | %s |", col(func(r admRun) float64 { return ms(r.WebhookP50) }, "%.2f"),
-					col(func(r admRun) float64 { return ms(r.WebhookP99) }, "%.2f"))
+				hook = fmt.Sprintf("| %s | %s |", col(func(r admRun) float64 { return millis(r.WebhookP50) }, "%.2f"),
+					col(func(r admRun) float64 { return millis(r.WebhookP99) }, "%.2f"))
 				proc = fmt.Sprintf("%s | %s", col(func(r admRun) float64 { return r.CPU }, "%.2f"), col(func(r admRun) float64 { return r.RSSMiB }, "%.0f"))
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s %s %s |\n", sc.Name, side, spreadOf(tputs, "%.0f"),
-				col(func(r admRun) float64 { return ms(r.ClientP50) }, "%.1f"), p99Cell(runs, col(func(r admRun) float64 { return ms(r.ClientP99) }, "%.1f")), hook, proc)
+				col(func(r admRun) float64 { return millis(r.ClientP50) }, "%.1f"), p99Cell(runs, col(func(r admRun) float64 { return millis(r.ClientP99) }, "%.1f")), hook, proc)
 		}
 		fmt.Fprintf(&b, "| %s | **svcnet/alone** | **%.2fx** | | | | | | |\n", sc.Name, ratio(tput[1], tput[0]))
 	}

@@ -403,19 +403,8 @@ func renderES(rec *record[esData]) string {
 	for _, sc := range d.Scenarios {
 		var meds [2]esMedians
 		for k, name := range []string{"svcnet", "kube-controller-manager"} {
-			var runs []esRun
-			for _, r := range sc.Runs {
-				if r.Controller == name {
-					runs = append(runs, r)
-				}
-			}
-			col := func(f func(esRun) float64) []float64 {
-				vs := make([]float64, len(runs))
-				for i, r := range runs {
-					vs[i] = f(r)
-				}
-				return vs
-			}
+			runs := runsWhere(sc.Runs, func(r esRun) bool { return r.Controller == name })
+			col := func(f func(esRun) float64) []float64 { return column(runs, f) }
 			times, writes, sliceCounts := col(func(r esRun) float64 { return r.Converge.Seconds() }), col(func(r esRun) float64 { return float64(r.Writes) }),
 				col(func(r esRun) float64 { return float64(r.Slices) })
 			cpu, rss := col(func(r esRun) float64 { return r.CPU }), col(func(r esRun) float64 { return r.RSSMiB })

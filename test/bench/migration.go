@@ -126,12 +126,11 @@ func renderMigration(rec *record[migrationData]) string {
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, pair := range d.Pairs {
 		for dir, rs := range [][]moveResult{pair.There, pair.Back} {
-			var oks, gaps, took []float64
+			oks := column(rs, func(r moveResult) float64 { return float64(r.NewOK) })
+			gaps := column(rs, func(r moveResult) float64 { return millis(r.LongestGap) })
+			took := column(rs, func(r moveResult) float64 { return r.Took.Seconds() })
 			failed, broke := 0, 0
 			for _, r := range rs {
-				oks = append(oks, float64(r.NewOK))
-				gaps = append(gaps, float64(r.LongestGap.Microseconds())/1000)
-				took = append(took, r.Took.Seconds())
 				failed += r.NewFailed
 				if r.KeptBroken {
 					broke++

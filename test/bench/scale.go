@@ -334,6 +334,31 @@ func median(vs []float64) float64 {
 
 // spreadOf prints the median and, for several values, the smallest and
 // the largest: "85 (83-88)".
+// column is figure f of each run: one column of a table of runs.
+func column[T any](runs []T, f func(T) float64) []float64 {
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		vs[i] = f(r)
+	}
+	return vs
+}
+
+// runsWhere are the runs of one side of a table.
+func runsWhere[T any](runs []T, side func(T) bool) []T {
+	var out []T
+	for _, r := range runs {
+		if side(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
 func spreadOf(vs []float64, format string) string {
 	m := fmt.Sprintf(format, median(vs))
 	if len(vs) < 2 {
