@@ -29,18 +29,6 @@ type figure struct {
 	svg  []byte
 }
 
-// figuresFrom draws section's figures from its record in root, none if
-// it has no record.
-func figuresFrom[T any](section string, draw func(*record[T]) ([]figure, error)) func(root string) ([]figure, error) {
-	return func(root string) ([]figure, error) {
-		rec, err := loadRecord[T](root, section)
-		if err != nil || rec == nil {
-			return nil, err
-		}
-		return draw(rec)
-	}
-}
-
 // writeFigures draws every recorded section's figures into figuresDir.
 func writeFigures(root string) error {
 	for _, s := range recordedSections {

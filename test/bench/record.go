@@ -70,17 +70,6 @@ func (r *record[T]) close(root string, load *loadSampler, data T, keep bool, ren
 	return render(r), nil
 }
 
-// renderFrom renders section from its record in root, "" if it has none.
-func renderFrom[T any](section string, render func(*record[T]) string) func(root string) (string, error) {
-	return func(root string) (string, error) {
-		rec, err := loadRecord[T](root, section)
-		if err != nil || rec == nil {
-			return "", err
-		}
-		return render(rec), nil
-	}
-}
-
 // provenance is the sentence that opens a recorded section: when, at
 // which commit, how long and on what the run ran, how to run it again
 // and where its record is.
@@ -188,11 +177,34 @@ type recordedSection struct {
 
 // recordedSections are the sections BENCHMARKS.md takes from resultsDir.
 var recordedSections = []recordedSection{
-	{letter: "abcd", render: renderFrom("abcd", renderES)},
-	{letter: "ef", render: renderFrom("ef", renderAdmission)},
-	{letter: "o", render: renderFrom("o", annTableIPv4.render), figures: figuresFrom("o", annTableIPv4.figures)},
-	{letter: "p", render: renderFrom("p", renderMigration)},
-	{letter: "q", render: renderFrom("q", annTableIPv6.render), figures: figuresFrom("q", annTableIPv6.figures)},
+	recorded("abcd", renderES, nil),
+	recorded("ef", renderAdmission, nil),
+	recorded("o", annTableIPv4.render, annTableIPv4.figures),
+	recorded("p", renderMigration, nil),
+	recorded("q", annTableIPv6.render, annTableIPv6.figures),
+}
+
+// recorded is the section whose record in root is render's and, if
+// draw is set, draw's; each renders or draws nothing while the section
+// has no record.
+func recorded[T any](letter string, render func(*record[T]) string, draw func(*record[T]) ([]figure, error)) recordedSection {
+	s := recordedSection{letter: letter, render: func(root string) (string, error) {
+		rec, err := loadRecord[T](root, letter)
+		if err != nil || rec == nil {
+			return "", err
+		}
+		return render(rec), nil
+	}}
+	if draw != nil {
+		s.figures = func(root string) ([]figure, error) {
+			rec, err := loadRecord[T](root, letter)
+			if err != nil || rec == nil {
+				return nil, err
+			}
+			return draw(rec)
+		}
+	}
+	return s
 }
 
 // report renders every recorded section from resultsDir alone, in the
