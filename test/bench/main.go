@@ -70,26 +70,29 @@ func main() {
 		"make build && go run ./test/bench -only p -out docs/BENCHMARKS.md   # only the migration (p), with the agent of bin/\n"+
 		"go run ./test/bench -only q -out docs/BENCHMARKS.md   # only the IPv6 failover (q), recording its samples in %s\n"+
 		"make bench-report     # the recorded sections again from %s alone: this file, unchanged\n```\n", resultsDir, resultsDir)
-	if *out == "-" {
-		fmt.Print(b.String())
+	// A partial run replaces the sections it wrote and keeps the others,
+	// so the file stays whole and regenerable section by section.
+	writeDocument(root, *out, b.String(), *only != "" || *micro == "")
+}
+
+// writeDocument writes text to out (merged into out's sections when
+// merge is set) and the recorded sections' figures beside it; to
+// standard output alone when out is "-".
+func writeDocument(root, out, text string, merge bool) {
+	if out == "-" {
+		fmt.Print(text)
 		return
 	}
-	text := b.String()
-	if *only != "" || *micro == "" {
-		// A partial run replaces the sections it wrote and keeps the
-		// others, so the file stays whole and regenerable section by
-		// section.
-		if old, err := os.ReadFile(*out); err == nil {
-			text = mergeSections(string(old), text)
-		}
+	if old, err := os.ReadFile(out); err == nil && merge {
+		text = mergeSections(string(old), text)
 	}
-	if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
 		fail(err)
 	}
 	if err := writeFigures(root); err != nil {
 		fail(err)
 	}
-	fmt.Fprintln(os.Stderr, "bench: wrote", *out)
+	fmt.Fprintln(os.Stderr, "bench: wrote", out)
 }
 
 // writeReport renders the recorded sections into out, keeping the rest
@@ -103,22 +106,11 @@ func writeReport(out string) {
 	if err != nil {
 		fail(err)
 	}
-	text = docHeader + text
-	if out == "-" {
-		fmt.Print(text)
-		return
-	}
-	old, err := os.ReadFile(out)
-	if err != nil {
+	if _, err := os.Stat(out); err != nil && out != "-" {
+		// The rest of the document is the file's own: there must be one.
 		fail(err)
 	}
-	if err := os.WriteFile(out, []byte(mergeSections(string(old), text)), 0o644); err != nil {
-		fail(err)
-	}
-	if err := writeFigures(root); err != nil {
-		fail(err)
-	}
-	fmt.Fprintln(os.Stderr, "bench: rendered the recorded sections into", out)
+	writeDocument(root, out, docHeader+text, true)
 }
 
 func writeHeader(b *strings.Builder, scale int) {
