@@ -171,6 +171,47 @@ func TestKubeProxyNeedsManifests(t *testing.T) {
 	}
 }
 
+// TestMinSyncPeriod checks --min-sync-period: unset, no node proxy is
+// given one (each keeps its own default); set, the agents and kube-proxy
+// get it under the one flag both take; negative, or with proxies that
+// svcnet up does not start itself, it is refused.
+func TestMinSyncPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    []string
+		refused bool
+	}{
+		{args: nil, want: nil},
+		{args: []string{"--min-sync-period=1s"}, want: []string{"--iptables-min-sync-period=1s"}},
+		{args: []string{"--min-sync-period=0", "--pipeline=upstream"}, want: []string{"--iptables-min-sync-period=0s"}},
+		{args: []string{"--min-sync-period=-1s"}, refused: true},
+		{args: []string{"--min-sync-period=1s", "--install=manifests"}, refused: true},
+	} {
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := o.Complete(fs)
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "--min-sync-period") {
+				t.Errorf("%v: %v, want refused naming --min-sync-period", tc.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if diff := cmp.Diff(tc.want, c.proxySyncArgs()); diff != "" {
+			t.Errorf("%v: node proxy flags (-want +got):\n%s", tc.args, diff)
+		}
+	}
+	if err := (&OptionalDuration{}).Set("soon"); err == nil {
+		t.Error("--min-sync-period=soon parsed")
+	}
+}
+
 // TestIPFamilyRanges checks --ip-family: the range flags not given take
 // the family's defaults (kind's), the network's first family is the first
 // Service range's, and ranges that do not fit the families are named.

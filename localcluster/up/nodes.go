@@ -455,7 +455,17 @@ func (cl *cluster) startAgent(ctx context.Context, c Config, n nodesim.Node, pk 
 		"--conntrack-max-per-core=0", // nf_conntrack_max is the host's, read-only in a node's namespace
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,
 		"-v=" + strconv.Itoa(max(c.Verbosity, 2))}
+	args = append(args, c.proxySyncArgs()...)
 	return cl.startNodeProxy(ctx, n, apiURL, "svcnet agent", args, "agent-"+n.Name+".log", "/readyz", logs)
+}
+
+// proxySyncArgs are the flags a node proxy, the agent or kube-proxy,
+// takes for --min-sync-period.
+func (c Config) proxySyncArgs() []string {
+	if !c.MinSyncPeriod.IsSet {
+		return nil
+	}
+	return []string{"--iptables-min-sync-period=" + c.MinSyncPeriod.Value.String()}
 }
 
 // startKubeProxy runs kube-proxy inside node n's namespace, as on a real
@@ -467,6 +477,7 @@ func (cl *cluster) startKubeProxy(ctx context.Context, c Config, n nodesim.Node,
 		"--cluster-cidr=" + c.ClusterCIDR, "--conntrack-max-per-core=0",
 		"--healthz-bind-address=" + nodeProxyHealthz, "--metrics-bind-address=" + nodeProxyMetrics,
 		"--v=" + strconv.Itoa(max(c.Verbosity, 2))}
+	args = append(args, c.proxySyncArgs()...)
 	return cl.startNodeProxy(ctx, n, apiURL, "kube-proxy", args, "kube-proxy-"+n.Name+".log", "/healthz", logs)
 }
 

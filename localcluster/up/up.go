@@ -116,6 +116,12 @@ type Options struct {
 	// stand by, and kube-controller-manager runs all its controllers
 	// (docs/operations.md). Needs Install other than in-process.
 	KubeProxy bool
+	// MinSyncPeriod, when set, is every node proxy's minimum time
+	// between syncs (--iptables-min-sync-period, the agent's and
+	// kube-proxy's flag alike); unset, each runs at its own default
+	// (the agent 0, kube-proxy 1 s), so that a comparison can run both
+	// at the same one.
+	MinSyncPeriod OptionalDuration
 
 	Manager manager.Options
 	// Out receives the progress lines and the commands to try.
@@ -132,6 +138,30 @@ type Config struct {
 	choosePorts bool
 	ranges      ranges
 }
+
+// OptionalDuration is a duration flag that may be left unset.
+type OptionalDuration struct {
+	Value time.Duration
+	IsSet bool
+}
+
+func (d *OptionalDuration) String() string {
+	if !d.IsSet {
+		return ""
+	}
+	return d.Value.String()
+}
+
+func (d *OptionalDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Value, d.IsSet = v, true
+	return nil
+}
+
+func (d *OptionalDuration) Type() string { return "duration" }
 
 // Pipeline is --pipeline: whose Service networking runs.
 type Pipeline string
@@ -214,6 +244,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DNS, "dns", o.DNS, "Install cluster DNS with the nodes: CoreDNS (bin/k8s/coredns, run by the node simulator) behind kube-dns at the tenth address of the first Service range, and a resolver for the client and node namespaces (ip netns exec ... curl http://web/).")
 	fs.Var(enumflag.Var(&o.Install, "install"), "install", "How svcnet runs: in-process (the manager and an agent per node run by svcnet up from the svcnet binary), manifests (config/default applied with kustomize: the manager Deployment, 2 replicas behind leader election, and the agent DaemonSet run by the simulated nodes from svcnet's images, make images), or helm (charts/svcnet installed with helm, make helm).")
 	fs.BoolVar(&o.KubeProxy, "kube-proxy", o.KubeProxy, "Start as a kubeadm cluster about to move from kube-proxy and kube-controller-manager's controllers (with --install=manifests or helm): kube-proxy's DaemonSet as kubeadm creates it (bin/k8s/kube-proxy, in --proxy-mode) programs every node, each labelled svcnet.io/proxy=kube-proxy, svcnet's agents stand by, and kube-controller-manager runs all its controllers (its flags in <data-dir>/kube-controller-manager.flags, which restarts it when edited); docs/operations.md's steps then move the controllers and the nodes.")
+	fs.Var(&o.MinSyncPeriod, "min-sync-period", "Every node proxy's minimum time between syncs: --iptables-min-sync-period of the agents, or of kube-proxy under --pipeline=upstream, so that both pipelines can run at the same one. Unset: each proxy's own default (the agent 0, kube-proxy 1s).")
 	fs.BoolVar(&o.Endpoints, "endpoints-controller", o.Endpoints, "Run kube-controller-manager's endpoints-controller and an EndpointSlice mirroring controller (svcnet's, or kube-controller-manager's under --pipeline=upstream); false: neither, the Endpoints-free cluster of KEP-4974, where nothing writes or mirrors Endpoints objects.")
 	fs.BoolVar(&o.Demo, "demo", o.Demo, "Run the walkthrough (Deployment, every Service type, scaling, traffic) once everything is up, printing each command and its output.")
 	o.Manager.AddFlags(fs)
@@ -287,6 +318,9 @@ func (o *Options) validateNodes() []error {
 	}
 	if o.KubeProxy && o.Install == InstallInProcess {
 		errs = append(errs, errors.New("--kube-proxy needs svcnet installed as a cluster installs it, beside kube-proxy's DaemonSet: --install=manifests or helm"))
+	}
+	if o.MinSyncPeriod.IsSet && (o.MinSyncPeriod.Value < 0 || o.Install != InstallInProcess) {
+		errs = append(errs, fmt.Errorf("--min-sync-period must be 0 or more and applies to the node proxies svcnet up runs itself (--install=in-process), got %s with --install=%s", &o.MinSyncPeriod, o.Install))
 	}
 	if o.Demo && o.Nodes < 1 {
 		errs = append(errs, errors.New("--demo needs at least one node (--nodes)"))
