@@ -254,15 +254,12 @@ type admData struct {
 	Scenarios []admScenarioRuns `json:"scenarios"`
 }
 
-// admRepeats is how many times each side runs a scenario.
-const admRepeats = 3
-
 const admTitle = "## Allocation at admission: svcnet's webhook vs kube-apiserver alone"
 
 func admissionReport(ctx context.Context, root string, scale int, only string, keep bool) (string, error) {
 	rec := newRecord[admData](root, "ef")
 	rec.Tools["kube-apiserver"] = toolVersion(filepath.Join(root, "bin/k8s/kube-apiserver"))
-	data := admData{Workers: admissionWorkers, Repeats: admRepeats}
+	data := admData{Workers: admissionWorkers, Repeats: *repeats}
 	sampler := newLoadSampler()
 	for _, sc := range admScenarios(scale) {
 		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
@@ -271,13 +268,13 @@ func admissionReport(ctx context.Context, root string, scale int, only string, k
 		runs := admScenarioRuns{Name: sc.name, Services: sc.services}
 		// The sides alternate, so that a slow minute of a shared
 		// machine falls on both.
-		for i := range admRepeats {
+		for i := range *repeats {
 			for _, withSvcnet := range []bool{false, true} {
 				dir, err := os.MkdirTemp("", "svcnet-bench-")
 				if err != nil {
 					return "", err
 				}
-				progress("%s, svcnet=%v (run %d/%d)\n", sc.name, withSvcnet, i+1, admRepeats)
+				progress("%s, svcnet=%v (run %d/%d)\n", sc.name, withSvcnet, i+1, *repeats)
 				r, err := runAdmission(ctx, root, dir, sc, withSvcnet)
 				if err != nil {
 					return "", fmt.Errorf("%s: %w", sc.name, err)

@@ -50,45 +50,55 @@ var agentEndpointRange = netip.MustParsePrefix("10.240.0.0/12")
 
 type agentImpl struct {
 	name string
-	// mode is the dataplane mode; the first implementation of each mode
-	// is svcnet's, the ones compared with it follow.
+	// mode is the dataplane mode.
 	mode string
 	argv func(root, kubeconfig, node string) []string
+	// compare names the proxy this one runs at the same settings as, and
+	// whose figures its ratios divide by; "" for none.
+	compare string
 }
 
-// kubeProxyModes are the modes kube-proxy runs in (-kube-proxy-modes);
-// svcnet runs in every mode.
-var kubeProxyModes = flag.String("kube-proxy-modes", "iptables,nftables", "modes kube-proxy is measured in by the node agent benchmark (kube-proxy's iptables mode takes over 15 minutes for a cold sync at 10,000 Services)")
+// kubeProxyModes are the modes kube-proxy is measured in
+// (-kube-proxy-modes); svcnet runs in every mode.
+var kubeProxyModes = flag.String("kube-proxy-modes", "iptables,nftables", "modes kube-proxy is measured in by the node agent benchmarks")
 
+// agentImpls are the proxies of the node agent benchmarks, for each mode:
+// svcnet's agent at its defaults (no minimum sync period, GOGC=50), the
+// agent at Go's default collector setting, and kube-proxy with no
+// minimum sync period (the agent's default) at Go's default collector
+// setting (its own): those two run at the same settings and are
+// compared.
 func agentImpls() []agentImpl {
-	kubeProxy := func(mode string, extra ...string) func(root, kc, node string) []string {
-		return func(root, kc, node string) []string { return kubeProxyArgv(root, kc, node, mode, extra...) }
-	}
-	svcnet := func(mode string) func(root, kc, node string) []string {
+	kubeProxy := func(mode string) func(root, kc, node string) []string {
 		return func(root, kc, node string) []string {
-			return []string{filepath.Join(root, "bin/svcnet-agent"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
+			return kubeProxyArgv(root, kc, node, mode, "--iptables-min-sync-period=0")
+		}
+	}
+	svcnet := func(mode string, env ...string) func(root, kc, node string) []string {
+		return func(root, kc, node string) []string {
+			argv := []string{filepath.Join(root, "bin/svcnet-agent"), "agent", "--kubeconfig=" + kc, "--node-name=" + node,
 				"--mode=" + mode, "--cluster-cidr=" + agentClusterCIDR, "--conntrack-max-per-core=0", "--v=2",
 				"--pprof-bind-address=" + os.Getenv("SVCNET_BENCH_PPROF")}
+			if len(env) > 0 {
+				argv = append(append([]string{"env"}, env...), argv...)
+			}
+			return argv
 		}
 	}
 	var impls []agentImpl
 	for _, mode := range []string{"iptables", "nftables"} {
-		impls = append(impls, agentImpl{name: "svcnet agent --mode=" + mode, mode: mode, argv: svcnet(mode)})
+		agent := "svcnet agent --mode=" + mode
+		kp := "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0"
+		impls = append(impls, agentImpl{name: agent, mode: mode, argv: svcnet(mode)})
 		if !slices.Contains(strings.Split(*kubeProxyModes, ","), mode) {
 			continue
 		}
 		impls = append(impls,
-			agentImpl{name: "kube-proxy --proxy-mode=" + mode, mode: mode, argv: kubeProxy(mode)},
-			// kube-proxy 1.37 has no nftables-specific flag for it.
-			agentImpl{name: "kube-proxy --proxy-mode=" + mode + " --iptables-min-sync-period=0", mode: mode, argv: kubeProxy(mode, "--iptables-min-sync-period=0")})
+			// The agent's collector setting (GOGC=50, see agent.GCPercent)
+			// at Go's default, kube-proxy's.
+			agentImpl{name: agent + ", GOGC=100", mode: mode, argv: svcnet(mode, "GOGC=100"), compare: kp},
+			agentImpl{name: kp, mode: mode, argv: kubeProxy(mode)})
 	}
-	// The agent's default collector setting (GOGC=50, see
-	// agent.GCPercent) beside Go's own, so that what it buys is measured.
-	goDefault := svcnet("nftables")
-	impls = append(impls, agentImpl{name: "svcnet agent --mode=nftables, GOGC=100", mode: "nftables",
-		argv: func(root, kc, node string) []string {
-			return append([]string{"env", "GOGC=100"}, goDefault(root, kc, node)...)
-		}})
 	if *agentsOnly == "" {
 		return impls
 	}
@@ -108,7 +118,9 @@ func kubeProxyArgv(root, kubeconfig, node, mode string, extra ...string) []strin
 var agentsOnly = flag.String("agents", "", "regular expression: the node agent benchmark runs only the proxies whose name (as in the table, e.g. 'svcnet agent --mode=nftables') it matches; empty: all")
 
 type agentScenario struct {
-	letter   byte
+	letter byte
+	// mode is the dataplane mode whose proxies run; "" for every mode.
+	mode     string
 	services int // background Services, 10 endpoints each
 	changes  int // endpoint changes of the probe Service
 	// gap is the pause after one change converged before the next; a
@@ -117,11 +129,13 @@ type agentScenario struct {
 	random bool
 }
 
+// agentResult is one run of one proxy: its cold sync, each change's
+// time, its CPU seconds and its peak RSS.
 type agentResult struct {
-	coldSync  time.Duration
-	latencies []time.Duration
-	cpu       float64
-	rssMiB    float64
+	ColdSync  time.Duration   `json:"coldSync"`
+	Latencies []time.Duration `json:"changes"`
+	CPU       float64         `json:"cpu"`
+	RSSMiB    float64         `json:"rssMiB"`
 }
 
 // agentWorld is one API server with its Services and EndpointSlices, and
@@ -440,7 +454,7 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 		return res, err
 	}
 	defer p.stop()
-	if res.coldSync, err = n.waitForAll(ctx, append([]string{n.probeIP}, w.sample...), p.started); err != nil {
+	if res.ColdSync, err = n.waitForAll(ctx, append([]string{n.probeIP}, w.sample...), p.started); err != nil {
 		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
 	}
 	// Serving the Services is not the end of a cold sync where the proxy
@@ -450,7 +464,7 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 	if err != nil {
 		return res, fmt.Errorf("%s cold sync: %w (log: %s)", impl.name, err, logPath)
 	}
-	res.coldSync = max(res.coldSync, done.Sub(p.started))
+	res.ColdSync = max(res.ColdSync, done.Sub(p.started))
 	time.Sleep(sc.gap + time.Second) // out of any minimum sync interval
 	rng := rand.New(rand.NewPCG(uint64(sc.letter), 1))
 	for range sc.changes {
@@ -463,15 +477,15 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 			progress("(%c) %s: a change sent at %s took %s, the API server's answer to the write %s\n", sc.letter, impl.name,
 				at.Format("15:04:05.000"), d.Round(100*time.Microsecond), write.Round(100*time.Microsecond))
 		}
-		res.latencies = append(res.latencies, d)
+		res.Latencies = append(res.Latencies, d)
 		pause := sc.gap
 		if sc.random {
 			pause = time.Duration(rng.Int64N(int64(sc.gap) + 1))
 		}
 		time.Sleep(pause)
 	}
-	res.cpu = p.cpuSeconds()
-	res.rssMiB = p.peakRSSMiB()
+	res.CPU = p.cpuSeconds()
+	res.RSSMiB = p.peakRSSMiB()
 	if atEnd != nil {
 		if err := atEnd(n); err != nil {
 			return res, fmt.Errorf("%s: %w", impl.name, err)
@@ -480,23 +494,56 @@ func runAgent(ctx context.Context, root, workDir string, w *agentWorld, impl age
 	return res, nil
 }
 
-func agentReport(ctx context.Context, root string, scale int, only string, skip string) (string, error) {
-	scenarios := []agentScenario{
+// agentData is (g), (h) and (i)'s record.
+type agentData struct {
+	Repeats   int                 `json:"repeats"`
+	Scenarios []agentScenarioRuns `json:"scenarios"`
+}
+
+// agentScenarioRuns are one scenario's runs, by proxy.
+type agentScenarioRuns struct {
+	Name     string           `json:"name"`
+	Mode     string           `json:"mode,omitempty"`
+	Services int              `json:"services"`
+	Changes  int              `json:"changes"`
+	Gap      time.Duration    `json:"gap"`
+	Random   bool             `json:"random,omitempty"`
+	Proxies  []agentProxyRuns `json:"proxies"`
+}
+
+// agentProxyRuns are one proxy's runs of a scenario.
+type agentProxyRuns struct {
+	Proxy   string        `json:"proxy"`
+	Mode    string        `json:"mode"`
+	Compare string        `json:"compare,omitempty"`
+	Runs    []agentResult `json:"runs"`
+}
+
+const agentTitle = "## Node agent: svcnet agent vs kube-proxy, iptables and nftables modes (g)-(i)"
+
+// agentScenarios are (g) in both modes at 1,000 Services, and (h) with
+// (i) at 10,000 Services in nftables mode and at 2,000 in iptables mode,
+// whose cold syncs through iptables-restore on the nf_tables backend
+// grow faster than the ruleset (minutes at 10,000 Services, for every
+// proxy).
+func agentScenarios(scale int) []agentScenario {
+	return []agentScenario{
 		{letter: 'g', services: 1000 / scale, changes: 200 / scale, gap: 500 * time.Millisecond, random: true},
-		{letter: 'h', services: 10000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
+		{letter: 'h', mode: "nftables", services: 10000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
+		{letter: 'h', mode: "iptables", services: 2000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
 	}
-	var b strings.Builder
-	b.WriteString("## Node agent: svcnet agent vs kube-proxy (iptables and nftables modes)\n\n")
-	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
-		"kube-apiserver through a forwarder) and programs real iptables or nftables there (%s; %s). Services have no selector; the benchmark "+
-		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
-		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
-		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
-		"The cold sync is from process start until %s. kube-proxy runs at its "+
-		"defaults (a minimum sync period of 1s) and with --iptables-min-sync-period=0, in each mode. CPU is the process's user+system time for the "+
-		"whole run including the iptables-restore or nft children it waited for; RSS its peak.\n\n", iptablesVersion(), nftVersion(), coldSyncEnd)
+}
+
+func (sc agentScenario) title() string {
+	if sc.letter == 'g' {
+		return fmt.Sprintf("(g) %d endpoint changes at %d Services", sc.changes, sc.services)
+	}
+	return fmt.Sprintf("(h) cold sync, (i) %d single endpoint changes at %d Services x 10 endpoints, %s mode", sc.changes, sc.services, sc.mode)
+}
+
+func agentReport(ctx context.Context, root string, scale int, only, skip string, keep bool) (string, error) {
 	var pending []agentScenario
-	for _, sc := range scenarios {
+	for _, sc := range agentScenarios(scale) {
 		if selected(only, string(sc.letter)) || (sc.letter == 'h' && selected(only, "i")) {
 			pending = append(pending, sc)
 		}
@@ -505,48 +552,181 @@ func agentReport(ctx context.Context, root string, scale int, only string, skip 
 		return "", nil
 	}
 	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
+		return fmt.Sprintf("%s\n\nNot run: %s.\n", agentTitle, skip), nil
 	}
-	fmt.Fprintf(&b, "| scenario | proxy | cold sync | change p50 | change p99 | change max | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n")
+	rec := newRecord[agentData](root, "ghi")
+	rec.Tools["kube-proxy"] = toolVersion(filepath.Join(root, "bin/k8s/kube-proxy"))
+	rec.Tools["iptables"], rec.Tools["nft"] = iptablesVersion(), nftVersion()
+	data := agentData{Repeats: *repeats}
+	sampler := newLoadSampler()
 	for _, sc := range pending {
-		var title string
-		if sc.letter == 'g' {
-			title = fmt.Sprintf("(g) %d endpoint changes at %d Services", sc.changes, sc.services)
-		} else {
-			title = fmt.Sprintf("(h) cold sync, (i) %d single endpoint changes at %d Services x 10 endpoints", sc.changes, sc.services)
-		}
-		progress("%s: creating the objects\n", title)
-		w, err := newAgentWorld(ctx, sc.services)
+		runs, err := runAgentScenario(ctx, root, sc)
 		if err != nil {
 			return "", err
 		}
-		var results []agentResult
-		for _, impl := range agentImpls() {
-			progress("%s with %s\n", title, impl.name)
+		data.Scenarios = append(data.Scenarios, runs)
+	}
+	return rec.close(root, sampler, data, keep, renderAgent)
+}
+
+// runAgentScenario runs every proxy of the scenario's mode (of every mode
+// when it has none) *repeats times on one API server, the proxies
+// taking turns, each on a node of its own.
+func runAgentScenario(ctx context.Context, root string, sc agentScenario) (agentScenarioRuns, error) {
+	out := agentScenarioRuns{Name: sc.title(), Mode: sc.mode, Services: sc.services, Changes: sc.changes, Gap: sc.gap, Random: sc.random}
+	impls := slices.DeleteFunc(agentImpls(), func(i agentImpl) bool { return sc.mode != "" && i.mode != sc.mode })
+	for _, impl := range impls {
+		out.Proxies = append(out.Proxies, agentProxyRuns{Proxy: impl.name, Mode: impl.mode, Compare: impl.compare})
+	}
+	progress("%s: creating the objects\n", out.Name)
+	w, err := newAgentWorld(ctx, sc.services)
+	if err != nil {
+		return out, err
+	}
+	defer w.close()
+	for repeat := range *repeats {
+		for i, impl := range impls {
+			progress("%s with %s (run %d/%d)\n", out.Name, impl.name, repeat+1, *repeats)
 			dir, err := os.MkdirTemp("", "svcnet-bench-")
 			if err != nil {
-				w.close()
-				return "", err
+				return out, err
 			}
 			r, err := runAgent(ctx, root, dir, w, impl, sc, nil)
 			if err != nil {
-				w.close()
-				return "", fmt.Errorf("%s, %s: %w", title, impl.name, err)
+				return out, fmt.Errorf("%s, %s: %w", out.Name, impl.name, err)
 			}
 			if os.Getenv("SVCNET_BENCH_KEEP") == "" {
 				os.RemoveAll(dir)
 			} else {
 				progress("logs kept in %s\n", dir)
 			}
-			results = append(results, r)
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %.0f |\n", title, impl.name, r.coldSync.Round(time.Millisecond),
-				ms(percentile(r.latencies, 0.5)), ms(percentile(r.latencies, 0.99)), ms(slices.Max(r.latencies)), r.cpu, r.rssMiB)
+			out.Proxies[i].Runs = append(out.Proxies[i].Runs, r)
 		}
-		w.close()
-		writeAgentRatios(&b, title, agentImpls(), results)
 	}
-	return b.String(), nil
+	return out, nil
+}
+
+// renderAgent writes (g)-(i) from their record alone.
+func renderAgent(rec *record[agentData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", agentTitle, rec.provenance("go run ./test/bench -only ghi"))
+	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
+		"kube-apiserver through a forwarder) and programs real iptables or nftables there (%s; %s). Services have no selector; the benchmark "+
+		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+
+		"real connections from the node to a probe Service's ClusterIP, one new connection per millisecond: a change replaces the probe "+
+		"Service's endpoint and counts from the moment the EndpointSlice update is sent until a connection reaches the new endpoint. "+
+		"The cold sync is from process start until %s. kube-proxy (%s) runs with --iptables-min-sync-period=0, the agent's default, and at "+
+		"Go's default collector setting (GOGC=100), its own: the agent's row at GOGC=100 runs at the same settings, and the ratios are its; "+
+		"the agent's own default is GOGC=50, in the row without a GOGC. CPU is the process's user+system time for the whole run including "+
+		"the iptables-restore or nft children it waited for; RSS its peak. Each proxy runs each scenario %d times on one API server, the "+
+		"proxies taking turns; a cell gives the median of the runs with the smallest and largest, the slowest change is of all the runs' "+
+		"changes. %s\n\n", rec.Tools["iptables"], rec.Tools["nft"], coldSyncEnd, rec.Tools["kube-proxy"], d.Repeats, rec.loadNote())
+	b.WriteString("| scenario | proxy | cold sync (s) | change p50 (ms) | slowest change (ms) | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|---|\n")
+	for _, sc := range d.Scenarios {
+		for _, p := range sc.Proxies {
+			row := scaleRow{Runs: p.Runs}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", sc.Name, p.Proxy, spreadOf(row.values(coldSyncSeconds), "%.3f"),
+				spreadOf(row.values(changeMs(0.5)), "%.1f"), slowestOf(p.Runs), spreadOf(row.values(func(a agentResult) float64 { return a.CPU }), "%.2f"),
+				spreadOf(row.values(peakRSS), "%.0f"))
+		}
+		for _, p := range sc.Proxies {
+			if u, ok := agentProxy(sc, p.Compare); ok {
+				s, k := scaleRow{Runs: p.Runs}, scaleRow{Runs: u.Runs}
+				m := func(r scaleRow, f func(agentResult) float64) float64 { return median(r.values(f)) }
+				cpu := func(a agentResult) float64 { return a.CPU }
+				fmt.Fprintf(&b, "| %s | **%s / %s** | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", sc.Name, p.Proxy, u.Proxy,
+					ratio(m(s, coldSyncSeconds), m(k, coldSyncSeconds)), ratio(m(s, changeMs(0.5)), m(k, changeMs(0.5))),
+					ratio(m(s, cpu), m(k, cpu)), ratio(m(s, peakRSS), m(k, peakRSS)))
+			}
+		}
+	}
+	b.WriteString("\nTargets, judged on the medians above (met only if the median meets it):\n\n")
+	for _, line := range agentTargets(d) {
+		b.WriteString("- " + line + "\n")
+	}
+	return b.String()
+}
+
+// agentProxy is the scenario's runs of the proxy named name.
+func agentProxy(sc agentScenarioRuns, name string) (agentProxyRuns, bool) {
+	i := slices.IndexFunc(sc.Proxies, func(p agentProxyRuns) bool { return p.Proxy == name && len(p.Runs) > 0 })
+	if i < 0 || name == "" {
+		return agentProxyRuns{}, false
+	}
+	return sc.Proxies[i], true
+}
+
+// slowestOf is the slowest change of all runs, with their count.
+func slowestOf(runs []agentResult) string {
+	var all []time.Duration
+	for _, r := range runs {
+		all = append(all, r.Latencies...)
+	}
+	if len(all) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f (of %d)", millis(slices.Max(all)), len(all))
+}
+
+// agentModeTargets are the node agent's targets in one mode: a change at
+// 1,000 Services (g) and at 10,000 (i), and a cold sync as a share of
+// kube-proxy's at the same settings (h).
+type agentModeTargets struct {
+	g, i time.Duration
+	h    float64
+}
+
+var agentTargetsByMode = map[string]agentModeTargets{
+	"iptables": {g: 100 * time.Millisecond, i: 50 * time.Millisecond, h: 0.5},
+	"nftables": {g: 50 * time.Millisecond, i: 50 * time.Millisecond, h: 0.3},
+}
+
+// agentTargets judges (g)-(i)'s targets for the agent at its defaults
+// (changes) and at the same settings as kube-proxy (cold sync).
+func agentTargets(d agentData) []string {
+	var out []string
+	for _, sc := range d.Scenarios {
+		for _, p := range sc.Proxies {
+			if !strings.HasPrefix(p.Proxy, "svcnet") || len(p.Runs) == 0 {
+				continue
+			}
+			t := agentTargetsByMode[p.Mode]
+			switch {
+			case p.Compare == "" && sc.Name[1] == 'g':
+				out = append(out, changeTarget(fmt.Sprintf("(g) %s mode, the agent at its defaults: a change at %d Services", p.Mode, sc.Services), t.g, p.Runs))
+			case p.Compare == "" && sc.Services == 10000:
+				out = append(out, changeTarget(fmt.Sprintf("(i) %s mode, the agent at its defaults: a change at %d Services", p.Mode, sc.Services), t.i, p.Runs))
+			case p.Compare == "":
+				out = append(out, fmt.Sprintf("(i) %s mode: a change at 10000 Services within %s p99: not judged, this mode ran at %d Services.", p.Mode, t.i, sc.Services))
+			case sc.Name[1] == 'h':
+				u, ok := agentProxy(sc, p.Compare)
+				if !ok {
+					continue
+				}
+				r := ratio(median(scaleRow{Runs: p.Runs}.values(coldSyncSeconds)), median(scaleRow{Runs: u.Runs}.values(coldSyncSeconds)))
+				out = append(out, fmt.Sprintf("(h) %s mode: a cold sync at most %.1fx kube-proxy's at the same settings, at %d Services: %.2fx, %s.",
+					p.Mode, t.h, sc.Services, r, verdict(r <= t.h)))
+			}
+		}
+	}
+	return out
+}
+
+// changeTarget judges "what within target p99" on every change of runs:
+// the p99 where at least ten changes lie beyond it, else the slowest.
+func changeTarget(what string, target time.Duration, runs []agentResult) string {
+	var all []time.Duration
+	for _, r := range runs {
+		all = append(all, r.Latencies...)
+	}
+	if len(all) >= 1000 {
+		p99 := percentile(all, 0.99)
+		return fmt.Sprintf("%s within %s p99: %.1f ms over %d changes, %s.", what, target, millis(p99), len(all), verdict(p99 <= target))
+	}
+	slowest := slices.Max(all)
+	return fmt.Sprintf("%s within %s p99, judged on the slowest of the %d changes (too few for a p99): %.1f ms, %s.", what, target, len(all),
+		millis(slowest), verdict(slowest <= target))
 }
 
 func ms(d time.Duration) string {
@@ -559,24 +739,6 @@ func iptablesVersion() string {
 		return "version unknown"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// writeAgentRatios compares svcnet with each proxy of the same mode: the
-// svcnet row before it.
-func writeAgentRatios(b *strings.Builder, title string, impls []agentImpl, results []agentResult) {
-	var s agentResult
-	for i, impl := range impls {
-		if strings.HasPrefix(impl.name, "svcnet") {
-			s = results[i]
-			continue
-		}
-		u := results[i]
-		fmt.Fprintf(b, "| %s | **svcnet / %s** | **%.2fx** | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", title, impl.name,
-			ratio(s.coldSync.Seconds(), u.coldSync.Seconds()),
-			ratio(percentile(s.latencies, 0.5).Seconds(), percentile(u.latencies, 0.5).Seconds()),
-			ratio(percentile(s.latencies, 0.99).Seconds(), percentile(u.latencies, 0.99).Seconds()),
-			ratio(s.cpu, u.cpu), ratio(s.rssMiB, u.rssMiB))
-	}
 }
 
 func nftVersion() string {

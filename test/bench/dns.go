@@ -60,14 +60,22 @@ const (
 	qpsDuration = 5 * time.Second
 )
 
+// dnsResult is (l)'s figures of one cluster.
 type dnsResult struct {
-	// resolve: create a ClusterIP Service -> its A record answers;
-	// reach: -> a request to the answered address reaches a Pod;
-	// headless: create a headless Service -> its A records are the 3 Pods.
-	resolve, reach, headless []time.Duration
-	qps                      float64
-	qpsLatency               []time.Duration
-	qpsFailed                int
+	// Resolve: create a ClusterIP Service -> its A record answers;
+	// Reach: -> a request to the answered address reaches a Pod;
+	// Headless: create a headless Service -> its A records are the 3 Pods.
+	Resolve  []time.Duration `json:"resolve"`
+	Reach    []time.Duration `json:"reach"`
+	Headless []time.Duration `json:"headless"`
+	// QPS is (l3)'s queries answered a second, Queries how many were,
+	// QueryP50 and QueryP99 their latency, Failed those not answered
+	// or answered wrong.
+	QPS      float64       `json:"qps"`
+	Queries  int           `json:"queries"`
+	QueryP50 time.Duration `json:"queryP50"`
+	QueryP99 time.Duration `json:"queryP99"`
+	Failed   int           `json:"failed"`
 }
 
 // dnsProber asks kube-dns from the client namespace, and each CoreDNS
@@ -332,7 +340,7 @@ func (u *upCluster) serviceNames(ctx context.Context, p *dnsProber, runs int, po
 		if err != nil {
 			return fmt.Errorf("request to %s: %w", name, err)
 		}
-		res.resolve, res.reach = append(res.resolve, resolved), append(res.reach, reached)
+		res.Resolve, res.Reach = append(res.Resolve, resolved), append(res.Reach, reached)
 		// A headless one: its answer is the Pods, from the EndpointSlices.
 		headless := webService(fmt.Sprintf("h%d", i))
 		headless.Spec.ClusterIP = corev1.ClusterIPNone
@@ -345,7 +353,7 @@ func (u *upCluster) serviceNames(ctx context.Context, p *dnsProber, runs int, po
 		if err != nil {
 			return err
 		}
-		res.headless = append(res.headless, d)
+		res.Headless = append(res.Headless, d)
 		for _, s := range []*corev1.Service{svc, headless} {
 			if err := u.c.Delete(ctx, s); err != nil {
 				return err
@@ -420,38 +428,53 @@ func (u *upCluster) queryRate(ctx context.Context, p *dnsProber, svc *corev1.Ser
 	if len(latencies) == 0 {
 		return fmt.Errorf("no query answered: %w", firstErr)
 	}
-	res.qps = float64(len(latencies)) / qpsDuration.Seconds()
-	res.qpsLatency, res.qpsFailed = latencies, failed
+	res.QPS, res.Queries, res.Failed = float64(len(latencies))/qpsDuration.Seconds(), len(latencies), failed
+	res.QueryP50, res.QueryP99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
 	return nil
 }
 
-// writeDNSHeading starts (l)'s section.
-func writeDNSHeading(b *strings.Builder) {
-	fmt.Fprintf(b, "## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
+func dnsTitle(nodes int) string {
+	return fmt.Sprintf("## Cluster DNS: svcnet up with %d nodes, svcnet's pipeline vs the upstream one", nodes)
 }
 
-// writeDNSReport writes (l) for both pipelines.
-func writeDNSReport(b *strings.Builder, root string, runs int, s, u dnsResult) {
-	writeDNSHeading(b)
-	fmt.Fprintf(b, "The same two clusters as (j), each with its CoreDNS add-on (2 replicas of CoreDNS %s behind the kube-dns "+
-		"ClusterIP, the add-on's Corefile), asked from the client namespace through the kube-dns ClusterIP, so every query crosses "+
-		"a node's rules (UDP). (l1) %d ClusterIP Services created for the 3 web Pods: from the create request until the Service's "+
-		"A record answers with its ClusterIP, and until a request to that address reaches a Pod (a person's first `curl my-service`). "+
-		"(l2) %d headless Services: until the A records are the 3 Pods' addresses, which come from the EndpointSlice controller. "+
-		"CoreDNS caches a negative answer for 30 s (the kubernetes plugin's TTL), so asking for a name before CoreDNS knows it "+
-		"would time that cache: the prober asks each CoreDNS Pod in turn, every %s, with a record type no server serves (unassigned or private-use), "+
-		"new for each probe (the kubernetes plugin answers NODATA for a name it knows, NXDOMAIN otherwise; never cached before); the "+
-		"time is when the last replica knew the name, after which no client can be told otherwise, and the A record is then asked "+
-		"through the kube-dns ClusterIP and checked. (l3) %d clients, each with its own UDP socket, ask the A record of an existing Service "+
-		"back to back for %s (answers from CoreDNS's cache, as most of a cluster's queries are).\n\n",
-		coreDNSVersion(root), runs, runs, probeGap, qpsClients, qpsDuration)
-	row := pipelineTable(b)
-	row("(l1) create Service -> its name answers", s.resolve, u.resolve)
-	row("(l1) create Service -> a request to the answer reaches a Pod", s.reach, u.reach)
-	row("(l2) create headless Service -> its name answers with the 3 Pods", s.headless, u.headless)
-	row("(l3) one query through kube-dns, latency", s.qpsLatency, u.qpsLatency)
-	fmt.Fprintf(b, "\n(l3) queries answered per second through the kube-dns ClusterIP: svcnet %.0f, upstream %.0f (failed or wrong answers: %d, %d).\n",
-		s.qps, u.qps, s.qpsFailed, u.qpsFailed)
+// renderDNS writes (l) from (j) and (l)'s record alone.
+func renderDNS(rec *record[pipelineData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\n", dnsTitle(d.Nodes))
+	fmt.Fprintf(&b, "Measured in (j)'s clusters, before (j), with the same provenance. Each cluster has its CoreDNS add-on (2 replicas of "+
+		"CoreDNS %s behind the kube-dns ClusterIP, the add-on's Corefile), asked from the client namespace through the kube-dns "+
+		"ClusterIP, so every query crosses a node's rules (UDP). (l1) ClusterIP Services created for the 3 web Pods: from the create "+
+		"request until the Service's A record answers with its ClusterIP, and until a request to that address reaches a Pod (a person's "+
+		"first `curl my-service`). (l2) headless Services: until the A records are the 3 Pods' addresses, which come from the "+
+		"EndpointSlice controller. CoreDNS caches a negative answer for 30 s (the kubernetes plugin's TTL), so asking for a name before "+
+		"CoreDNS knows it would time that cache: the prober asks each CoreDNS Pod in turn, every %s, with a record type no server serves "+
+		"(unassigned or private-use), new for each probe (the kubernetes plugin answers NODATA for a name it knows, NXDOMAIN otherwise; "+
+		"never cached before); the time is when the last replica knew the name, after which no client can be told otherwise, and the A "+
+		"record is then asked through the kube-dns ClusterIP and checked. Each cluster measures each of these %d times. (l3) %d clients, "+
+		"each with its own UDP socket, ask the A record of an existing Service back to back for %s (answers from CoreDNS's cache, as "+
+		"most of a cluster's queries are).\n\n", rec.Tools["coredns"], d.ProbeGap, d.Runs, d.QPSClients, d.QPSDuration)
+	table := pipelineTable(&b, d)
+	table("(l1) create Service -> its name answers", func(c pipelineCluster) []time.Duration { return c.DNS.Resolve })
+	table("(l1) create Service -> a request to the answer reaches a Pod", func(c pipelineCluster) []time.Duration { return c.DNS.Reach })
+	table("(l2) create headless Service -> its name answers with the 3 Pods", func(c pipelineCluster) []time.Duration { return c.DNS.Headless })
+	b.WriteString("\n(l3), a cluster's figures, the median of the clusters with the smallest and largest:\n\n" +
+		"| clusters | queries answered a second | query p50 (ms) | query p99 (ms) | failed or wrong answers |\n|---|---|---|---|---|\n")
+	for _, side := range d.Sides {
+		clusters := sideClusters(d, side.Name)
+		col := func(f func(dnsResult) float64, format string) string {
+			return spreadOf(column(clusters, func(c pipelineCluster) float64 { return f(c.DNS) }), format)
+		}
+		p99 := col(func(r dnsResult) float64 { return millis(r.QueryP99) }, "%.2f")
+		for _, c := range clusters {
+			if c.DNS.Queries < 1000 {
+				p99 = fmt.Sprintf("- (%d queries)", c.DNS.Queries)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", side.Name, col(func(r dnsResult) float64 { return r.QPS }, "%.0f"),
+			col(func(r dnsResult) float64 { return millis(r.QueryP50) }, "%.2f"), p99, col(func(r dnsResult) float64 { return float64(r.Failed) }, "%.0f"))
+	}
+	return b.String()
 }
 
 // coreDNSVersion is what bin/k8s/coredns says it is.

@@ -42,10 +42,6 @@ type esScenario struct {
 	scaleTo        int // scale the (single) service down to this many Pods
 }
 
-// esRepeats is how many times each controller runs each scenario, the
-// controllers alternating.
-const esRepeats = 3
-
 type esResult struct {
 	converge  time.Duration // of the measured phase
 	writes    int64         // EndpointSlice writes in the measured phase
@@ -346,14 +342,14 @@ const esTitle = "## EndpointSlice controller: svcnet vs kube-controller-manager"
 func esReport(ctx context.Context, root string, scale int, only string, keep bool) (string, error) {
 	rec := newRecord[esData](root, "abcd")
 	rec.Tools["kube-controller-manager"] = toolVersion(filepath.Join(root, "bin/k8s/kube-controller-manager"))
-	data := esData{QPS: esQPS, Burst: esBurst, BatchPeriod: esBatchPeriod, Nodes: esNodes, Repeats: esRepeats}
+	data := esData{QPS: esQPS, Burst: esBurst, BatchPeriod: esBatchPeriod, Nodes: esNodes, Repeats: *repeats}
 	sampler := newLoadSampler()
 	for _, sc := range esScenarios(scale) {
 		if only != "" && !strings.ContainsRune(only, rune(sc.name[1])) {
 			continue
 		}
 		runs := esScenarioRuns{Name: sc.name}
-		for i := range esRepeats {
+		for i := range *repeats {
 			for _, impl := range esImpls(root) {
 				r, err := runESOnce(ctx, root, impl, sc, i)
 				if err != nil {
@@ -375,7 +371,7 @@ func runESOnce(ctx context.Context, root string, impl esImpl, sc esScenario, i i
 	if err != nil {
 		return esResult{}, err
 	}
-	progress("%s with %s (run %d/%d)\n", sc.name, impl.name, i+1, esRepeats)
+	progress("%s with %s (run %d/%d)\n", sc.name, impl.name, i+1, *repeats)
 	r, err := runES(ctx, root, dir, impl, sc)
 	if err != nil {
 		return r, fmt.Errorf("%s, %s: %w", sc.name, impl.name, err)

@@ -9,11 +9,15 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcnet-io/svcnet/dataplane"
 	"github.com/svcnet-io/svcnet/dataplane/model"
@@ -22,55 +26,136 @@ import (
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
-// The kernel's floor in nftables mode: the transactions of a cold sync and
-// of one endpoint change, applied bare with nft in a scratch network
-// namespace (no API server, no agent), for svcnet's layout and for
-// kube-proxy 1.37's (a chain per Service whose one rule DNATs through an
-// anonymous map of its endpoints, reached through the service-ips verdict
-// map), at the sizes of scenarios (g) and (h).
-const floorChanges = 20
+// The kernel's floor in nftables mode (k): what each proxy's own writes
+// of a cold sync and of single endpoint changes cost the kernel, with no
+// API server, watch or agent loop in the time. svcnet's side is its
+// backend (dataplane/nftables) programming a scratch network namespace
+// as the agent does, rendering included. kube-proxy's side is the
+// transactions the real kube-proxy wrote on a node of its own for the
+// same Services and changes, taken from its log and replayed with
+// `nft -f -` as kube-proxy runs them.
+const (
+	floorChanges = 20
+	floorTitle   = "## nftables: the kernel's floor"
+)
 
-type floorResult struct {
-	layout   string
-	services int
-	load     time.Duration
-	changes  []time.Duration
+// floorData is (k)'s record.
+type floorData struct {
+	Changes int         `json:"changes"`
+	Repeats int         `json:"repeats"`
+	Sizes   []floorSize `json:"sizes"`
 }
 
-func nftFloorReport(ctx context.Context, scale int, skip string) (string, error) {
-	var b strings.Builder
-	b.WriteString("## nftables: the kernel's floor\n\n")
-	b.WriteString("The transactions one sync needs, applied bare with `nft -f` in a scratch network namespace: no API server, " +
-		"no watch, no agent loop. svcnet's layout is written by its own backend (dataplane/nftables, rendering included); " +
-		"kube-proxy 1.37's is generated as kube-proxy writes it (service-ips verdict map, a chain per Service with " +
-		"`dnat to numgen random mod 10 map { ... }`). A change replaces one endpoint of one Service: for svcnet two " +
-		"map elements and a hairpin entry, for kube-proxy's layout the Service chain's rule. Every transaction with a new rule or " +
-		"a goto element makes the kernel validate the whole table at commit; svcnet's element changes are never validated.\n\n")
+// floorSize is one size's runs, the two layouts alternating, and what
+// kube-proxy's log gave for it.
+type floorSize struct {
+	Services int `json:"services"`
+	// KubeProxyColdTransactions and KubeProxyColdBytes are the
+	// transactions of kube-proxy's cold sync and their length in nft's
+	// language.
+	KubeProxyColdTransactions int        `json:"kubeProxyColdTransactions"`
+	KubeProxyColdBytes        int        `json:"kubeProxyColdBytes"`
+	Runs                      []floorRun `json:"runs"`
+}
+
+type floorRun struct {
+	Layout  string          `json:"layout"`
+	Load    time.Duration   `json:"load"`
+	Changes []time.Duration `json:"changes"`
+}
+
+const (
+	floorSvcnet    = "svcnet"
+	floorKubeProxy = "kube-proxy"
+)
+
+func nftFloorReport(ctx context.Context, root string, scale int, skip string, keep bool) (string, error) {
 	if skip != "" {
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
+		return fmt.Sprintf("%s\n\nNot run: %s.\n", floorTitle, skip), nil
 	}
-	b.WriteString("| layout | Services x 10 endpoints | cold load | change p50 | change p99 |\n|---|---|---|---|---|\n")
+	rec := newRecord[floorData](root, "k")
+	rec.Tools["kube-proxy"] = toolVersion(filepath.Join(root, "bin/k8s/kube-proxy"))
+	rec.Tools["nft"] = nftVersion()
+	data := floorData{Changes: floorChanges, Repeats: *repeats}
+	sampler := newLoadSampler()
 	for _, size := range []int{1000 / scale, 10000 / scale} {
-		for _, run := range []func(context.Context, string, int) (floorResult, error){svcnetFloor, kubeProxyFloor} {
-			r, err := inScratchNS(ctx, size, run)
-			if err != nil {
-				return "", err
-			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", r.layout, r.services, r.load.Round(time.Millisecond),
-				ms(percentile(r.changes, 0.5)), ms(percentile(r.changes, 0.99)))
+		progress("(k) kube-proxy's transactions at %d Services\n", size)
+		capture, err := captureKubeProxy(ctx, root, size)
+		if err != nil {
+			return "", fmt.Errorf("(k) at %d Services: %w", size, err)
 		}
+		fs := floorSize{Services: size, KubeProxyColdTransactions: len(capture.cold)}
+		for _, tx := range capture.cold {
+			fs.KubeProxyColdBytes += len(tx)
+		}
+		for i := range *repeats {
+			for _, layout := range []string{floorSvcnet, floorKubeProxy} {
+				progress("(k) %s at %d Services (run %d/%d)\n", layout, size, i+1, *repeats)
+				run, err := inScratchNS(func(path string) (floorRun, error) {
+					if layout == floorSvcnet {
+						return svcnetFloor(ctx, path, size)
+					}
+					return capture.replay(ctx, path)
+				})
+				if err != nil {
+					return "", fmt.Errorf("(k) %s at %d Services: %w", layout, size, err)
+				}
+				fs.Runs = append(fs.Runs, run)
+			}
+		}
+		data.Sizes = append(data.Sizes, fs)
 	}
-	return b.String(), nil
+	return rec.close(root, sampler, data, keep, renderFloor)
 }
 
-func inScratchNS(ctx context.Context, size int, run func(context.Context, string, int) (floorResult, error)) (floorResult, error) {
+// renderFloor writes (k) from its record alone.
+func renderFloor(rec *record[floorData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", floorTitle, rec.provenance("go run ./test/bench -only k"))
+	fmt.Fprintf(&b, "What a cold sync and single endpoint changes cost the kernel in nftables mode (%s), each proxy writing its own "+
+		"table in a scratch network namespace: no API server, watch or agent loop in the time. svcnet's side is its backend "+
+		"(dataplane/nftables) programming the namespace as the agent does, rendering included: rules and chains through `nft`, "+
+		"the elements of its maps over netlink. kube-proxy's side (%s, nftables mode, --iptables-min-sync-period=0) is what "+
+		"kube-proxy itself wrote: it ran on a node of its own against kube-apiserver with the same Services, took the same changes, "+
+		"and its log (`--vmodule=proxier=9`) gave every transaction it ran, replayed here in order with `nft -f -` as kube-proxy "+
+		"runs them. kube-proxy deletes the chains a sync left unused in a transaction of its own at a later sync; that one is "+
+		"not in its log and is not replayed. Each Service has 10 endpoints; a change replaces one endpoint of one Service, "+
+		"%d changes a run. Each layout runs %d times at each size, the two alternating; cold load and change p50 are the median "+
+		"of the runs with the smallest and largest, the slowest change is of all the runs' changes. %s\n\n",
+		rec.Tools["nft"], rec.Tools["kube-proxy"], d.Changes, d.Repeats, rec.loadNote())
+	b.WriteString("| layout | Services | cold load (s) | change p50 (ms) | slowest change (ms) |\n|---|---|---|---|---|\n")
+	for _, s := range d.Sizes {
+		var load, p50 [2]float64
+		for k, layout := range []string{floorSvcnet, floorKubeProxy} {
+			runs := runsWhere(s.Runs, func(r floorRun) bool { return r.Layout == layout })
+			loads := column(runs, func(r floorRun) float64 { return r.Load.Seconds() })
+			p50s := column(runs, func(r floorRun) float64 { return millis(percentile(r.Changes, 0.5)) })
+			var all []time.Duration
+			for _, r := range runs {
+				all = append(all, r.Changes...)
+			}
+			load[k], p50[k] = median(loads), median(p50s)
+			name := layout
+			if layout == floorKubeProxy {
+				name = fmt.Sprintf("kube-proxy (its cold sync: %d transactions, %.1f MB)", s.KubeProxyColdTransactions, float64(s.KubeProxyColdBytes)/1e6)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %.1f (of %d) |\n", name, s.Services, spreadOf(loads, "%.3f"), spreadOf(p50s, "%.1f"),
+				millis(slices.Max(all)), len(all))
+		}
+		fmt.Fprintf(&b, "| **svcnet/kube-proxy** | %d | **%.2fx** | **%.2fx** | |\n", s.Services, ratio(load[0], load[1]), ratio(p50[0], p50[1]))
+	}
+	return b.String()
+}
+
+// inScratchNS runs run in a network namespace made for it.
+func inScratchNS(run func(path string) (floorRun, error)) (floorRun, error) {
 	path := netlab.Path(fmt.Sprintf("svcnet-floor%04d", rand.IntN(10000)))
 	if err := netns.Create(path); err != nil {
-		return floorResult{}, err
+		return floorRun{}, err
 	}
 	defer func() { _ = netns.Delete(path) }()
-	return run(ctx, path, size)
+	return run(path)
 }
 
 func floorEndpoint(i int) netip.Addr {
@@ -90,8 +175,14 @@ func floorPort(i int, eps []netip.Addr) []*model.ServicePort {
 	return []*model.ServicePort{p}
 }
 
-func svcnetFloor(ctx context.Context, path string, size int) (floorResult, error) {
-	r := floorResult{layout: "svcnet", services: size}
+// floorChanged is the Service the c-th change of a run at size Services
+// replaces an endpoint of, and which endpoint.
+func floorChanged(c, size int) (service, endpoint int) {
+	return (c * 7919) % size, c % 10
+}
+
+func svcnetFloor(ctx context.Context, path string, size int) (floorRun, error) {
+	r := floorRun{Layout: floorSvcnet}
 	nft, err := nftables.NewInterface(corev1.IPv4Protocol, nftables.TableName, path)
 	if err != nil {
 		return r, err
@@ -110,86 +201,152 @@ func svcnetFloor(ctx context.Context, path string, size int) (floorResult, error
 	if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 		return r, err
 	}
-	r.load = time.Since(start)
+	r.Load = time.Since(start)
 	next := size * 10
 	for c := range floorChanges {
-		i := (c * 7919) % size
-		eps[i][c%10] = floorEndpoint(next)
+		i, j := floorChanged(c, size)
+		eps[i][j] = floorEndpoint(next)
 		next++
 		start := time.Now()
 		b.SetService(types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc%d", i)}, floorPort(i, eps[i]))
 		if _, err := b.Sync(ctx, dataplane.Node{}); err != nil {
 			return r, err
 		}
-		r.changes = append(r.changes, time.Since(start))
+		r.Changes = append(r.Changes, time.Since(start))
 	}
 	return r, nil
 }
 
-// kubeProxyRule is the rule of a Service's chain in kube-proxy 1.37's
-// layout.
-func kubeProxyRule(i int, eps []netip.Addr) string {
-	var elems []string
-	for j, ip := range eps {
-		elems = append(elems, fmt.Sprintf("%d : %s . %d", j, ip, agentPort))
-	}
-	return fmt.Sprintf("add rule ip kube-proxy service-%d meta l4proto tcp dnat ip to numgen random mod %d map { %s }\n", i, len(eps), strings.Join(elems, ", "))
+// kubeProxyCapture is what kube-proxy ran on its node: the transactions
+// of its cold sync, then every later one with the change it carries.
+type kubeProxyCapture struct {
+	cold  []string
+	later []capturedTx
 }
 
-func kubeProxyFloor(ctx context.Context, path string, size int) (floorResult, error) {
-	r := floorResult{layout: "kube-proxy 1.37", services: size}
-	var t strings.Builder
-	t.WriteString("add table ip kube-proxy\n" +
-		"add map ip kube-proxy service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }\n" +
-		"add chain ip kube-proxy services\n" +
-		"add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips\n" +
-		"add chain ip kube-proxy nat-prerouting { type nat hook prerouting priority dstnat ; }\n" +
-		"add rule ip kube-proxy nat-prerouting jump services\n")
-	eps := make([][]netip.Addr, size)
-	for i := range eps {
-		for j := range 10 {
-			eps[i] = append(eps[i], floorEndpoint(i*10+j))
-		}
-		fmt.Fprintf(&t, "add chain ip kube-proxy service-%d\n", i)
-		t.WriteString(kubeProxyRule(i, eps[i]))
-		fmt.Fprintf(&t, "add element ip kube-proxy service-ips { %s . tcp . 80 : goto service-%d }\n", floorClusterIP(i), i)
+type capturedTx struct {
+	text string
+	// change is the index of the change the transaction carries, -1 for
+	// one that carries none (a periodic sync).
+	change int
+}
+
+// captureKubeProxy runs kube-proxy in nftables mode on a node of a world
+// of size Services, makes the floor's changes one after the other, each
+// once kube-proxy has written the one before, and returns what it ran.
+func captureKubeProxy(ctx context.Context, root string, size int) (kubeProxyCapture, error) {
+	var c kubeProxyCapture
+	dir, err := os.MkdirTemp("", "svcnet-bench-")
+	if err != nil {
+		return c, err
 	}
-	var err error
-	if r.load, err = nftFile(ctx, path, t.String()); err != nil {
-		return r, err
+	defer os.RemoveAll(dir)
+	w, err := newAgentWorld(ctx, size)
+	if err != nil {
+		return c, err
 	}
-	next := size * 10
+	defer w.close()
+	n, p, logPath, err := w.startKubeProxy(ctx, root, dir, "nftables", "--iptables-min-sync-period=0", "--vmodule=proxier=9")
+	if err != nil {
+		return c, err
+	}
+	defer p.stop()
+	if _, err := n.waitForAll(ctx, append([]string{n.probeIP}, w.sample...), p.started); err != nil {
+		return c, fmt.Errorf("kube-proxy's cold sync: %w (log: %s)", err, logPath)
+	}
+	if _, err := p.settled(p.started.Add(agentTimeout)); err != nil {
+		return c, fmt.Errorf("kube-proxy's cold sync: %w", err)
+	}
+	if c.cold, err = loggedTransactions(logPath); err != nil {
+		return c, err
+	}
+	ips, err := w.floorChanges(ctx, size, logPath, len(c.cold))
+	if err != nil {
+		return c, err
+	}
+	all, err := loggedTransactions(logPath)
+	if err != nil {
+		return c, err
+	}
+	return c, c.markChanges(all[len(c.cold):], ips)
+}
+
+// floorChanges makes the floor's changes in w, each after kube-proxy has
+// logged the transaction of the one before (its log at logPath held
+// logged transactions before the first), and returns the endpoint each
+// change brought in.
+func (w *agentWorld) floorChanges(ctx context.Context, size int, logPath string, logged int) ([]string, error) {
+	var ips []string
 	for c := range floorChanges {
-		i := (c * 7919) % size
-		eps[i][c%10] = floorEndpoint(next)
-		next++
-		d, err := nftFile(ctx, path, fmt.Sprintf("flush chain ip kube-proxy service-%d\n", i)+kubeProxyRule(i, eps[i]))
+		i, j := floorChanged(c, size)
+		var s discoveryv1.EndpointSlice
+		if err := w.env.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: fmt.Sprintf("svc%d", i)}, &s); err != nil {
+			return nil, err
+		}
+		ip := w.endpointIP()
+		s.Endpoints[j].Addresses = []string{ip}
+		if err := w.env.Client.Update(ctx, &s); err != nil {
+			return nil, err
+		}
+		ips = append(ips, ip)
+		if err := waitLogged(ctx, logPath, logged, ip); err != nil {
+			return nil, fmt.Errorf("change %d: %w", c, err)
+		}
+	}
+	return ips, nil
+}
+
+// markChanges keeps later as c's later transactions, each marked with
+// the change whose new endpoint it is the first to write.
+func (c *kubeProxyCapture) markChanges(later []string, ips []string) error {
+	next := 0
+	for _, tx := range later {
+		mark := -1
+		if next < len(ips) && writesEndpoint(tx, ips[next]) {
+			mark = next
+			next++
+		}
+		c.later = append(c.later, capturedTx{text: tx, change: mark})
+	}
+	if next < len(ips) {
+		return fmt.Errorf("kube-proxy's log has no transaction writing endpoint %s (change %d)", ips[next], next)
+	}
+	return nil
+}
+
+// replay runs the captured transactions in the namespace at path, in
+// order, and times them.
+func (c kubeProxyCapture) replay(ctx context.Context, path string) (floorRun, error) {
+	r := floorRun{Layout: floorKubeProxy}
+	for _, tx := range c.cold {
+		d, err := nftApply(ctx, path, tx)
 		if err != nil {
 			return r, err
 		}
-		r.changes = append(r.changes, d)
+		r.Load += d
+	}
+	for _, tx := range c.later {
+		d, err := nftApply(ctx, path, tx.text)
+		if err != nil {
+			return r, err
+		}
+		if tx.change >= 0 {
+			r.Changes = append(r.Changes, d)
+		}
 	}
 	return r, nil
 }
 
-// nftFile applies a transaction with `nft -f` in a namespace and times it.
-func nftFile(ctx context.Context, path, text string) (time.Duration, error) {
-	f, err := os.CreateTemp("", "svcnet-floor-*.nft")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return 0, err
-	}
-	f.Close()
-	cmd := exec.CommandContext(ctx, "nft", "-f", f.Name())
+// nftApply runs a transaction with `nft -f -` in a namespace, as
+// knftables does, and times it.
+func nftApply(ctx context.Context, path, text string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(text)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := netns.Run(path, cmd); err != nil {
-		return 0, fmt.Errorf("nft -f: %w: %s", err, out.String())
+		return 0, fmt.Errorf("nft -f: %w: %s", err, firstLines(out.String(), 5))
 	}
 	return time.Since(start), nil
 }

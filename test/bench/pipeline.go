@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,11 +55,60 @@ const (
 	requestTimeout = 50 * time.Millisecond
 )
 
-type pipelineResult struct {
-	createReq, createProg, scaleReq, scaleProg, busyReq, busyProg []time.Duration
-	scaleStages, busyStages                                       []scaleStages
-	cpu                                                           float64
-	dns                                                           dnsResult
+// pipelineSide is one way (j) and (l) run their clusters: a pipeline and
+// the settings of its programs.
+type pipelineSide struct {
+	Name     string `json:"name"`
+	Pipeline string `json:"pipeline"`
+	// MinSyncPeriod is svcnet up's --min-sync-period, "" for each node
+	// proxy's own default.
+	MinSyncPeriod string `json:"minSyncPeriod,omitempty"`
+	// GOGC is the whole svcnet up's, "" for each program's default.
+	GOGC string `json:"gogc,omitempty"`
+}
+
+// pipelineSides are the sides of (j) and (l): the first two run the node
+// proxies at the same settings, kube-proxy's defaults (a minimum sync
+// period of 1 s, Go's collector at GOGC=100), and their ratios are
+// computed; the third is svcnet at its own defaults (the agent syncs at
+// once and collects at GOGC=50).
+var pipelineSides = []pipelineSide{
+	{Name: "svcnet, kube-proxy's settings", Pipeline: "svcnet", MinSyncPeriod: "1s", GOGC: "100"},
+	{Name: "upstream, its defaults", Pipeline: "upstream"},
+	{Name: "svcnet, its defaults", Pipeline: "svcnet"},
+}
+
+// pipelineCluster is one cluster's run of (j) and (l).
+type pipelineCluster struct {
+	Side       string          `json:"side"`
+	CreateReq  []time.Duration `json:"createReq"`
+	CreateProg []time.Duration `json:"createProg"`
+	ScaleReq   []time.Duration `json:"scaleReq"`
+	ScaleProg  []time.Duration `json:"scaleProg"`
+	BusyReq    []time.Duration `json:"busyReq"`
+	BusyProg   []time.Duration `json:"busyProg"`
+	// ScaleStages and BusyStages are each scale-up's steps, (j2)'s and
+	// (j3)'s.
+	ScaleStages []scaleStages `json:"scaleStages"`
+	BusyStages  []scaleStages `json:"busyStages"`
+	// CPU is the svcnet up process tree's during (j).
+	CPU float64   `json:"cpu"`
+	DNS dnsResult `json:"dns"`
+}
+
+// pipelineData is (j) and (l)'s record.
+type pipelineData struct {
+	Nodes          int               `json:"nodes"`
+	Runs           int               `json:"runs"`
+	Repeats        int               `json:"repeats"`
+	Settle         time.Duration     `json:"settle"`
+	RequestGap     time.Duration     `json:"requestGap"`
+	RequestTimeout time.Duration     `json:"requestTimeout"`
+	ProbeGap       time.Duration     `json:"probeGap"`
+	QPSClients     int               `json:"qpsClients"`
+	QPSDuration    time.Duration     `json:"qpsDuration"`
+	Sides          []pipelineSide    `json:"sides"`
+	Clusters       []pipelineCluster `json:"clusters"`
 }
 
 // upCluster is a running `svcnet up`.
@@ -73,7 +123,7 @@ type upCluster struct {
 
 var upNamespacesRE = regexp.MustCompile(`\(namespaces (\S+)-node-\*, client (\S+)\)`)
 
-func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster, error) {
+func startUpCluster(ctx context.Context, root, dir string, side pipelineSide) (*upCluster, error) {
 	var ports []string
 	for range 4 {
 		p, err := testenv.FreePort()
@@ -86,9 +136,16 @@ func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster
 	// iptables mode: the benchmark follows each node's rules with `nft
 	// monitor rules`, which sees iptables-nft's rules but not nftables
 	// mode's map elements.
-	p, err := startProc(logPath, filepath.Join(root, "bin/svcnet"), "up", "--nodes", strconv.Itoa(pipelineNodes), "--pipeline", pipeline,
+	argv := []string{filepath.Join(root, "bin/svcnet"), "up", "--nodes", strconv.Itoa(pipelineNodes), "--pipeline", side.Pipeline,
 		"--proxy-mode", "iptables", "--data-dir", filepath.Join(dir, "data"), "--k8s-bin-dir", filepath.Join(root, "bin/k8s"),
-		"--apiserver-port", ports[0], "--etcd-client-port", ports[1], "--etcd-peer-port", ports[2], "--webhook-port", ports[3])
+		"--apiserver-port", ports[0], "--etcd-client-port", ports[1], "--etcd-peer-port", ports[2], "--webhook-port", ports[3]}
+	if side.MinSyncPeriod != "" {
+		argv = append(argv, "--min-sync-period", side.MinSyncPeriod)
+	}
+	if side.GOGC != "" {
+		argv = append([]string{"env", "GOGC=" + side.GOGC}, argv...)
+	}
+	p, err := startProc(logPath, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +159,7 @@ func startUpCluster(ctx context.Context, root, dir, pipeline string) (*upCluster
 		}
 		if p.cmd.ProcessState != nil || time.Now().After(deadline) {
 			p.stop()
-			return nil, fmt.Errorf("svcnet up --pipeline=%s not up; its output:\n%s", pipeline, b)
+			return nil, fmt.Errorf("svcnet up (%s) not up; its output:\n%s", side.Name, b)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -263,11 +320,9 @@ func (u *upCluster) scale(ctx context.Context, replicas int32) error {
 // webLabels select the benchmark Deployment's Pods.
 var webLabels = map[string]string{"app": "web"}
 
-// runPipeline measures one pipeline in its own `svcnet up`: for (j),
-// Service creation, then scale-ups on a quiet cluster and back to back;
-// for (l), cluster DNS.
-func runPipeline(ctx context.Context, root, pipeline string, runs int, only string) (pipelineResult, error) {
-	var res pipelineResult
+// runPipeline runs (l) and then (j) in a cluster of its own for side.
+func runPipeline(ctx context.Context, root string, side pipelineSide, runs int) (pipelineCluster, error) {
+	res := pipelineCluster{Side: side.Name}
 	dir, err := os.MkdirTemp("", "svcnet-bench-pipeline-")
 	if err != nil {
 		return res, err
@@ -277,7 +332,7 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 	} else {
 		progress("logs kept in %s\n", dir)
 	}
-	u, err := startUpCluster(ctx, root, dir, pipeline)
+	u, err := startUpCluster(ctx, root, dir, side)
 	if err != nil {
 		return res, err
 	}
@@ -286,15 +341,13 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 	if err != nil {
 		return res, err
 	}
-	var dns *dnsProber
-	if selected(only, "l") {
-		if dns, err = u.dnsProber(ctx); err != nil {
-			return res, fmt.Errorf("(l): %w", err)
-		}
-		defer dns.close()
-		if err := u.serviceNames(ctx, dns, runs, pods, &res.dns); err != nil {
-			return res, fmt.Errorf("(l): %w", err)
-		}
+	dns, err := u.dnsProber(ctx)
+	if err != nil {
+		return res, fmt.Errorf("(l): %w", err)
+	}
+	defer dns.close()
+	if err := u.serviceNames(ctx, dns, runs, pods, &res.DNS); err != nil {
+		return res, fmt.Errorf("(l): %w", err)
 	}
 	probe := webService("web")
 	if err := u.c.Create(ctx, probe); err != nil {
@@ -303,13 +356,8 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 	if _, err := u.waitRules(ctx, "web", 3, time.Now()); err != nil {
 		return res, err
 	}
-	if selected(only, "l") {
-		if err := u.queryRate(ctx, dns, probe, &res.dns); err != nil {
-			return res, fmt.Errorf("(l): %w", err)
-		}
-	}
-	if !selected(only, "j") {
-		return res, nil
+	if err := u.queryRate(ctx, dns, probe, &res.DNS); err != nil {
+		return res, fmt.Errorf("(l): %w", err)
 	}
 	cpuStart := u.p.treeCPUSeconds()
 	if err := u.serviceCreates(ctx, runs, pods, &res); err != nil {
@@ -318,13 +366,13 @@ func runPipeline(ctx context.Context, root, pipeline string, runs int, only stri
 	// Scale 3 -> 4: a request reaches the new Pod, every node programmed;
 	// then back to 3 (not measured) until the rules and Pods settled.
 	// Quiet, then back to back.
-	if res.scaleReq, res.scaleProg, res.scaleStages, err = u.scaleUps(ctx, probe, runs, settle); err != nil {
+	if res.ScaleReq, res.ScaleProg, res.ScaleStages, err = u.scaleUps(ctx, probe, runs, settle); err != nil {
 		return res, err
 	}
-	if res.busyReq, res.busyProg, res.busyStages, err = u.scaleUps(ctx, probe, runs, 0); err != nil {
+	if res.BusyReq, res.BusyProg, res.BusyStages, err = u.scaleUps(ctx, probe, runs, 0); err != nil {
 		return res, err
 	}
-	res.cpu = u.p.treeCPUSeconds() - cpuStart
+	res.CPU = u.p.treeCPUSeconds() - cpuStart
 	return res, nil
 }
 
@@ -361,7 +409,7 @@ func (u *upCluster) deployWeb(ctx context.Context) (map[string]bool, error) {
 
 // serviceCreates measures runs Service creations: a request through the
 // new Service, and every node programmed.
-func (u *upCluster) serviceCreates(ctx context.Context, runs int, pods map[string]bool, res *pipelineResult) error {
+func (u *upCluster) serviceCreates(ctx context.Context, runs int, pods map[string]bool, res *pipelineCluster) error {
 	for i := range runs {
 		name := fmt.Sprintf("s%d", i)
 		svc := webService(name)
@@ -379,7 +427,7 @@ func (u *upCluster) serviceCreates(ctx context.Context, runs int, pods map[strin
 		if err != nil {
 			return fmt.Errorf("creating Service %s: %w", name, err)
 		}
-		res.createReq, res.createProg = append(res.createReq, req), append(res.createProg, prog)
+		res.CreateReq, res.CreateProg = append(res.CreateReq, req), append(res.CreateProg, prog)
 		if err := u.c.Delete(ctx, svc); err != nil {
 			return err
 		}
@@ -450,114 +498,172 @@ func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs in
 	return reqs, progs, stages, nil
 }
 
-// pipelineReport runs (j) and (l) for both pipelines, in one `svcnet up`
-// per pipeline.
-func pipelineReport(ctx context.Context, root string, scale int, only, skip string) (string, error) {
-	runs := max(50/scale, 5)
+// pipelineReport runs (l) and (j) in *repeats clusters of each
+// side, the sides taking turns.
+func pipelineReport(ctx context.Context, root string, scale int, skip string, keep bool) (string, error) {
+	runs := max(20/scale, 5)
 	if skip != "" {
-		var b strings.Builder
-		if selected(only, "j") {
-			writePipelineIntro(&b, runs)
-		}
-		if selected(only, "l") {
-			writeDNSHeading(&b)
-		}
-		fmt.Fprintf(&b, "Not run: %s.\n", skip)
-		return b.String(), nil
+		return fmt.Sprintf("%s\n\nNot run: %s.\n\n%s\n\nNot run: %s.\n", pipelineTitle(pipelineNodes), skip, dnsTitle(pipelineNodes), skip), nil
 	}
-	results := map[string]pipelineResult{}
-	for _, p := range []string{"svcnet", "upstream"} {
-		progress("(j, l) svcnet up --pipeline=%s, %d runs each\n", p, runs)
-		r, err := runPipeline(ctx, root, p, runs, only)
-		if err != nil {
-			return "", fmt.Errorf("pipeline %s: %w", p, err)
-		}
-		results[p] = r
+	rec := newRecord[pipelineData](root, "jl")
+	for _, tool := range []string{"kube-proxy", "kube-controller-manager"} {
+		rec.Tools[tool] = toolVersion(filepath.Join(root, "bin/k8s", tool))
 	}
+	rec.Tools["iptables"], rec.Tools["coredns"] = iptablesVersion(), coreDNSVersion(root)
+	data := pipelineData{Nodes: pipelineNodes, Runs: runs, Repeats: *repeats, Settle: settle, RequestGap: requestGap,
+		RequestTimeout: requestTimeout, ProbeGap: probeGap, QPSClients: qpsClients, QPSDuration: qpsDuration, Sides: pipelineSides}
+	sampler := newLoadSampler()
+	for i := range *repeats {
+		for _, side := range pipelineSides {
+			progress("(j, l) %s, cluster %d/%d, %d runs of each measure\n", side.Name, i+1, *repeats, runs)
+			r, err := runPipeline(ctx, root, side, runs)
+			if err != nil {
+				return "", fmt.Errorf("(j, l) %s: %w", side.Name, err)
+			}
+			data.Clusters = append(data.Clusters, r)
+		}
+	}
+	return rec.close(root, sampler, data, keep, renderPipeline)
+}
+
+func pipelineTitle(nodes int) string {
+	return fmt.Sprintf("## End to end: svcnet up with %d nodes, svcnet's pipeline vs the upstream one", nodes)
+}
+
+// renderPipeline writes (j) and (l) from their record alone.
+func renderPipeline(rec *record[pipelineData]) string {
 	var b strings.Builder
-	if selected(only, "j") {
-		writePipelineIntro(&b, runs)
-		writePipelineReport(&b, results["svcnet"], results["upstream"])
-	}
-	if selected(only, "l") {
-		if selected(only, "j") {
-			b.WriteString("\n")
-		}
-		writeDNSReport(&b, root, runs, results["svcnet"].dns, results["upstream"].dns)
-	}
-	return b.String(), nil
-}
-
-// writePipelineIntro says what (j) measures.
-func writePipelineIntro(b *strings.Builder, runs int) {
-	fmt.Fprintf(b, "## End to end: svcnet up with %d nodes, svcnet's pipeline vs the upstream one\n\n", pipelineNodes)
-	fmt.Fprintf(b, "`svcnet up --nodes %d --proxy-mode=iptables` with svcnet's manager and agents, then `--pipeline=upstream` (kube-controller-manager's "+
-		"EndpointSlice controller, kube-apiserver's allocator and kube-proxy %s at its defaults in each node), on the same machine. "+
-		"The node simulator (shared by both) starts each Pod in a network namespace of its own. (j1) %d Services created for a "+
-		"Deployment of 3 Pods: from the create request until a request from the client namespace through the ClusterIP succeeds, "+
-		"and until every node's rules send the ClusterIP to its Service chain. (j2) %d scale-ups 3 -> 4 (scale subresource, as `kubectl scale`), "+
-		"each %s after the cluster settled from the previous one, as a person's commands come: until a client request reaches the new Pod, "+
-		"and until every node's rules jump to its endpoint chain. (j3) the same %d scale-ups back to back, each as soon as the previous "+
-		"scale-down settled (about two changes a second, a busy cluster). The client sends new connections one after another, %s apart, "+
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", pipelineTitle(d.Nodes), rec.provenance("make build && go run ./test/bench -only jl"))
+	fmt.Fprintf(&b, "Clusters of `svcnet up --nodes %d --proxy-mode=iptables` on the same machine, of three kinds: %s. "+
+		"Upstream's pipeline is kube-controller-manager's EndpointSlice controller (%s), kube-apiserver's allocators and kube-proxy "+
+		"(%s, iptables mode, %s) in each node; svcnet's is its manager and agents. The first two kinds run the node proxies at the same "+
+		"settings, kube-proxy's defaults, and the ratios are theirs; the third is svcnet at its own defaults, where the agent applies a "+
+		"change as soon as it arrives and collects garbage at GOGC=50. The node simulator (shared by all) starts each Pod in a network "+
+		"namespace of its own. Each kind runs %d clusters, the kinds taking turns; each cluster measures each row %d times.\n\n",
+		d.Nodes, pipelineSideList(d.Sides), rec.Tools["kube-controller-manager"], rec.Tools["kube-proxy"], rec.Tools["iptables"], d.Repeats, d.Runs)
+	fmt.Fprintf(&b, "(j1) Services created for a Deployment of 3 Pods: from the create request until a request from the client namespace "+
+		"through the ClusterIP succeeds, and until every node's rules send the ClusterIP to its Service chain. (j2) scale-ups 3 -> 4 "+
+		"(scale subresource, as `kubectl scale`), each %s after the cluster settled from the previous one, as a person's commands come: "+
+		"until a client request reaches the new Pod, and until every node's rules jump to its endpoint chain. (j3) the same scale-ups "+
+		"back to back, each as soon as the previous scale-down settled. The client sends new connections one after another, %s apart, "+
 		"each given %s. Each node's rules are followed with `nft monitor rules` in its namespace: iptables-restore (svcnet's and "+
-		"kube-proxy's alike, nf_tables backend) commits a transaction at once and the kernel announces its rules as they land, so "+
-		"watching adds no load, where probing every node with requests or reading its rules with iptables would slow what is measured.\n\n", pipelineNodes, iptablesVersion(), runs, runs, settle, runs, requestGap, requestTimeout)
+		"kube-proxy's alike, nf_tables backend) commits a transaction at once and the kernel announces its rules as they land. "+
+		"p50 is the median of the clusters' medians with the smallest and largest; slowest is of every run of the kind. %s\n\n",
+		d.Settle, d.RequestGap, d.RequestTimeout, rec.loadNote())
+	table := pipelineTable(&b, d)
+	table("(j1) create Service -> client request succeeds", func(c pipelineCluster) []time.Duration { return c.CreateReq })
+	table("(j1) create Service -> every node programmed", func(c pipelineCluster) []time.Duration { return c.CreateProg })
+	table("(j2) scale 3 -> 4, quiet -> request reaches the new Pod", func(c pipelineCluster) []time.Duration { return c.ScaleReq })
+	table("(j2) scale 3 -> 4, quiet -> all nodes reprogrammed", func(c pipelineCluster) []time.Duration { return c.ScaleProg })
+	table("(j3) scale 3 -> 4, back to back -> request reaches the new Pod", func(c pipelineCluster) []time.Duration { return c.BusyReq })
+	table("(j3) scale 3 -> 4, back to back -> all nodes reprogrammed", func(c pipelineCluster) []time.Duration { return c.BusyProg })
+	writeStageTable(&b, d)
+	b.WriteString("\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node " +
+		"simulator, the agents or kube-proxies, iptables) during (j), a cluster's:")
+	for i, side := range d.Sides {
+		cpu := column(sideClusters(d, side.Name), func(c pipelineCluster) float64 { return c.CPU })
+		fmt.Fprintf(&b, "%s %s %s", map[bool]string{true: "", false: ";"}[i == 0], side.Name, spreadOf(cpu, "%.1f"))
+	}
+	b.WriteString(".\n\n")
+	b.WriteString(renderDNS(rec))
+	return b.String()
 }
 
-// pipelineTable starts a table of p50 and p99 for both pipelines and
-// returns the function that writes one measure's row.
-func pipelineTable(b *strings.Builder) func(name string, s, u []time.Duration) {
-	fmt.Fprintf(b, "| measure | svcnet p50 | svcnet p99 | upstream p50 | upstream p99 | svcnet / upstream p50 | p99 |\n|---|---|---|---|---|---|---|\n")
-	return func(name string, s, u []time.Duration) {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2fx** | **%.2fx** |\n", name,
-			ms(percentile(s, 0.5)), ms(percentile(s, 0.99)), ms(percentile(u, 0.5)), ms(percentile(u, 0.99)),
-			ratio(percentile(s, 0.5).Seconds(), percentile(u, 0.5).Seconds()), ratio(percentile(s, 0.99).Seconds(), percentile(u, 0.99).Seconds()))
+// pipelineSideList says how each side's clusters run.
+func pipelineSideList(sides []pipelineSide) string {
+	var out []string
+	for _, s := range sides {
+		how := "`--pipeline=" + s.Pipeline
+		if s.MinSyncPeriod != "" {
+			how += " --min-sync-period=" + s.MinSyncPeriod
+		}
+		how += "`"
+		if s.GOGC != "" {
+			how += " with GOGC=" + s.GOGC + " for every program"
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", s.Name, how))
+	}
+	return strings.Join(out, ", ")
+}
+
+// sideClusters are the record's clusters of one side.
+func sideClusters(d pipelineData, side string) []pipelineCluster {
+	return runsWhere(d.Clusters, func(c pipelineCluster) bool { return c.Side == side })
+}
+
+// pipelineTable starts a table of a measure's p50 and slowest for each
+// side and returns the function that writes one measure's rows, with
+// the ratio of the first two sides' p50s.
+func pipelineTable(b *strings.Builder, d pipelineData) func(name string, of func(pipelineCluster) []time.Duration) {
+	b.WriteString("| measure | clusters | p50 (ms) | slowest (ms) |\n|---|---|---|---|\n")
+	return func(name string, of func(pipelineCluster) []time.Duration) {
+		var p50 []float64
+		for _, side := range d.Sides {
+			clusters := sideClusters(d, side.Name)
+			p50s := column(clusters, func(c pipelineCluster) float64 { return millis(percentile(of(c), 0.5)) })
+			var all []time.Duration
+			for _, c := range clusters {
+				all = append(all, of(c)...)
+			}
+			p50 = append(p50, median(p50s))
+			fmt.Fprintf(b, "| %s | %s | %s | %.1f (of %d) |\n", name, side.Name, spreadOf(p50s, "%.1f"), millis(slices.Max(all)), len(all))
+		}
+		fmt.Fprintf(b, "| %s | **%s / %s** | **%.2fx** | |\n", name, d.Sides[0].Name, d.Sides[1].Name, ratio(p50[0], p50[1]))
 	}
 }
 
-// writePipelineReport writes (j)'s tables.
-func writePipelineReport(b *strings.Builder, s, u pipelineResult) {
-	row := pipelineTable(b)
-	row("(j1) create Service -> client request succeeds", s.createReq, u.createReq)
-	row("(j1) create Service -> every node programmed", s.createProg, u.createProg)
-	row("(j2) scale 3 -> 4, quiet -> request reaches the new Pod", s.scaleReq, u.scaleReq)
-	row("(j2) scale 3 -> 4, quiet -> all nodes reprogrammed", s.scaleProg, u.scaleProg)
-	row("(j3) scale 3 -> 4, back to back -> request reaches the new Pod", s.busyReq, u.busyReq)
-	row("(j3) scale 3 -> 4, back to back -> all nodes reprogrammed", s.busyProg, u.busyProg)
-	fmt.Fprintf(b, "\nWhere a scale-up's time goes, p50 of each step (from the change seen by a watch in the benchmark to the next one; "+
-		"the last step ends when every node's rules hold the new endpoint). The first four steps run the same code in both pipelines: "+
-		"kube-controller-manager's Deployment and ReplicaSet controllers and svcnet up's node simulator.\n\n")
-	fmt.Fprintf(b, "| step | (j2) svcnet | (j2) upstream | (j3) svcnet | (j3) upstream |\n|---|---|---|---|---|\n")
+// writeStageTable writes where a scale-up's time goes, each step's p50
+// over every scale-up of a side.
+func writeStageTable(b *strings.Builder, d pipelineData) {
+	b.WriteString("\nWhere a scale-up's time goes, p50 of each step over every scale-up of a kind (from the change seen by a watch in the " +
+		"benchmark to the next one; the last step ends when every node's rules hold the new endpoint). The first four steps run the same " +
+		"code in every cluster: kube-controller-manager's Deployment and ReplicaSet controllers and svcnet up's node simulator.\n\n| step |")
+	for _, j := range []string{"j2", "j3"} {
+		for _, side := range d.Sides {
+			fmt.Fprintf(b, " (%s) %s |", j, side.Name)
+		}
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", 2*len(d.Sides)) + "\n")
 	steps := []struct {
 		name string
 		at   func(scaleStages) time.Duration
 	}{
-		{"scale request -> ReplicaSet scaled (Deployment controller)", func(st scaleStages) time.Duration { return st.rs }},
-		{"-> Pod created (ReplicaSet controller)", func(st scaleStages) time.Duration { return st.created }},
-		{"-> Pod bound to a node (simulated scheduler)", func(st scaleStages) time.Duration { return st.bound }},
-		{"-> Pod Ready (simulated kubelet)", func(st scaleStages) time.Duration { return st.ready }},
-		{"-> EndpointSlice holds it (EndpointSlice controller)", func(st scaleStages) time.Duration { return st.slice }},
+		{"scale request -> ReplicaSet scaled (Deployment controller)", func(st scaleStages) time.Duration { return st.RS }},
+		{"-> Pod created (ReplicaSet controller)", func(st scaleStages) time.Duration { return st.Created }},
+		{"-> Pod bound to a node (simulated scheduler)", func(st scaleStages) time.Duration { return st.Bound }},
+		{"-> Pod Ready (simulated kubelet)", func(st scaleStages) time.Duration { return st.Ready }},
+		{"-> EndpointSlice holds it (EndpointSlice controller)", func(st scaleStages) time.Duration { return st.Slice }},
 		{"-> every node reprogrammed (node proxies)", nil},
 	}
-	stepMedian := func(sts []scaleStages, progs []time.Duration, i int) string {
+	stepP50 := func(clusters []pipelineCluster, busy bool, i int) string {
 		var ds []time.Duration
-		for k, st := range sts {
-			end := progs[k]
-			if steps[i].at != nil {
-				end = steps[i].at(st)
+		for _, c := range clusters {
+			sts, progs := c.ScaleStages, c.ScaleProg
+			if busy {
+				sts, progs = c.BusyStages, c.BusyProg
 			}
-			var begin time.Duration
-			if i > 0 {
-				begin = steps[i-1].at(st)
+			for k, st := range sts {
+				end := progs[k]
+				if steps[i].at != nil {
+					end = steps[i].at(st)
+				}
+				var begin time.Duration
+				if i > 0 {
+					begin = steps[i-1].at(st)
+				}
+				ds = append(ds, end-begin)
 			}
-			ds = append(ds, end-begin)
 		}
 		return ms(percentile(ds, 0.5))
 	}
 	for i, st := range steps {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", st.name,
-			stepMedian(s.scaleStages, s.scaleProg, i), stepMedian(u.scaleStages, u.scaleProg, i),
-			stepMedian(s.busyStages, s.busyProg, i), stepMedian(u.busyStages, u.busyProg, i))
+		fmt.Fprintf(b, "| %s |", st.name)
+		for _, busy := range []bool{false, true} {
+			for _, side := range d.Sides {
+				fmt.Fprintf(b, " %s |", stepP50(sideClusters(d, side.Name), busy, i))
+			}
+		}
+		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "\nCPU seconds of the whole `svcnet up` process tree (etcd, kube-apiserver, kube-controller-manager, the manager, the node simulator, the agents or kube-proxies, iptables) during the runs: svcnet %.1f, upstream %.1f.\n", s.cpu, u.cpu)
 }

@@ -179,6 +179,11 @@ type recordedSection struct {
 var recordedSections = []recordedSection{
 	recorded("abcd", renderES, nil),
 	recorded("ef", renderAdmission, nil),
+	recorded("ghi", renderAgent, nil),
+	recorded("k", renderFloor, nil),
+	recorded("jl", renderPipeline, nil),
+	recorded("n", renderScale, nil),
+	recorded("m", renderDatapath, nil),
 	recorded("o", annTableIPv4.render, annTableIPv4.figures),
 	recorded("p", renderMigration, nil),
 	recorded("q", annTableIPv6.render, annTableIPv6.figures),

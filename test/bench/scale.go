@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,9 +28,6 @@ var scaleServices = flag.String("scale-services", "1000,10000,30000,50000", "Ser
 // than the Services (docs/BENCHMARKS.md (n)), so that a larger run may
 // want it bounded.
 var scaleKubeProxyMax = flag.Int("scale-kube-proxy-max", 0, "the largest Service count at which the scale (n) and datapath (m) benchmarks run kube-proxy (0: every size)")
-
-// scaleRepeats is how many times each proxy runs at each size.
-var scaleRepeats = flag.Int("scale-repeats", 3, "times each proxy runs at each size of the scale benchmark (n), the proxies taking turns; the table gives medians and spreads")
 
 // scaleChanges is the number of single endpoint changes per run.
 const scaleChanges = 20
@@ -53,35 +51,44 @@ func scaleImpls() []agentImpl {
 	var out []agentImpl
 	for _, impl := range agentImpls() {
 		switch impl.name {
-		case scaleSvcnet, scaleSvcnet + ", GOGC=100", scaleKubeProxy:
+		case scaleSvcnet, scaleSvcnetSameSettings, scaleKubeProxy:
 			out = append(out, impl)
 		}
 	}
 	return out
 }
 
-// The proxies whose medians (n)'s targets compare.
+// The proxies of (n)'s targets: the agent at its defaults, and at the
+// same settings as kube-proxy with no minimum sync period.
 const (
-	scaleSvcnet    = "svcnet agent --mode=nftables"
-	scaleKubeProxy = "kube-proxy --proxy-mode=nftables --iptables-min-sync-period=0"
+	scaleSvcnet             = "svcnet agent --mode=nftables"
+	scaleSvcnetSameSettings = scaleSvcnet + ", GOGC=100"
+	scaleKubeProxy          = "kube-proxy --proxy-mode=nftables --iptables-min-sync-period=0"
 )
 
 // scaleRow is one proxy at one size over every repeat.
 type scaleRow struct {
-	services int
-	impl     string
-	// runs are the repeats that finished, errs why the others did not.
-	runs []agentResult
-	errs []string
-	// notRun says why the proxy was not run at this size.
-	notRun string
+	Services int    `json:"services"`
+	Proxy    string `json:"proxy"`
+	// Runs are the repeats that finished, Errs why the others did not.
+	Runs []agentResult `json:"runs"`
+	Errs []string      `json:"errs,omitempty"`
+	// NotRun says why the proxy was not run at this size.
+	NotRun string `json:"notRun,omitempty"`
 }
 
-func scaleReport(ctx context.Context, root string, scale int, only, skip string) (string, error) {
+// scaleData is (n)'s record.
+type scaleData struct {
+	Changes int        `json:"changes"`
+	Repeats int        `json:"repeats"`
+	Rows    []scaleRow `json:"rows"`
+}
+
+func scaleReport(ctx context.Context, root string, scale int, only, skip string, keep bool) (string, error) {
 	wantN, wantM := selected(only, "n"), selected(only, "m")
 	var b strings.Builder
 	if skip != "" {
-		fmt.Fprintf(&b, "## Node agent at scale, and the datapath\n\nNot run: %s.\n", skip)
+		fmt.Fprintf(&b, "%s\n\nNot run: %s.\n", scaleTitle, skip)
 		return b.String(), nil
 	}
 	sizes, err := scaleSizes(scale)
@@ -95,50 +102,58 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string)
 	if os.Getenv("SVCNET_BENCH_KEEP") == "" {
 		defer os.RemoveAll(dir)
 	}
-	load := newLoadSampler()
-	var nrows []scaleRow
-	var mrows []dpRow
-	var profiles []dpProfile
+	rec := newRecord[scaleData](root, "n")
+	recM := newRecord[datapathData](root, "m")
+	for _, r := range []map[string]string{rec.Tools, recM.Tools} {
+		r["kube-proxy"], r["nft"] = toolVersion(filepath.Join(root, "bin/k8s/kube-proxy")), nftVersion()
+	}
+	recM.Tools["iptables"] = iptablesVersion()
+	data := scaleData{Changes: scaleChanges / min(scale, scaleChanges), Repeats: *repeats}
+	dataM := datapathData{Repeats: *repeats, Sequential: dpSequential, Clients: dpClients, ClientsTime: dpClientsTime,
+		ClientsLimit: dpClientsLimit, ProfileCount: dpProfileCount}
+	sampler, samplerM := newLoadSampler(), newLoadSampler()
 	for _, size := range sizes {
 		res, err := scaleOneSize(ctx, root, dir, size, scale, wantM)
 		if err != nil {
 			return "", err
 		}
-		nrows, mrows, profiles = append(nrows, res.n...), append(mrows, res.m...), append(profiles, res.profiles...)
+		data.Rows, dataM.Runs = append(data.Rows, res.n...), append(dataM.Runs, res.m...)
 		// The report is written when every size is done; the figures so
 		// far go to the log, so that a run stopped at a larger size loses
 		// none of the smaller ones.
-		var sofar strings.Builder
-		if wantN {
-			writeScaleSection(&sofar, nrows, "(so far)")
-		}
-		if wantM {
-			writeDatapathSection(&sofar, mrows, profiles, "(so far)")
-		}
-		progress("(n)/(m) done up to %d Services:\n%s\n", size, sofar.String())
+		sofar, sofarM := *rec, *recM
+		sofar.Data, sofarM.Data = data, dataM
+		progress("(n)/(m) done up to %d Services:\n%s\n%s\n", size, renderScale(&sofar), renderDatapath(&sofarM))
 	}
-	loadNote := load.stop()
+	n, err := rec.close(root, sampler, data, keep && wantN, renderScale)
+	if err != nil {
+		return "", err
+	}
+	m, err := recM.close(root, samplerM, dataM, keep && wantM, renderDatapath)
+	if err != nil {
+		return "", err
+	}
 	if wantN {
-		writeScaleSection(&b, nrows, loadNote)
+		b.WriteString(n)
 	}
 	if wantM {
 		if wantN {
 			b.WriteString("\n")
 		}
-		writeDatapathSection(&b, mrows, profiles, loadNote)
+		b.WriteString(m)
 	}
 	return b.String(), nil
 }
 
-// scaleResults are one size's rows of (n) and (m).
+// scaleResults are one size's rows of (n) and runs of (m).
 type scaleResults struct {
-	n        []scaleRow
-	m        []dpRow
-	profiles []dpProfile
+	n []scaleRow
+	m []dpRun
 }
 
 // scaleOneSize runs (n) at one size on a new API server, keeping the
-// tables each proxy wrote, then (m) on those tables when wantM.
+// tables each proxy wrote, then (m) on those tables when wantM, with
+// kube-proxy's own iptables ruleset for the same Services.
 func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM bool) (scaleResults, error) {
 	var res scaleResults
 	progress("(n)/(m) %d Services: creating the objects\n", size)
@@ -151,11 +166,13 @@ func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM 
 		w.close()
 		return res, err
 	}
-	ipt := datapathFile(dir, "iptables.rules", size)
-	if wantM {
-		if err := iptablesRestoreFile(ctx, w, ipt); err != nil {
+	kubeProxyHere := *scaleKubeProxyMax == 0 || size*scale <= *scaleKubeProxyMax
+	ipt, iptNote := datapathFile(dir, "kube-proxy-iptables.rules", size), ""
+	if wantM && kubeProxyHere {
+		progress("(m) %d Services: kube-proxy's iptables ruleset\n", size)
+		if iptNote, err = captureKubeProxyIPTables(ctx, root, dir, w, ipt, w.datapath.tcp.Name); err != nil {
 			w.close()
-			return res, err
+			return res, fmt.Errorf("(m) kube-proxy's iptables ruleset at %d Services: %w", size, err)
 		}
 	}
 	d := w.datapath
@@ -163,25 +180,31 @@ func scaleOneSize(ctx context.Context, root, dir string, size, scale int, wantM 
 	if !wantM {
 		return res, nil
 	}
-	rules := []dpRules{{name: "no Service: client to the Pod, no rules", direct: true}}
+	rules := []dpRules{{name: dpBaselineRules, direct: true}}
 	if f, ok := dumps["svcnet"]; ok {
 		rules = append(rules,
-			dpRules{name: "svcnet nftables", load: nftRules(f)},
+			dpRules{name: dpSvcnetRules, load: nftRules(f)},
 			dpRules{name: "svcnet nftables loaded, client to the Pod", load: nftRules(f), direct: true})
 	}
-	rules = append(rules, dpRules{name: "iptables (svcnet's render of kube-proxy's layout)", load: iptablesRules(ipt)})
 	f, kubeProxy := dumps["kube-proxy"]
 	if kubeProxy {
 		rules = append(rules, dpRules{name: "kube-proxy nftables", load: nftRules(f)})
 	}
-	res.m, res.profiles = runDatapath(ctx, size, d, rules)
+	if kubeProxyHere {
+		rules = append(rules, dpRules{name: "kube-proxy iptables", note: iptNote, load: iptablesRules(ipt)})
+	}
+	res.m = runDatapath(ctx, size, d, rules, *repeats)
 	if !kubeProxy {
-		res.m = append(res.m, dpRow{services: size, rules: "kube-proxy nftables", err: "kube-proxy wrote no table at this size (n)"})
+		res.m = append(res.m, dpRun{Services: size, Rules: "kube-proxy nftables", Err: "kube-proxy wrote no table at this size (n)"})
+	}
+	if !kubeProxyHere {
+		res.m = append(res.m, dpRun{Services: size, Rules: "kube-proxy iptables",
+			Err: fmt.Sprintf("kube-proxy is not run above %d Services (-scale-kube-proxy-max)", *scaleKubeProxyMax)})
 	}
 	return res, nil
 }
 
-// scaleRepeatProxies runs (n) -scale-repeats times at one size, every
+// scaleRepeatProxies runs (n) -repeats times at one size, every
 // proxy in turn in each repeat, so that a machine that slows down for a
 // while slows every proxy alike. It adds a row per proxy to res and
 // returns the tables the proxies wrote, by name, for (m).
@@ -189,15 +212,15 @@ func scaleRepeatProxies(ctx context.Context, root, dir string, w *agentWorld, si
 	impls := scaleImpls()
 	rows := make([]scaleRow, len(impls))
 	for i, impl := range impls {
-		rows[i] = scaleRow{services: size, impl: impl.name}
+		rows[i] = scaleRow{Services: size, Proxy: impl.name}
 		if !strings.HasPrefix(impl.name, "svcnet") && *scaleKubeProxyMax > 0 && size*scale > *scaleKubeProxyMax {
-			rows[i].notRun = fmt.Sprintf("above %d Services (-scale-kube-proxy-max); see its cold sync at the sizes below", *scaleKubeProxyMax)
+			rows[i].NotRun = fmt.Sprintf("above %d Services (-scale-kube-proxy-max); see its cold sync at the sizes below", *scaleKubeProxyMax)
 		}
 	}
 	dumps := map[string]string{}
-	for repeat := range max(1, *scaleRepeats) {
+	for repeat := range *repeats {
 		for i, impl := range impls {
-			if rows[i].notRun != "" {
+			if rows[i].NotRun != "" {
 				continue
 			}
 			run, table, err := scaleOneProxy(ctx, root, dir, w, impl, size, scale, repeat)
@@ -205,9 +228,9 @@ func scaleRepeatProxies(ctx context.Context, root, dir string, w *agentWorld, si
 			case err != nil:
 				return nil, err
 			case run.err != "":
-				rows[i].errs = append(rows[i].errs, run.err)
+				rows[i].Errs = append(rows[i].Errs, run.err)
 			default:
-				rows[i].runs = append(rows[i].runs, run.res)
+				rows[i].Runs = append(rows[i].Runs, run.res)
 				dumps[table] = datapathFile(dir, table+".nft", size)
 			}
 		}
@@ -230,7 +253,7 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 	if strings.HasPrefix(impl.name, "svcnet") {
 		table = "svcnet"
 	}
-	progress("(n) %d Services with %s, run %d of %d\n", size, impl.name, repeat+1, max(1, *scaleRepeats))
+	progress("(n) %d Services with %s, run %d of %d\n", size, impl.name, repeat+1, *repeats)
 	work, err := os.MkdirTemp(dir, "run-")
 	if err != nil {
 		return scaleRun{}, table, err
@@ -243,7 +266,7 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 		progress("(n) %d Services, %s: %v\n", size, impl.name, err)
 	} else {
 		progress("(n) %d Services, %s: cold sync %s, change p99 %s, CPU %.2f s, peak RSS %.0f MiB\n", size, impl.name,
-			res.coldSync.Round(time.Millisecond), ms(percentile(res.latencies, 0.99)), res.cpu, res.rssMiB)
+			res.ColdSync.Round(time.Millisecond), ms(percentile(res.Latencies, 0.99)), res.CPU, res.RSSMiB)
 	}
 	if os.Getenv("SVCNET_BENCH_KEEP") != "" {
 		progress("logs kept in %s\n", work)
@@ -253,68 +276,109 @@ func scaleOneProxy(ctx context.Context, root, dir string, w *agentWorld, impl ag
 	return run, table, nil
 }
 
-func writeScaleSection(b *strings.Builder, rows []scaleRow, loadNote string) {
-	b.WriteString("## Node agent at scale: svcnet agent vs kube-proxy, nftables mode (n)\n\n")
-	fmt.Fprintf(b, "As (h) and (i), at each size on a fresh API server: the proxy runs alone in its own node, the cold sync is "+
+const scaleTitle = "## Node agent at scale: svcnet agent vs kube-proxy, nftables mode (n)"
+
+// renderScale writes (n) from its record alone.
+func renderScale(rec *record[scaleData]) string {
+	var b strings.Builder
+	d := rec.Data
+	fmt.Fprintf(&b, "%s\n\n%s\n\n", scaleTitle, rec.provenance("go run ./test/bench -only n"))
+	fmt.Fprintf(&b, "As (h) and (i), at each size on a fresh API server: the proxy runs alone in its own node, the cold sync is "+
 		"from process start until %s, then %d single endpoint changes, each measured "+
 		"from the EndpointSlice write until a connection from the node reaches the new endpoint. Each proxy runs %d times at "+
 		"each size, the proxies taking turns; a cell gives the median of the runs and, in brackets, the smallest and the "+
-		"largest (change max is the slowest change of all the runs). kube-proxy runs with --iptables-min-sync-period=0, "+
-		"its best case for a change. The svcnet agent runs its collector at GOGC=50 unless GOGC is set (its default); the "+
-		"GOGC=100 rows are Go's default, kube-proxy's. CPU is the process's user+system time for the whole run including "+
-		"the nft children it waited for; RSS its peak. %s\n\n", coldSyncEnd, scaleChanges, max(1, *scaleRepeats), loadNote)
-	b.WriteString("| Services x 10 endpoints | proxy | runs | cold sync | change p50 | change p99 | change max | CPU s | peak RSS MiB |\n" +
-		"|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
+		"largest; the slowest change is of all the runs' changes. kube-proxy (%s) runs with --iptables-min-sync-period=0, the "+
+		"svcnet agent's default, and at Go's default collector setting (GOGC=100): the agent's row at GOGC=100 is the one at the "+
+		"same settings, and the ratios are its; the agent's own default is GOGC=50, in the row without a GOGC. CPU is the "+
+		"process's user+system time for the whole run including the nft children it waited for; RSS its peak. %s\n\n",
+		coldSyncEnd, d.Changes, d.Repeats, rec.Tools["kube-proxy"], rec.loadNote())
+	b.WriteString("| Services x 10 endpoints | proxy | runs | cold sync (s) | change p50 (ms) | slowest change (ms) | CPU s | peak RSS MiB |\n" +
+		"|---|---|---|---|---|---|---|---|\n")
+	var sizes []int
+	for _, r := range d.Rows {
 		b.WriteString(scaleTableRow(r))
+		if !slices.Contains(sizes, r.Services) {
+			sizes = append(sizes, r.Services)
+		}
 	}
-	writeScaleTargets(b, rows)
+	for _, size := range sizes {
+		if line := scaleRatioRow(d.Rows, size); line != "" {
+			b.WriteString(line)
+		}
+	}
+	writeScaleTargets(&b, d.Rows)
+	return b.String()
 }
 
 // scaleTableRow is one proxy at one size in (n)'s table.
 func scaleTableRow(r scaleRow) string {
-	prefix := fmt.Sprintf("| %d | %s |", r.services, r.impl)
+	prefix := fmt.Sprintf("| %d | %s |", r.Services, r.Proxy)
 	switch {
-	case r.notRun != "":
-		return fmt.Sprintf("%s 0 | not run: %s | | | | | |\n", prefix, r.notRun)
-	case len(r.runs) == 0:
-		return fmt.Sprintf("%s 0 of %d | did not finish: %s | | | | | |\n", prefix, len(r.errs), oneLine(r.errs[0]))
+	case r.NotRun != "":
+		return fmt.Sprintf("%s 0 | not run: %s | | | | |\n", prefix, r.NotRun)
+	case len(r.Runs) == 0:
+		return fmt.Sprintf("%s 0 of %d | did not finish: %s | | | | |\n", prefix, len(r.Errs), oneLine(r.Errs[0]))
 	}
-	runs := fmt.Sprintf("%d", len(r.runs))
-	if len(r.errs) > 0 {
-		runs = fmt.Sprintf("%d of %d (did not finish: %s)", len(r.runs), len(r.runs)+len(r.errs), oneLine(r.errs[0]))
+	runs := fmt.Sprintf("%d", len(r.Runs))
+	if len(r.Errs) > 0 {
+		runs = fmt.Sprintf("%d of %d (did not finish: %s)", len(r.Runs), len(r.Runs)+len(r.Errs), oneLine(r.Errs[0]))
 	}
-	return fmt.Sprintf("%s %s | %s | %s | %s | %.1f ms | %s | %s |\n", prefix, runs,
-		spreadOf(r.values(coldSyncSeconds), "%.3f s"),
-		spreadOf(r.values(changeMs(0.5)), "%.1f ms"), spreadOf(r.values(changeMs(0.99)), "%.1f ms"),
-		slices.Max(r.values(changeMs(1))),
-		spreadOf(r.values(func(a agentResult) float64 { return a.cpu }), "%.2f"),
-		spreadOf(r.values(peakRSS), "%.0f"))
+	var all []time.Duration
+	for _, run := range r.Runs {
+		all = append(all, run.Latencies...)
+	}
+	return fmt.Sprintf("%s %s | %s | %s | %.1f (of %d) | %s | %s |\n", prefix, runs,
+		spreadOf(r.values(coldSyncSeconds), "%.3f"), spreadOf(r.values(changeMs(0.5)), "%.1f"), millis(slices.Max(all)), len(all),
+		spreadOf(r.values(func(a agentResult) float64 { return a.CPU }), "%.2f"), spreadOf(r.values(peakRSS), "%.0f"))
+}
+
+// scaleRatioRow compares the agent with kube-proxy at one size, at the
+// same settings: "" unless both ran there.
+func scaleRatioRow(rows []scaleRow, size int) string {
+	agent, ok1 := findScaleRow(rows, size, scaleSvcnetSameSettings)
+	kp, ok2 := findScaleRow(rows, size, scaleKubeProxy)
+	if !ok1 || !ok2 {
+		return ""
+	}
+	m := func(r scaleRow, f func(agentResult) float64) float64 { return median(r.values(f)) }
+	cpu := func(a agentResult) float64 { return a.CPU }
+	return fmt.Sprintf("| %d | **svcnet GOGC=100 / kube-proxy** | | **%.2fx** | **%.2fx** | | **%.2fx** | **%.2fx** |\n", size,
+		ratio(m(agent, coldSyncSeconds), m(kp, coldSyncSeconds)), ratio(m(agent, changeMs(0.5)), m(kp, changeMs(0.5))),
+		ratio(m(agent, cpu), m(kp, cpu)), ratio(m(agent, peakRSS), m(kp, peakRSS)))
+}
+
+// findScaleRow is proxy's row at size, if it has finished runs.
+func findScaleRow(rows []scaleRow, size int, proxy string) (scaleRow, bool) {
+	i := slices.IndexFunc(rows, func(r scaleRow) bool { return r.Services == size && r.Proxy == proxy && len(r.Runs) > 0 })
+	if i < 0 {
+		return scaleRow{}, false
+	}
+	return rows[i], true
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(firstLines(s, 1), "|", "/") }
 
 // values are one figure of every finished run.
 func (r scaleRow) values(of func(agentResult) float64) []float64 {
-	out := make([]float64, len(r.runs))
-	for i, run := range r.runs {
+	out := make([]float64, len(r.Runs))
+	for i, run := range r.Runs {
 		out[i] = of(run)
 	}
 	return out
 }
 
-func coldSyncSeconds(a agentResult) float64 { return a.coldSync.Seconds() }
+func coldSyncSeconds(a agentResult) float64 { return a.ColdSync.Seconds() }
 
-func peakRSS(a agentResult) float64 { return a.rssMiB }
+func peakRSS(a agentResult) float64 { return a.RSSMiB }
 
 // changeMs is a run's change latency at quantile q, in milliseconds (q 1:
 // its slowest change).
 func changeMs(q float64) func(agentResult) float64 {
 	return func(a agentResult) float64 {
-		if len(a.latencies) == 0 {
+		if len(a.Latencies) == 0 {
 			return math.NaN()
 		}
-		return float64(percentile(a.latencies, q).Microseconds()) / 1000
+		return float64(percentile(a.Latencies, q).Microseconds()) / 1000
 	}
 }
 
@@ -367,42 +431,6 @@ func spreadOf(vs []float64, format string) string {
 	return fmt.Sprintf("%s (%s-%s)", m, fmt.Sprintf(format, slices.Min(vs)), fmt.Sprintf(format, slices.Max(vs)))
 }
 
-func writeDatapathSection(b *strings.Builder, rows []dpRow, profiles []dpProfile, loadNote string) {
-	b.WriteString("## Datapath: a new connection through each proxy's rules (m)\n\n")
-	fmt.Fprintf(b, "A scratch node namespace holds the rules of one proxy for N Services x 10 endpoints (plus a TCP and a UDP "+
-		"Service of 10 endpoints that the clients use); a client Pod and a server Pod (owning every endpoint address through a "+
-		"local route) hang off it by veth, so every first packet crosses the node's PREROUTING (where the Service is chosen), "+
-		"FORWARD and POSTROUTING hooks and conntrack, as Pod-to-Service traffic does. The nftables tables are the ones svcnet's "+
-		"agent and kube-proxy wrote in (n) at the same size, listed from their nodes with `nft list table` and loaded as they are; "+
-		"the iptables ruleset is rendered by svcnet's iptables backend, whose chains, names and rules are kube-proxy's (the "+
-		"golden tests hold them to it), and restored at once without --noflush, because the proxies' own cold syncs of such "+
-		"rulesets run for many minutes ((h)). The Services the clients use sort after every other, so in the iptables layout a "+
-		"first packet walks the KUBE-SERVICES rule of every other Service before its own: that layout's worst case (kube-proxy "+
-		"orders that chain by map iteration, so a Service pays about half of it on average); the nftables layouts find the "+
-		"Service in a map wherever it is. The client is a process of its own in the client Pod: %d new TCP connections one "+
-		"after the other (connect() until the SYN-ACK is back; then a reset, so no TIME_WAIT is left), then %d clients in parallel "+
-		"for %s (at most %d connections), then %d UDP one-datagram exchanges (a new socket each, so a new conntrack flow). "+
-		"Connections per CPU second divide the parallel run's connections by the CPU time the client and server processes "+
-		"used, the kernel's share included: on veth the node's hooks and the server's stack run in the softirq of the sending "+
-		"thread, which the kernel accounts to it; the kernel column is the client's system time per connection. %s\n\n",
-		dpSequential, dpClients, dpClientsTime, dpClientsLimit, dpSequential, loadNote)
-	writeDatapathTable(b, rows)
-	b.WriteString("\nUpstream's published figures (the Kubernetes blog's NFTables mode announcement, 2025), first packet latency " +
-		"through kube-proxy's rules on their test machines: at 10,000 Services, iptables mode about 62 µs p50 and 257 µs p99, " +
-		"nftables mode about 10-15 µs at every size measured; at 30,000 Services, iptables mode about 270 µs p50 and 700 µs p99. " +
-		"Their numbers are a first packet's time through the node, ours a whole connect() from a Pod; compare the growth with " +
-		"the number of Services, and each row with the no-Service baseline of the same size.\n")
-	if len(profiles) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "\nWhere a connection's CPU goes: the client run again under `perf record -e cpu-clock` (%d connections one after "+
-		"the other), its samples sorted by symbol into rule evaluation (nft_do_chain and the set, map and expression "+
-		"functions; ipt_do_table and the xtables matches in iptables mode), conntrack, NAT, the rest of the kernel (the TCP "+
-		"handshake, veth, routing, the server's side) and the client's user time, in µs of the client's CPU per connection.\n\n",
-		dpProfileCount)
-	writeProfileTable(b, profiles)
-}
-
 // (n)'s targets, judged on the medians of the runs.
 const (
 	scaleTargetServices  = 50000
@@ -411,8 +439,9 @@ const (
 )
 
 // writeScaleTargets judges (n)'s targets on the medians of the table
-// above: the agent's peak RSS below kube-proxy's wherever both ran, and at
-// 50,000 Services a cold sync under 30 s and one change under 20 ms p99.
+// above: the agent's peak RSS below kube-proxy's at the same settings
+// wherever both ran, and at 50,000 Services, at its defaults, a cold
+// sync under 30 s and one change under 20 ms p99.
 func writeScaleTargets(b *strings.Builder, rows []scaleRow) {
 	b.WriteString("\nTargets, judged on the medians above (met only if the median meets it):\n\n")
 	for _, line := range scaleTargets(rows) {
@@ -422,49 +451,51 @@ func writeScaleTargets(b *strings.Builder, rows []scaleRow) {
 
 // scaleTargets are the lines writeScaleTargets writes.
 func scaleTargets(rows []scaleRow) []string {
-	find := func(size int, impl string) (scaleRow, bool) {
-		i := slices.IndexFunc(rows, func(r scaleRow) bool { return r.services == size && r.impl == impl && len(r.runs) > 0 })
-		if i < 0 {
-			return scaleRow{}, false
-		}
-		return rows[i], true
-	}
 	var sizes []int
 	for _, r := range rows {
-		if !slices.Contains(sizes, r.services) {
-			sizes = append(sizes, r.services)
+		if !slices.Contains(sizes, r.Services) {
+			sizes = append(sizes, r.Services)
 		}
 	}
-	var rss, cold []string
+	var rss []string
 	for _, size := range sizes {
-		agent, ok1 := find(size, scaleSvcnet)
-		kp, ok2 := find(size, scaleKubeProxy)
+		agent, ok1 := findScaleRow(rows, size, scaleSvcnetSameSettings)
+		kp, ok2 := findScaleRow(rows, size, scaleKubeProxy)
 		if !ok1 || !ok2 {
 			continue
 		}
 		a, k := median(agent.values(peakRSS)), median(kp.values(peakRSS))
 		rss = append(rss, fmt.Sprintf("%d Services: %.0f against %.0f MiB, %s", size, a, k, verdict(a < k)))
-		ca, ck := median(agent.values(coldSyncSeconds)), median(kp.values(coldSyncSeconds))
-		cold = append(cold, fmt.Sprintf("%.2fx at %d", ca/ck, size))
 	}
 	var out []string
 	if len(rss) == 0 {
-		out = append(out, "Agent peak RSS below kube-proxy's: not judged, no size ran both.")
+		out = append(out, "Agent peak RSS below kube-proxy's at the same settings: not judged, no size ran both.")
 	} else {
-		out = append(out, "Agent peak RSS below kube-proxy's: "+strings.Join(rss, "; ")+".",
-			"Agent cold sync as a share of kube-proxy's (no target here; (h)'s is 0.3x): "+strings.Join(cold, ", ")+".")
+		out = append(out, "Agent peak RSS below kube-proxy's at the same settings (GOGC=100): "+strings.Join(rss, "; ")+".")
 	}
-	agent, ok := find(scaleTargetServices, scaleSvcnet)
+	agent, ok := findScaleRow(rows, scaleTargetServices, scaleSvcnet)
 	if !ok {
 		return append(out, fmt.Sprintf("Cold sync under %s and one change under %s p99 at %d Services: not judged, the agent did not run at that size.",
 			scaleTargetColdSync, scaleTargetChangeP99, scaleTargetServices))
 	}
 	c := median(agent.values(coldSyncSeconds))
-	p99 := median(agent.values(changeMs(0.99)))
-	return append(out,
-		fmt.Sprintf("Cold sync at %d Services under %s: %.1f s, %s.", scaleTargetServices, scaleTargetColdSync, c, verdict(c < scaleTargetColdSync.Seconds())),
-		fmt.Sprintf("One endpoint change at %d Services under %s p99: %.1f ms, %s.", scaleTargetServices, scaleTargetChangeP99, p99,
-			verdict(p99 < float64(scaleTargetChangeP99.Microseconds())/1000)))
+	out = append(out, fmt.Sprintf("Cold sync at %d Services under %s, the agent at its defaults: %.1f s, %s.", scaleTargetServices,
+		scaleTargetColdSync, c, verdict(c < scaleTargetColdSync.Seconds())))
+	var all []time.Duration
+	for _, run := range agent.Runs {
+		all = append(all, run.Latencies...)
+	}
+	target := float64(scaleTargetChangeP99.Microseconds()) / 1000
+	if len(all) >= 1000 {
+		p99 := millis(percentile(all, 0.99))
+		return append(out, fmt.Sprintf("One endpoint change at %d Services under %s p99: %.1f ms over %d changes, %s.", scaleTargetServices,
+			scaleTargetChangeP99, p99, len(all), verdict(p99 < target)))
+	}
+	// Too few changes lie beyond a p99 to name one: the slowest of them
+	// all is judged, a stricter test.
+	slowest := millis(slices.Max(all))
+	return append(out, fmt.Sprintf("One endpoint change at %d Services under %s p99, judged on the slowest of the %d changes (too few for a p99): %.1f ms, %s.",
+		scaleTargetServices, scaleTargetChangeP99, len(all), slowest, verdict(slowest < target)))
 }
 
 func verdict(met bool) string {

@@ -86,7 +86,11 @@ func (t *stageTracer) close() {
 
 // scaleStages is one scale-up's timeline, each a time since the request.
 type scaleStages struct {
-	rs, created, bound, ready, slice time.Duration
+	RS      time.Duration `json:"rs"`
+	Created time.Duration `json:"created"`
+	Bound   time.Duration `json:"bound"`
+	Ready   time.Duration `json:"ready"`
+	Slice   time.Duration `json:"slice"`
 }
 
 // stages finds, among the changes seen since start, when the ReplicaSet
@@ -108,30 +112,30 @@ func (t *stageTracer) stages(start time.Time, pod string, replicas int32, ip str
 		switch o := e.obj.(type) {
 		case *appsv1.ReplicaSet:
 			if o.Spec.Replicas != nil && *o.Spec.Replicas == replicas {
-				seen(&s.rs, e.at)
+				seen(&s.RS, e.at)
 			}
 		case *corev1.Pod:
 			if o.Name != pod {
 				continue
 			}
-			seen(&s.created, e.at)
+			seen(&s.Created, e.at)
 			if o.Spec.NodeName != "" {
-				seen(&s.bound, e.at)
+				seen(&s.Bound, e.at)
 			}
 			for _, c := range o.Status.Conditions {
 				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					seen(&s.ready, e.at)
+					seen(&s.Ready, e.at)
 				}
 			}
 		case *discoveryv1.EndpointSlice:
 			for _, ep := range o.Endpoints {
 				if len(ep.Addresses) > 0 && ep.Addresses[0] == ip && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
-					seen(&s.slice, e.at)
+					seen(&s.Slice, e.at)
 				}
 			}
 		}
 	}
-	if s.rs == 0 || s.created == 0 || s.bound == 0 || s.ready == 0 || s.slice == 0 {
+	if s.RS == 0 || s.Created == 0 || s.Bound == 0 || s.Ready == 0 || s.Slice == 0 {
 		return s, fmt.Errorf("stages of Pod %s incomplete: %+v", pod, s)
 	}
 	return s, nil
