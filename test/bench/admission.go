@@ -292,7 +292,7 @@ func admissionReport(ctx context.Context, root string, scale int, only string, k
 func renderAdmission(rec *record[admData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", admTitle, rec.provenance("go run ./test/bench -only ef"))
+	b.WriteString(rec.heading(admTitle))
 	fmt.Fprintf(&b, "A fresh kube-apiserver (%s) per run; %d client workers create the Services (QPS 1000). "+
 		"\"kube-apiserver alone\" has no webhook: it allocates ClusterIPs and nodePorts itself. "+
 		"\"svcnet\" runs `svcnet manager --controllers=clusterip,nodeport` as its own process, its webhook installed by URL on loopback: "+

@@ -610,7 +610,7 @@ func runAgentScenario(ctx context.Context, root string, sc agentScenario) (agent
 func renderAgent(rec *record[agentData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", agentTitle, rec.provenance("go run ./test/bench -only ghi"))
+	b.WriteString(rec.heading(agentTitle))
 	fmt.Fprintf(&b, "Each proxy runs alone as its own process in its own simulated node (a network namespace, reaching the same "+
 		"kube-apiserver through a forwarder) and programs real iptables or nftables there (%s; %s). Services have no selector; the benchmark "+
 		"writes their EndpointSlices itself (10 endpoints each), so the proxies see exactly the same objects. Every time is measured with "+

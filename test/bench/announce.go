@@ -845,7 +845,7 @@ func (t annTable) scenario(ctx context.Context, c *annCluster, how string, tries
 // render writes the table's section from its record alone.
 func (t annTable) render(rec *record[annData]) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nsvcnet vs MetalLB. %s\n\n", t.title, rec.provenance("go run ./test/bench -only "+t.letter))
+	fmt.Fprintf(&b, "%s\n\nsvcnet vs MetalLB. %s\n\n", t.title, rec.provenance())
 	b.WriteString(t.intro(rec) + "\n\n")
 	b.WriteString("| announcer, mode, fault | moved median | moved range | longest gap median | longest gap range | never moved (30 s) | two nodes answering |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rec.Data.Rows {

@@ -483,7 +483,7 @@ const datapathTitle = "## Datapath: a new connection through each proxy's rules 
 func renderDatapath(rec *record[datapathData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", datapathTitle, rec.provenance("go run ./test/bench -only m"))
+	b.WriteString(rec.heading(datapathTitle))
 	fmt.Fprintf(&b, "A scratch node namespace holds the rules of one proxy for N Services x 10 endpoints (plus a TCP and a UDP "+
 		"Service of 10 endpoints that the clients use); a client Pod and a server Pod (owning every endpoint address through a "+
 		"local route) hang off it by veth, so every first packet crosses the node's PREROUTING (where the Service is chosen), "+

@@ -386,7 +386,7 @@ func runESOnce(ctx context.Context, root string, impl esImpl, sc esScenario, i i
 func renderES(rec *record[esData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", esTitle, rec.provenance("go run ./test/bench -only abcd"))
+	b.WriteString(rec.heading(esTitle))
 	fmt.Fprintf(&b, "Each controller runs alone as its own process against a fresh kube-apiserver (bin/k8s; kube-controller-manager %s), "+
 		"with --kube-api-qps=%s --kube-api-burst=%s --endpointslice-updates-batch-period=%s, %d Nodes. "+
 		"For (a) and (b) the objects exist before the controller starts and the time is from process start to every Service's slices "+

@@ -108,7 +108,7 @@ func migrationReport(ctx context.Context, root string, scale int, skip string, k
 func renderMigration(rec *record[migrationData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", migrationTitle, rec.provenance("make build && go run ./test/bench -only p"))
+	b.WriteString(rec.heading(migrationTitle))
 	fmt.Fprintf(&b, "One node (a network namespace) with a ClusterIP Service of one endpoint; upstream's kube-proxy %s "+
 		"(bin/k8s) serves it, svcnet's agent (bin/svcnet-agent) starts beside it on standby, both on kube-proxy's health and "+
 		"metrics addresses. The node then moves by its `svcnet.io/proxy` label as docs/operations.md moves one: to svcnet "+

@@ -112,7 +112,7 @@ func nftFloorReport(ctx context.Context, root string, scale int, skip string, ke
 func renderFloor(rec *record[floorData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", floorTitle, rec.provenance("go run ./test/bench -only k"))
+	b.WriteString(rec.heading(floorTitle))
 	fmt.Fprintf(&b, "What a cold sync and single endpoint changes cost the kernel in nftables mode (%s), each proxy writing its own "+
 		"table in a scratch network namespace: no API server, watch or agent loop in the time. svcnet's side is its backend "+
 		"(dataplane/nftables) programming the namespace as the agent does, rendering included: rules and chains through `nft`, "+

@@ -534,7 +534,7 @@ func pipelineTitle(nodes int) string {
 func renderPipeline(rec *record[pipelineData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", pipelineTitle(d.Nodes), rec.provenance("make build && go run ./test/bench -only jl"))
+	b.WriteString(rec.heading(pipelineTitle(d.Nodes)))
 	fmt.Fprintf(&b, "Clusters of `svcnet up --nodes %d --proxy-mode=iptables` on the same machine, of three kinds: %s. "+
 		"Upstream's pipeline is kube-controller-manager's EndpointSlice controller (%s), kube-apiserver's allocators and kube-proxy "+
 		"(%s, iptables mode, %s) in each node; svcnet's is its manager and agents. The first two kinds run the node proxies at the same "+

@@ -73,10 +73,23 @@ func (r *record[T]) close(root string, load *loadSampler, data T, keep bool, ren
 // provenance is the sentence that opens a recorded section: when, at
 // which commit, how long and on what the run ran, how to run it again
 // and where its record is.
-func (r *record[T]) provenance(rerun string) string {
+func (r *record[T]) provenance() string {
 	m := r.Machine
+	rerun := "go run ./test/bench -only " + r.Section
+	if runsBin[r.Section] {
+		rerun = "make build && " + rerun
+	}
 	return fmt.Sprintf("Recorded on %s at %s in %s on %s (%d cores, Linux %s, %s): `%s`; the record: %s.",
 		r.Recorded.Format("2006-01-02"), r.Commit, r.Took, m.CPU, m.Cores, m.Kernel, m.Go, rerun, filepath.ToSlash(filepath.Join(resultsDir, r.Section+".json")))
+}
+
+// runsBin are the sections whose runs start the programs of bin/, which
+// `make build` builds.
+var runsBin = map[string]bool{"p": true, "jl": true}
+
+// heading opens a recorded section: its title and its provenance.
+func (r *record[T]) heading(title string) string {
+	return title + "\n\n" + r.provenance() + "\n\n"
 }
 
 // loadNote describes the load the record saw, "" if none was sampled.

@@ -282,7 +282,7 @@ const scaleTitle = "## Node agent at scale: svcnet agent vs kube-proxy, nftables
 func renderScale(rec *record[scaleData]) string {
 	var b strings.Builder
 	d := rec.Data
-	fmt.Fprintf(&b, "%s\n\n%s\n\n", scaleTitle, rec.provenance("go run ./test/bench -only n"))
+	b.WriteString(rec.heading(scaleTitle))
 	fmt.Fprintf(&b, "As (h) and (i), at each size on a fresh API server: the proxy runs alone in its own node, the cold sync is "+
 		"from process start until %s, then %d single endpoint changes, each measured "+
 		"from the EndpointSlice write until a connection from the node reaches the new endpoint. Each proxy runs %d times at "+
