@@ -529,8 +529,8 @@ const agentTitle = "## Node agent: svcnet agent vs kube-proxy, iptables and nfta
 func agentScenarios(scale int) []agentScenario {
 	return []agentScenario{
 		{letter: 'g', services: 1000 / scale, changes: 200 / scale, gap: 500 * time.Millisecond, random: true},
-		{letter: 'h', mode: "nftables", services: 10000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
-		{letter: 'h', mode: "iptables", services: 2000 / scale, changes: 20 / scale, gap: 1200 * time.Millisecond},
+		{letter: 'h', mode: "nftables", services: 10000 / scale, changes: max(1, 20/scale), gap: 1200 * time.Millisecond},
+		{letter: 'h', mode: "iptables", services: 2000 / scale, changes: max(1, 20/scale), gap: 1200 * time.Millisecond},
 	}
 }
 
