@@ -122,7 +122,9 @@ func mergeSections(old, fresh string) string {
 	head, oldSections := splitSections(old)
 	freshHead, freshSections := splitSections(fresh)
 	if freshHead != "" {
-		head = freshHead
+		// A partial run's sections follow the header after a blank
+		// line of their own; the header ends with its own.
+		head = strings.TrimRight(freshHead, "\n") + "\n\n"
 	}
 	byTitle := map[string]section{}
 	for _, s := range freshSections {

@@ -219,3 +219,16 @@ func hasAll(t *testing.T, text string, wants ...string) {
 		}
 	}
 }
+
+// TestMergeSections: a partial run replaces its own sections in place,
+// adds a new one before "How to read the tables", keeps the others, and
+// leaves the header as docHeader whatever blank line its sections
+// started with.
+func TestMergeSections(t *testing.T) {
+	old := docHeader + "## A\n\na\n\n## B\n\nold b\n\n## How to read the tables\n\nx\n"
+	fresh := docHeader + "\n## B\n\nnew b\n\n## C\n\nc\n"
+	want := docHeader + "## A\n\na\n\n## B\n\nnew b\n\n## C\n\nc\n\n## How to read the tables\n\nx\n"
+	if got := mergeSections(old, fresh); got != want {
+		t.Errorf("merged (-want +got):\n%s", cmp.Diff(want, got))
+	}
+}
