@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -317,6 +318,10 @@ func (u *upCluster) scale(ctx context.Context, replicas int32) error {
 	return u.c.SubResource("scale").Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch))
 }
 
+// webPort is where the benchmark's web Pods (serve_hostname) listen: the
+// Services' targetPort, and the port of their endpoints.
+const webPort = 9376
+
 // webLabels select the benchmark Deployment's Pods.
 var webLabels = map[string]string{"app": "web"}
 
@@ -379,7 +384,7 @@ func runPipeline(ctx context.Context, root string, side pipelineSide, runs int) 
 func webService(name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pipelineNS, Name: name},
-		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}}},
+		Spec:       corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(webPort)}}},
 	}
 }
 
@@ -397,7 +402,7 @@ func (u *upCluster) deployWeb(ctx context.Context) (map[string]bool, error) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: webLabels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/serve_hostname",
-					Ports: []corev1.ContainerPort{{ContainerPort: 9376}}}}},
+					Ports: []corev1.ContainerPort{{ContainerPort: webPort}}}}},
 			},
 		},
 	}
@@ -479,7 +484,7 @@ func (u *upCluster) scaleUps(ctx context.Context, probe *corev1.Service, runs in
 		// The Service chain jumps to the new endpoint's chain: the node's
 		// rules were rewritten with the 4 endpoints.
 		prog, err := u.nodesProgrammed(start, "add rule ip nat "+iptables.ServiceChain(pipelineNS, "web", "", corev1.ProtocolTCP)+" ",
-			"jump "+iptables.EndpointChain(pipelineNS, "web", "", corev1.ProtocolTCP, pod.Status.PodIP+":80")+" ")
+			"jump "+iptables.EndpointChain(pipelineNS, "web", "", corev1.ProtocolTCP, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(webPort)))+" ")
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("scaling to 4: %w", err)
 		}
