@@ -145,6 +145,7 @@ type OptionalDuration struct {
 	IsSet bool
 }
 
+// String is the duration as given, "" when unset.
 func (d *OptionalDuration) String() string {
 	if !d.IsSet {
 		return ""
@@ -152,6 +153,7 @@ func (d *OptionalDuration) String() string {
 	return d.Value.String()
 }
 
+// Set parses a duration as time.ParseDuration does.
 func (d *OptionalDuration) Set(s string) error {
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -161,6 +163,7 @@ func (d *OptionalDuration) Set(s string) error {
 	return nil
 }
 
+// Type is the value's type in --help.
 func (d *OptionalDuration) Type() string { return "duration" }
 
 // Pipeline is --pipeline: whose Service networking runs.

@@ -316,10 +316,6 @@ func runDatapathOne(ctx context.Context, row *dpRow, d *datapathServices, r dpRu
 	return &dpProfile{services: row.services, rules: r.name, total: total, by: by}, nil
 }
 
-func usDuration(ns int64) string {
-	return fmt.Sprintf("%.1f µs", float64(ns)/1000)
-}
-
 func pct(lat []int64, p float64) int64 {
 	if len(lat) == 0 {
 		return 0

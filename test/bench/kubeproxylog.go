@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,7 +127,7 @@ func loggedRestore(f io.Reader, name string) ([]byte, error) {
 	r := bufio.NewReader(f)
 	for {
 		line, err := r.ReadString('\n')
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			// A line without its end is still being written.
 			return nil, nil
 		}

@@ -57,12 +57,6 @@ func (s *loadSampler) sample() {
 	s.mu.Unlock()
 }
 
-// stop ends the sampling and describes the load seen.
-func (s *loadSampler) stop() string {
-	samples := s.finish()
-	return describeLoad(samples, time.Since(s.start), numCPU())
-}
-
 // finish ends the sampling and returns the samples.
 func (s *loadSampler) finish() []float64 {
 	close(s.done)

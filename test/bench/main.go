@@ -251,8 +251,6 @@ func selected(only, letters string) bool {
 	return only == "" || strings.ContainsAny(only, letters)
 }
 
-func numCPU() int { return runtime.NumCPU() }
-
 func cpuModel() string {
 	out, err := exec.Command("sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").Output()
 	if err != nil {
