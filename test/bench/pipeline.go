@@ -401,8 +401,12 @@ func (u *upCluster) deployWeb(ctx context.Context) (map[string]bool, error) {
 			Selector: &metav1.LabelSelector{MatchLabels: webLabels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: webLabels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/serve_hostname",
-					Ports: []corev1.ContainerPort{{ContainerPort: webPort}}}}},
+				// serve_hostname ignores SIGTERM: without a short grace
+				// period each scale-down would wait out the default 30 s
+				// before the next measured scale-up could start.
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/serve_hostname",
+						Ports: []corev1.ContainerPort{{ContainerPort: webPort}}}}},
 			},
 		},
 	}
