@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet-io/svcnet/internal/platform/netns"
+	"github.com/svcnet-io/svcnet/internal/platform/nfacct"
 	"github.com/svcnet-io/svcnet/localcluster/netlab"
 )
 
@@ -233,14 +234,39 @@ func nftRules(file string) func(context.Context, *dpLab) error {
 }
 
 // iptablesRules restores an iptables-restore file, without --noflush:
-// the node's tables hold nothing else.
+// the node's tables hold nothing else. The nfacct counters its rules
+// count into (kube-proxy creates them over netlink before its first
+// restore) are created first.
 func iptablesRules(file string) func(context.Context, *dpLab) error {
 	return func(_ context.Context, l *dpLab) error {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		acct := nfacct.New(netlab.Path(l.node.NetNS))
+		for _, name := range nfacctNames(string(data)) {
+			if err := acct.Ensure(name); err != nil {
+				return fmt.Errorf("nfacct counter %s: %w", name, err)
+			}
+		}
 		if out, err := l.lab.Run(l.node.NetNS, "iptables-restore", "-w", "5", file); err != nil {
-			return fmt.Errorf("iptables-restore %s: %w: %s", file, err, firstLines(out, 5))
+			return fmt.Errorf("iptables-restore %s: %w: %s", file, err, strings.Join(strings.Fields(firstLines(out, 5)), " "))
 		}
 		return nil
 	}
+}
+
+// nfacctNames are the nfacct counters an iptables-restore input's rules
+// name.
+func nfacctNames(rules string) []string {
+	var names []string
+	for _, f := range strings.Split(rules, "--nfacct-name ")[1:] {
+		name, _, _ := strings.Cut(f, " ")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func firstLines(s string, n int) string {

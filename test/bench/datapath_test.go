@@ -39,3 +39,14 @@ func TestDatapathRendering(t *testing.T) {
 		t.Errorf("the sizes are not in order:\n%s", got)
 	}
 }
+
+// TestNfacctNames finds the counters kube-proxy's rules count into, once
+// each.
+func TestNfacctNames(t *testing.T) {
+	rules := "*filter\n-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP\n" +
+		"-A KUBE-X -m nfacct --nfacct-name localhost_nps_accepted_pkts -j ACCEPT\n-A KUBE-Y -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP\nCOMMIT\n"
+	got := nfacctNames(rules)
+	if len(got) != 2 || got[0] != "ct_state_invalid_dropped_pkts" || got[1] != "localhost_nps_accepted_pkts" {
+		t.Errorf("nfacctNames = %q", got)
+	}
+}
