@@ -44,16 +44,16 @@ func (w *agentWorld) startKubeProxy(ctx context.Context, root, dir, mode string,
 	return n, p, logPath, nil
 }
 
-// waitLogged waits until kube-proxy's log holds more than logged
-// transactions and one of those writes endpoint ip.
-func waitLogged(ctx context.Context, logPath string, logged int, ip string) error {
+// waitLogged waits until kube-proxy's log, from byte offset from on,
+// holds a transaction that writes endpoint ip.
+func waitLogged(ctx context.Context, logPath string, from int64, ip string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		txs, err := loggedTransactions(logPath)
+		txs, _, err := loggedTransactions(logPath, from)
 		if err != nil {
 			return err
 		}
-		if len(txs) > logged && slices.ContainsFunc(txs[logged:], func(tx string) bool { return writesEndpoint(tx, ip) }) {
+		if slices.ContainsFunc(txs, func(tx string) bool { return writesEndpoint(tx, ip) }) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -81,39 +81,48 @@ func writesEndpoint(tx, ip string) bool {
 // closes it with a line " >".
 const loggedTransactionStart = `"Running nftables transaction"`
 
-// loggedTransactions reads the complete transactions of a kube-proxy log.
-func loggedTransactions(logPath string) ([]string, error) {
+// loggedTransactions reads the complete transactions logged from byte
+// offset from of a kube-proxy log on, and returns the offset just past
+// the last of them, where a later read can start.
+func loggedTransactions(logPath string, from int64) ([]string, int64, error) {
 	f, err := os.Open(logPath)
 	if err != nil {
-		return nil, err
+		return nil, from, err
 	}
 	defer f.Close()
-	return parseLoggedTransactions(f, logPath)
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, from, err
+	}
+	txs, n, err := parseLoggedTransactions(f, logPath)
+	return txs, from + n, err
 }
 
 // parseLoggedTransactions reads the complete transactions of the log
-// named name; one still being written at its end is not one of them.
-func parseLoggedTransactions(f io.Reader, name string) ([]string, error) {
+// named name, and how many bytes they and the lines before them take;
+// one still being written at its end is not one of them.
+func parseLoggedTransactions(f io.Reader, name string) ([]string, int64, error) {
 	var txs []string
 	var cur *bytes.Buffer
+	var read, done int64
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		read += int64(len(line)) + 1
 		switch {
 		case cur == nil && strings.Contains(line, loggedTransactionStart) && strings.HasSuffix(line, "transaction=<"):
 			cur = &bytes.Buffer{}
 		case cur != nil && line == " >":
 			txs = append(txs, cur.String())
-			cur = nil
+			cur, done = nil, read
 		case cur != nil && strings.HasPrefix(line, "\t"):
 			cur.WriteString(line[1:])
 			cur.WriteByte('\n')
 		case cur != nil:
-			return nil, fmt.Errorf("%s: a logged transaction has the line %q", name, line)
+			return nil, done, fmt.Errorf("%s: a logged transaction has the line %q", name, line)
 		}
 	}
-	return txs, sc.Err()
+	return txs, done, sc.Err()
 }
 
 // loggedRestoreStart is how kube-proxy's iptables proxier (at V(9))

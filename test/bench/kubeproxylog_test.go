@@ -60,9 +60,14 @@ func TestLoggedTransactions(t *testing.T) {
 		log  string
 		want []string
 	}{{log, []string{first.String(), second.String()}}, {cut, []string{first.String()}}} {
-		got, err := parseLoggedTransactions(strings.NewReader(c.log), "kube-proxy.log")
+		got, n, err := parseLoggedTransactions(strings.NewReader(c.log), "kube-proxy.log")
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Reading on from where the complete transactions end finds
+		// none of them again.
+		if again, _, err := parseLoggedTransactions(strings.NewReader(c.log[n:]), "kube-proxy.log"); err != nil || len(again) != 0 {
+			t.Errorf("from byte %d on: %d transactions, %v; want none", n, len(again), err)
 		}
 		if len(got) != len(c.want) {
 			t.Fatalf("read %d transactions, want %d, from:\n%s", len(got), len(c.want), c.log)
@@ -72,6 +77,13 @@ func TestLoggedTransactions(t *testing.T) {
 				t.Errorf("transaction %d read as\n%s\nwant\n%s", i, got[i], c.want[i])
 			}
 		}
+	}
+
+	// Where the cut log's complete transactions end, the whole log holds
+	// the second and nothing else: a capture reads on from there.
+	_, n, _ := parseLoggedTransactions(strings.NewReader(cut), "kube-proxy.log")
+	if later, _, err := parseLoggedTransactions(strings.NewReader(log[n:]), "kube-proxy.log"); err != nil || len(later) != 1 || later[0] != second.String() {
+		t.Errorf("from byte %d of the whole log: %q, %v; want the second transaction", n, later, err)
 	}
 
 	capture := kubeProxyCapture{}

@@ -257,25 +257,27 @@ func captureKubeProxy(ctx context.Context, root string, size int) (kubeProxyCapt
 	if _, err := p.settled(p.started.Add(agentTimeout)); err != nil {
 		return c, fmt.Errorf("kube-proxy's cold sync: %w", err)
 	}
-	if c.cold, err = loggedTransactions(logPath); err != nil {
-		return c, err
-	}
-	ips, err := w.floorChanges(ctx, size, logPath, len(c.cold))
+	cold, coldEnd, err := loggedTransactions(logPath, 0)
 	if err != nil {
 		return c, err
 	}
-	all, err := loggedTransactions(logPath)
+	c.cold = cold
+	ips, err := w.floorChanges(ctx, size, logPath, coldEnd)
 	if err != nil {
 		return c, err
 	}
-	return c, c.markChanges(all[len(c.cold):], ips)
+	later, _, err := loggedTransactions(logPath, coldEnd)
+	if err != nil {
+		return c, err
+	}
+	return c, c.markChanges(later, ips)
 }
 
 // floorChanges makes the floor's changes in w, each after kube-proxy has
-// logged the transaction of the one before (its log at logPath held
-// logged transactions before the first), and returns the endpoint each
-// change brought in.
-func (w *agentWorld) floorChanges(ctx context.Context, size int, logPath string, logged int) ([]string, error) {
+// logged the transaction of the one before (in its log at logPath, read
+// from byte offset from on), and returns the endpoint each change
+// brought in.
+func (w *agentWorld) floorChanges(ctx context.Context, size int, logPath string, from int64) ([]string, error) {
 	var ips []string
 	for c := range floorChanges {
 		i, j := floorChanged(c, size)
@@ -289,7 +291,7 @@ func (w *agentWorld) floorChanges(ctx context.Context, size int, logPath string,
 			return nil, err
 		}
 		ips = append(ips, ip)
-		if err := waitLogged(ctx, logPath, logged, ip); err != nil {
+		if err := waitLogged(ctx, logPath, from, ip); err != nil {
 			return nil, fmt.Errorf("change %d: %w", c, err)
 		}
 	}
