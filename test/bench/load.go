@@ -19,6 +19,7 @@ type loadSampler struct {
 	mu      sync.Mutex
 	samples []float64
 	done    chan struct{}
+	once    sync.Once
 	start   time.Time
 }
 
@@ -57,9 +58,10 @@ func (s *loadSampler) sample() {
 	s.mu.Unlock()
 }
 
-// finish ends the sampling and returns the samples.
+// finish ends the sampling, once however often it is called, and
+// returns the samples: the records of one run share one sampler.
 func (s *loadSampler) finish() []float64 {
-	close(s.done)
+	s.once.Do(func() { close(s.done) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.samples)

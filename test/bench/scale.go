@@ -111,7 +111,7 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string,
 	data := scaleData{Changes: scaleChanges / min(scale, scaleChanges), Repeats: *repeats}
 	dataM := datapathData{Repeats: *repeats, Sequential: dpSequential, Clients: dpClients, ClientsTime: dpClientsTime,
 		ClientsLimit: dpClientsLimit, ProfileCount: dpProfileCount}
-	sampler, samplerM := newLoadSampler(), newLoadSampler()
+	sampler := newLoadSampler()
 	for _, size := range sizes {
 		res, err := scaleOneSize(ctx, root, dir, size, scale, wantM)
 		if err != nil {
@@ -129,7 +129,7 @@ func scaleReport(ctx context.Context, root string, scale int, only, skip string,
 	if err != nil {
 		return "", err
 	}
-	m, err := recM.close(root, samplerM, dataM, keep && wantM, renderDatapath)
+	m, err := recM.close(root, sampler, dataM, keep && wantM, renderDatapath)
 	if err != nil {
 		return "", err
 	}
